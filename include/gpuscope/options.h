@@ -1,0 +1,83 @@
+// File: gpuscope/options.h
+// -----------------------------------------------------------------------------
+//
+// `Options` configures a `Session`; `StepOptions` describes one step. Both are
+// aggregates, so designated initializers read well at the call site:
+//
+//   gpuscope::Session session(gpuscope::Options{.window = 1024});
+//   gpuscope::StepScope step(session, {.samples = batch_size, .tokens = batch_tokens});
+
+#ifndef GPUSCOPE_OPTIONS_H_
+#define GPUSCOPE_OPTIONS_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "gpuscope/clock.h"
+
+namespace gpuscope {
+
+inline constexpr int kDefaultWindow = 512;
+inline constexpr int kMaxWindow = 1 << 18;
+inline constexpr int kDefaultMaxPhases = 128;
+inline constexpr int kMaxPhases = 4096;
+inline constexpr int kDefaultQueueCapacity = 1 << 14;
+inline constexpr int kMaxQueueCapacity = 1 << 22;
+inline constexpr int kDefaultFlushIntervalMs = 10;
+
+// How many scopes (the step included) may be open at once on the recording
+// thread. A scope opened deeper than this is not recorded (and counted).
+inline constexpr int kMaxOpenScopes = 32;
+
+// Options
+//
+// Every field has a default that suits a training loop; `Options{}` is valid.
+// `Validate()` says what is wrong with an invalid one.
+struct Options {
+  // Completed steps kept for exact quantiles and the phase breakdown: the
+  // last `window` steps. 1 to kMaxWindow. Memory is about 100 bytes a step
+  // plus 24 bytes per step per phase name used.
+  int window = kDefaultWindow;
+
+  // false: every scope costs one branch and records nothing, no background
+  // thread is started. The environment variable GPUSCOPE_DISABLE=1 (or true,
+  // yes, on) has the same effect whatever this says.
+  bool enabled = true;
+
+  // The host clock. Null: CLOCK_MONOTONIC, read inline. Tests pass a
+  // `ManualClock`.
+  std::shared_ptr<Clock> clock = nullptr;
+
+  // Distinct phase names the session can hold, the nine built-in ones
+  // included. kNumBuiltinPhases + 1 to kMaxPhases.
+  int max_phases = kDefaultMaxPhases;
+
+  // Records (one per ended scope) that may wait between the recording thread
+  // and the background worker; rounded up to a power of two. When the queue
+  // is full, records are dropped and counted, never waited for.
+  // 64 to kMaxQueueCapacity; 64 bytes each.
+  int queue_capacity = kDefaultQueueCapacity;
+
+  // How often the background worker drains the queue. 1 to 10000 ms.
+  // `Session::Summarize()` drains too, so a summary is never stale.
+  int flush_interval_ms = kDefaultFlushIntervalMs;
+
+  // Options::Validate()
+  //
+  // OkStatus(), or an InvalidArgumentError naming the first bad field, its
+  // value and the accepted range.
+  absl::Status Validate() const;
+};
+
+// StepOptions
+//
+// What a step processed, for throughput. Negative means "not given".
+struct StepOptions {
+  int64_t samples = -1;
+  int64_t tokens = -1;
+};
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_OPTIONS_H_

@@ -1,0 +1,99 @@
+// File: gpuscope/phase.h
+// -----------------------------------------------------------------------------
+//
+// A phase is a named interval inside a training step: `data`, `h2d`,
+// `forward`, ... Nine kinds are built in (they are what the diagnosis rules
+// understand); any other name is a custom phase, registered once per session
+// with `Session::RegisterPhase()`.
+//
+// `PhaseId` is the handle a scope records. Built-in phases convert to it
+// implicitly, so `PhaseScope(session, Phase::kData)` and
+// `PhaseScope(session, attention_id)` look alike at the call site.
+//
+// Example:
+//
+//   absl::StatusOr<gpuscope::PhaseId> attention = session.RegisterPhase("attention");
+//   if (!attention.ok()) { /* empty, too long, reserved or table full */ }
+//   {
+//     gpuscope::PhaseScope p(session, *attention);
+//     RunAttention();
+//   }
+
+#ifndef GPUSCOPE_PHASE_H_
+#define GPUSCOPE_PHASE_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace gpuscope {
+
+// The built-in phase kinds, in the order of DESIGN.md §2.
+enum class Phase : uint8_t {
+  kData = 0,        // waiting for / producing the next batch (DataLoader, storage)
+  kH2D = 1,         // host-to-device copies
+  kForward = 2,
+  kBackward = 3,
+  kOptimizer = 4,
+  kComm = 5,        // collectives, all-reduce, all-gather
+  kSync = 6,        // explicit synchronization, .item(), device-to-host reads
+  kEval = 7,
+  kCheckpoint = 8,
+};
+
+inline constexpr int kNumBuiltinPhases = 9;
+
+// Longest accepted phase name, in bytes.
+inline constexpr int kMaxPhaseNameLength = 64;
+
+// The name reserved for step time outside every top-level phase; it cannot be
+// registered as a phase name.
+inline constexpr std::string_view kOtherPhaseName = "other";
+
+// PhaseName()
+//
+// The lower-case name of a built-in phase: "data", "h2d", "forward", ...
+std::string_view PhaseName(Phase phase);
+
+// ParsePhase()
+//
+// The built-in phase called `name`, or NotFoundError for any other name
+// (which may still be registered as a custom phase).
+absl::StatusOr<Phase> ParsePhase(std::string_view name);
+
+// ValidatePhaseName()
+//
+// OkStatus() if `name` may be registered as a phase name: 1 to
+// `kMaxPhaseNameLength` bytes, no control characters, not "other". Otherwise
+// an InvalidArgumentError that says which rule the name breaks.
+absl::Status ValidatePhaseName(std::string_view name);
+
+// PhaseId
+//
+// A phase name's index in a session's phase table. Built-in phases have the
+// same id in every session (their enum value); a custom name's id is valid
+// only in the session that registered it. Cheap to copy (2 bytes).
+class PhaseId {
+ public:
+  // Implicit by design: a built-in phase is a PhaseId.
+  constexpr PhaseId(Phase phase)  // NOLINT(google-explicit-constructor)
+      : value_(static_cast<uint16_t>(phase)) {}
+
+  constexpr uint16_t value() const { return value_; }
+  constexpr bool builtin() const { return value_ < kNumBuiltinPhases; }
+
+  friend constexpr bool operator==(PhaseId a, PhaseId b) { return a.value_ == b.value_; }
+  friend constexpr bool operator!=(PhaseId a, PhaseId b) { return a.value_ != b.value_; }
+
+  // For gpuscope's own phase table; users get ids from Session::RegisterPhase().
+  static constexpr PhaseId FromIndexInternal(uint16_t value) { return PhaseId(value); }
+
+ private:
+  explicit constexpr PhaseId(uint16_t value) : value_(value) {}
+  uint16_t value_;
+};
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_PHASE_H_

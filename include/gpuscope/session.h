@@ -1,0 +1,181 @@
+// File: gpuscope/session.h
+// -----------------------------------------------------------------------------
+//
+// A `Session` records the steps and phases of one training loop and
+// summarizes them on request. It owns a bounded queue that the recording
+// thread appends to, and shares one background worker per process that drains
+// every session's queue into a fixed-size ring of recent steps (the window)
+// and a lifetime histogram.
+//
+// Most code uses the RAII scopes in gpuscope/scopes.h; the `Begin*()`/`End()`
+// pairs below are for frameworks whose hooks cannot hold a scope object.
+//
+// Example:
+//
+//   gpuscope::Session session(gpuscope::Options{.window = 512});
+//   for (int i = 0; i < num_steps; ++i) {
+//     gpuscope::StepScope step(session, {.samples = batch_size});
+//     { gpuscope::PhaseScope p(session, gpuscope::Phase::kData); NextBatch(); }
+//     { gpuscope::PhaseScope p(session, gpuscope::Phase::kForward); Forward(); }
+//   }
+//   std::cout << gpuscope::FormatReport(session.Summarize());
+//
+// Threads. One thread records into a session: the first thread that begins a
+// scope becomes its recording thread, and scopes from any other thread are
+// ignored and counted (`MisuseCounts::wrong_thread`). `Summarize()`,
+// `RegisterPhase()`, `Flush()` and `Close()` are safe from any thread.
+//
+// Misuse has a defined outcome; none aborts, throws or blocks:
+//   * A scope ended while scopes opened after it are still open closes those
+//     too, at the same instant (out_of_order_end); ending them later does
+//     nothing (stale_end).
+//   * A step begun while a step is open is ignored (nested_step).
+//   * A phase outside any step is recorded on its own: it appears in its
+//     PhaseStats' `outside_steps_*` fields, not in any step's time.
+//   * More than kMaxOpenScopes open scopes: the deeper ones are ignored.
+//   * A phase name that is empty, too long, reserved or does not fit in the
+//     table, or a PhaseId from another session, is ignored (invalid_phase).
+//   * Invalid `Options`: the constructor makes a session that records
+//     nothing and whose `status()` says why (`Create()` returns the error).
+//
+// fork(): in a child process (a DataLoader worker, say) every session created
+// before the fork records nothing, its `Summarize()` returns an empty summary,
+// and nothing of the parent's background worker is touched. Sessions created
+// in the child work normally.
+
+#ifndef GPUSCOPE_SESSION_H_
+#define GPUSCOPE_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpuscope/options.h"
+#include "gpuscope/phase.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope {
+
+namespace internal {
+class SessionImpl;
+class SessionTestPeer;
+struct Backends;
+}  // namespace internal
+
+// Why a Begin*() call did not open a scope (kOk when it did).
+enum class ScopeStatus : uint8_t {
+  kOk = 0,
+  kDisabled,       // the session is disabled, closed, or lives in a forked child
+  kWrongThread,    // called from a thread other than the recording thread
+  kNestedStep,     // a step is already open
+  kTooDeep,        // kMaxOpenScopes scopes are already open
+  kInvalidPhase,   // bad or unknown phase name / id
+};
+
+// A short English explanation of `status`, with what to do about it.
+std::string_view ScopeStatusMessage(ScopeStatus status);
+
+// ScopeToken
+//
+// Returned by Begin*() and handed back to End(). Trivially copyable, 8 bytes.
+struct ScopeToken {
+  uint32_t serial = 0;  // 0: no scope was opened
+  uint8_t depth = 0;
+  ScopeStatus status = ScopeStatus::kDisabled;
+
+  bool ok() const { return serial != 0; }
+};
+
+class Session {
+ public:
+  // Session::Session()
+  //
+  // Starts a session. With invalid `options` the session records nothing and
+  // `status()` holds the error (use `Create()` to get it as a value). Starts
+  // the process's background worker if it is not running yet.
+  explicit Session(Options options = {});
+
+  // Session::Create()
+  //
+  // As the constructor, but returns InvalidArgumentError for invalid options.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(Options options = {});
+
+  // Flushes and closes (see Close()). Scopes must not outlive their session.
+  ~Session();
+
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  Session(Session&&) = delete;
+  Session& operator=(Session&&) = delete;
+
+  // Session::status()
+  //
+  // OkStatus(), or why this session records nothing.
+  const absl::Status& status() const;
+
+  // Session::recording()
+  //
+  // Whether scopes record. One relaxed load: this is the branch a disabled
+  // scope costs.
+  bool recording() const noexcept { return recording_.load(std::memory_order_relaxed); }
+
+  // Session::options()
+  const Options& options() const;
+
+  // Session::RegisterPhase()
+  //
+  // The id of phase `name`, registering it on first use; built-in names
+  // return their built-in id. Thread-safe; takes a lock and may allocate, so
+  // call it once, outside the loop. Errors: InvalidArgumentError (empty, too
+  // long, control characters, "other"), ResourceExhaustedError (the table
+  // holds Options::max_phases names).
+  absl::StatusOr<PhaseId> RegisterPhase(std::string_view name);
+
+  // Session::BeginStep() / BeginPhase() / End()
+  //
+  // The hot path. No allocation, no lock, no system call beyond the clock.
+  // Each Begin*() returns a token to pass to End(); a token that is not ok()
+  // may be passed to End() too (it does nothing). Thread: the recording
+  // thread (see above). `BeginPhase(name)` looks the name up without a lock
+  // and registers it on first use (which locks and allocates, once).
+  ScopeToken BeginStep(const StepOptions& step = {}) noexcept;
+  ScopeToken BeginPhase(PhaseId phase) noexcept;
+  ScopeToken BeginPhase(std::string_view name) noexcept;
+  void End(ScopeToken token) noexcept;
+
+  // Session::Summarize()
+  //
+  // A snapshot of the window and the run so far, including every step that
+  // has ended. Thread-safe; never blocks the recording thread (it takes the
+  // aggregator's lock, which only the background worker and other readers
+  // hold). Cost: sorting the window, about 0.1 ms for 4096 steps.
+  Summary Summarize() const;
+
+  // Session::Flush()
+  //
+  // Drains records that are waiting in the queue. Thread-safe. Summarize()
+  // does this itself; Flush() exists for callers that want the worker's view
+  // up to date (before a fork, say).
+  void Flush();
+
+  // Session::Close()
+  //
+  // Stops recording, drains what is queued and leaves the background worker.
+  // Idempotent and thread-safe; Summarize() keeps working afterwards.
+  void Close();
+
+ private:
+  friend class internal::SessionTestPeer;
+  // Runs on `backends` instead of the process's defaults (tests, simulation).
+  Session(Options options, std::unique_ptr<internal::Backends> backends);
+
+  std::atomic<bool> recording_{false};
+  std::unique_ptr<internal::SessionImpl> impl_;
+};
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_SESSION_H_

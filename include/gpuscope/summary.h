@@ -1,0 +1,178 @@
+// File: gpuscope/summary.h
+// -----------------------------------------------------------------------------
+//
+// A `Summary` is what a session knows about the training loop at one moment:
+// step-time quantiles over the window (exact) and the whole run (within 1 %),
+// where the step time went (the phase breakdown), throughput, and where every
+// number came from (`source`). All times are in seconds.
+//
+// Definitions (DESIGN.md §2, docs/definitions.md):
+//   * The window is the last `window` completed steps.
+//   * Quantiles use linear interpolation between order statistics (NumPy's
+//     default), so `step_time.p50` of {1, 2, 3, 4} is 2.5.
+//   * A phase's per-step time is the length of the union of its intervals in
+//     that step (nested or repeated occurrences are not double counted).
+//   * The breakdown uses top-level phases (opened directly inside the step);
+//     `other` is step time outside every top-level phase. The
+//     `breakdown_share`s of the top-level phases and `other` sum to 1.
+//
+// `ToJson()` and `SummaryFromJson()` give a versioned JSON encoding that round
+// trips exactly.
+//
+// Example:
+//
+//   gpuscope::Summary s = session.Summarize();
+//   std::printf("p95 step %.1f ms, data %.0f%%\n", s.step_time.p95 * 1e3,
+//               100 * s.FindPhase("data")->share);
+
+#ifndef GPUSCOPE_SUMMARY_H_
+#define GPUSCOPE_SUMMARY_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpuscope {
+
+// Version of the JSON encoding. Bumped when a field changes meaning or is
+// removed; adding a field does not bump it.
+inline constexpr int kJsonSchemaVersion = 1;
+
+// Where the GPU side of a summary comes from, best first (DESIGN.md §2).
+enum class Source : uint8_t {
+  kHost = 0,    // no GPU timeline: host breakdown only, gpu_idle_pct is empty
+  kEvents = 1,  // CUDA events at scope boundaries: idle % is a lower bound
+  kCupti = 2,   // CUPTI activity records: exact busy and idle
+};
+
+// "host", "events" or "cupti".
+std::string_view SourceName(Source source);
+
+// Quantiles
+//
+// Distribution of a duration, in seconds. With `count == 0` every field is 0.
+// `stddev` is the population standard deviation (NumPy's default, ddof=0).
+struct Quantiles {
+  int64_t count = 0;
+  double mean = 0;
+  double stddev = 0;
+  double min = 0;
+  double max = 0;
+  double p50 = 0;
+  double p90 = 0;
+  double p95 = 0;
+  double p99 = 0;
+
+  bool operator==(const Quantiles&) const = default;
+};
+
+// PhaseStats
+//
+// One phase name over the window. The synthetic phase "other" (step time
+// outside every top-level phase) is listed too, with one sample per step.
+struct PhaseStats {
+  std::string name;
+  bool builtin = false;    // a built-in kind, or "other"
+  bool top_level = false;  // opened directly inside a step at least once in the window
+
+  int64_t steps = 0;       // window steps in which the phase occurred
+  int64_t count = 0;       // occurrences in the window
+  double total = 0;        // seconds inside the phase over the window (any depth)
+  double share = 0;        // total / window step time, 0..1
+  double breakdown_share = 0;  // top-level time / window step time; these sum to 1
+  Quantiles time;          // per-step time, over the `steps` steps that have it
+
+  // Occurrences outside any step (evaluation or checkpointing between steps,
+  // say), since the session started. Not part of any step's time.
+  int64_t outside_steps_count = 0;
+  double outside_steps_total = 0;
+
+  bool operator==(const PhaseStats&) const = default;
+};
+
+// MisuseCounts
+//
+// Scope calls that could not be recorded as written, since the session
+// started. Each has a defined outcome (documented on `Session`) and none ever
+// stops the training loop; a non-zero count means the numbers above may not
+// mean what the instrumentation's author intended.
+struct MisuseCounts {
+  int64_t out_of_order_end = 0;    // a scope ended while scopes opened after it were open
+  int64_t stale_end = 0;           // a scope ended twice, or after it was closed for it
+  int64_t nested_step = 0;         // a step begun while a step was open: ignored
+  int64_t wrong_thread = 0;        // a scope used from a second thread: ignored
+  int64_t too_deep = 0;            // more than kMaxOpenScopes open: ignored
+  int64_t invalid_phase = 0;       // bad name, full table or foreign id: ignored
+  int64_t dropped_records = 0;     // queue full: records dropped
+  int64_t incomplete_steps = 0;    // steps left out because their records were dropped
+
+  int64_t total() const {
+    return out_of_order_end + stale_end + nested_step + wrong_thread + too_deep +
+           invalid_phase + dropped_records + incomplete_steps;
+  }
+  bool operator==(const MisuseCounts&) const = default;
+};
+
+// Summary
+//
+// A snapshot; copying it is safe and it refers to nothing in the session.
+struct Summary {
+  std::string version;          // gpuscope version that produced it
+  Source source = Source::kHost;
+  std::string source_reason;    // why this source and not a better one
+
+  int64_t window = 0;           // the window's capacity (Options::window)
+  int64_t steps = 0;            // completed steps in the window, <= window
+  int64_t total_steps = 0;      // completed steps since the session started
+  int64_t pending_steps = 0;    // ended steps whose GPU data is not final yet
+  double window_time = 0;       // seconds: sum of the window's step times
+
+  Quantiles step_time;            // exact over the window
+  Quantiles lifetime_step_time;   // the whole run: p50..p99 within 1 %, the rest exact
+
+  // Every phase seen in the window or outside steps, then "other" unless the
+  // window is empty; ordered by breakdown share, then share, then name.
+  std::vector<PhaseStats> phases;
+
+  // Over the window's steps that carried a count (nullopt when none did).
+  std::optional<double> samples_per_second;
+  std::optional<double> tokens_per_second;
+
+  // GPU idle percentage of step time, 0..100; nullopt with Source::kHost.
+  std::optional<double> gpu_idle_pct;
+  // Idle percentage of step time by cause (a phase name, "other" or
+  // "launch"); sums to gpu_idle_pct. Empty with Source::kHost.
+  std::map<std::string, double> idle_by_cause;
+
+  MisuseCounts misuse;
+
+  // Summary::FindPhase()
+  //
+  // The stats of phase `name` ("other" included), or nullptr.
+  const PhaseStats* FindPhase(std::string_view name) const;
+
+  bool operator==(const Summary&) const = default;
+};
+
+// ToJson()
+//
+// The summary as one JSON object with "schema_version": kJsonSchemaVersion.
+// Numbers are written with enough digits to read back exactly. The schema is
+// documented in docs/json-schema.md.
+std::string ToJson(const Summary& summary);
+
+// SummaryFromJson()
+//
+// Reads what `ToJson()` wrote. InvalidArgumentError for text that is not
+// JSON, lacks a required field or has one of the wrong type (the message names
+// it); FailedPreconditionError for a schema_version this library does not read.
+absl::StatusOr<Summary> SummaryFromJson(std::string_view json);
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_SUMMARY_H_

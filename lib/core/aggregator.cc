@@ -1,0 +1,202 @@
+#include "core/aggregator.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "core/phase_table.h"
+#include "core/quantiles.h"
+
+namespace gpuscope::internal {
+
+Aggregator::Aggregator(int window, int max_phases)
+    : window_(static_cast<size_t>(window)),
+      steps_(static_cast<size_t>(window)),
+      phases_(static_cast<size_t>(max_phases)) {
+  scratch_.reserve(64);
+}
+
+void Aggregator::DropScratch() {
+  scratch_.clear();
+  scratch_overflow_ = false;
+}
+
+void Aggregator::Consume(const Record& record) {
+  const int64_t duration = std::max<int64_t>(0, record.end_ns - record.begin_ns);
+  if (record.kind == RecordKind::kPhase) {
+    if (record.name_id >= phases_.size()) return;  // cannot happen: ids are checked on begin
+    if (record.step_seq == 0) {
+      PhaseHistory& h = phases_[record.name_id];
+      ++h.outside_count;
+      h.outside_total_ns += duration;
+      return;
+    }
+    if (record.step_seq != scratch_seq_) {
+      // The previous step's own record never arrived (dropped): leave it out.
+      if (!scratch_.empty() || scratch_overflow_) ++incomplete_steps_;
+      DropScratch();
+      scratch_seq_ = record.step_seq;
+    }
+    if (scratch_.size() >= kMaxRecordsPerStep) {
+      scratch_overflow_ = true;
+      return;
+    }
+    scratch_.push_back(record);
+    return;
+  }
+  if (record.kind != RecordKind::kStep) return;
+  if (record.step_seq != scratch_seq_) {
+    if (!scratch_.empty() || scratch_overflow_) ++incomplete_steps_;
+    DropScratch();
+    scratch_seq_ = record.step_seq;
+  }
+  if ((record.flags & kRecordIncomplete) != 0 || scratch_overflow_) {
+    ++incomplete_steps_;
+  } else {
+    FinishStep(record);
+  }
+  DropScratch();
+}
+
+void Aggregator::FinishStep(const Record& step) {
+  StepRecord s;
+  s.index = completed_;
+  s.begin_ns = step.begin_ns;
+  s.end_ns = std::max(step.end_ns, step.begin_ns);
+  s.samples = step.samples;
+  s.tokens = step.tokens;
+
+  // Group the step's phase intervals by name, in begin order, to take each
+  // name's union (a phase nested in itself, or repeated, is not counted twice).
+  std::sort(scratch_.begin(), scratch_.end(), [](const Record& a, const Record& b) {
+    return std::tie(a.name_id, a.begin_ns, a.end_ns) < std::tie(b.name_id, b.begin_ns, b.end_ns);
+  });
+  int64_t top_level = 0;
+  for (size_t i = 0; i < scratch_.size();) {
+    const uint16_t id = scratch_[i].name_id;
+    PhaseSample sample;
+    sample.step_index = s.index;
+    int64_t cur_begin = scratch_[i].begin_ns;
+    int64_t cur_end = scratch_[i].begin_ns;
+    for (; i < scratch_.size() && scratch_[i].name_id == id; ++i) {
+      const Record& r = scratch_[i];
+      const int64_t end = std::max(r.end_ns, r.begin_ns);
+      if (r.begin_ns > cur_end) {
+        sample.total_ns += cur_end - cur_begin;
+        cur_begin = r.begin_ns;
+      }
+      cur_end = std::max(cur_end, end);
+      ++sample.count;
+      if (r.depth == 0) {
+        sample.top_ns += end - r.begin_ns;
+        ++sample.top_count;
+      }
+    }
+    sample.total_ns += cur_end - cur_begin;
+    top_level += sample.top_ns;
+    PhaseHistory& h = phases_[id];
+    if (h.window.capacity() == 0) h.window.Reset(window_);
+    h.window.Push(sample);
+  }
+  s.top_level_ns = std::min(top_level, s.duration_ns());
+
+  steps_.Push(s);
+  lifetime_.Add(s.duration_ns());
+  ++completed_;
+}
+
+void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
+  out->window = static_cast<int64_t>(window_);
+  out->steps = static_cast<int64_t>(steps_.size());
+  out->total_steps = static_cast<int64_t>(completed_);
+  out->lifetime_step_time = lifetime_.Summarize();
+
+  std::vector<int64_t> durations;
+  std::vector<int64_t> other;
+  durations.reserve(steps_.size());
+  other.reserve(steps_.size());
+  int64_t window_ns = 0;
+  int64_t other_ns = 0;
+  int64_t samples = 0, samples_ns = 0, tokens = 0, tokens_ns = 0;
+  bool have_samples = false, have_tokens = false;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const StepRecord& s = steps_[i];
+    const int64_t d = s.duration_ns();
+    durations.push_back(d);
+    other.push_back(d - s.top_level_ns);
+    window_ns += d;
+    other_ns += d - s.top_level_ns;
+    if (s.samples >= 0) {
+      have_samples = true;
+      samples += s.samples;
+      samples_ns += d;
+    }
+    if (s.tokens >= 0) {
+      have_tokens = true;
+      tokens += s.tokens;
+      tokens_ns += d;
+    }
+  }
+  out->window_time = static_cast<double>(window_ns) * kNsToSeconds;
+  out->step_time = ExactQuantiles(durations);
+  out->samples_per_second.reset();
+  out->tokens_per_second.reset();
+  if (have_samples && samples_ns > 0) {
+    out->samples_per_second = static_cast<double>(samples) / (static_cast<double>(samples_ns) * kNsToSeconds);
+  }
+  if (have_tokens && tokens_ns > 0) {
+    out->tokens_per_second = static_cast<double>(tokens) / (static_cast<double>(tokens_ns) * kNsToSeconds);
+  }
+  const auto share_of = [&](int64_t ns) {
+    return window_ns > 0 ? static_cast<double>(ns) / static_cast<double>(window_ns) : 0.0;
+  };
+
+  const uint64_t first_index = completed_ - steps_.size();
+  out->phases.clear();
+  std::vector<int64_t> per_step;
+  const int known = table.size();
+  for (size_t id = 0; id < phases_.size() && id < static_cast<size_t>(known); ++id) {
+    const PhaseHistory& h = phases_[id];
+    per_step.clear();
+    PhaseStats ps;
+    int64_t total_ns = 0, top_ns = 0;
+    for (size_t k = h.window.size(); k-- > 0;) {
+      const PhaseSample& sample = h.window[k];
+      if (sample.step_index < first_index) break;  // older than the window
+      per_step.push_back(sample.total_ns);
+      total_ns += sample.total_ns;
+      top_ns += sample.top_ns;
+      ps.count += sample.count;
+      if (sample.top_count > 0) ps.top_level = true;
+    }
+    if (per_step.empty() && h.outside_count == 0) continue;
+    ps.name = std::string(table.Name(static_cast<uint16_t>(id)));
+    ps.builtin = id < static_cast<size_t>(kNumBuiltinPhases);
+    ps.steps = static_cast<int64_t>(per_step.size());
+    ps.total = static_cast<double>(total_ns) * kNsToSeconds;
+    ps.share = share_of(total_ns);
+    ps.breakdown_share = share_of(top_ns);
+    ps.time = ExactQuantiles(per_step);
+    ps.outside_steps_count = h.outside_count;
+    ps.outside_steps_total = static_cast<double>(h.outside_total_ns) * kNsToSeconds;
+    out->phases.push_back(std::move(ps));
+  }
+  if (!steps_.empty()) {
+    PhaseStats ps;
+    ps.name = std::string(kOtherPhaseName);
+    ps.builtin = true;
+    ps.top_level = true;
+    ps.steps = static_cast<int64_t>(steps_.size());
+    ps.count = ps.steps;
+    ps.total = static_cast<double>(other_ns) * kNsToSeconds;
+    ps.share = share_of(other_ns);
+    ps.breakdown_share = ps.share;
+    ps.time = ExactQuantiles(other);
+    out->phases.push_back(std::move(ps));
+  }
+  std::sort(out->phases.begin(), out->phases.end(), [](const PhaseStats& a, const PhaseStats& b) {
+    return std::tie(b.breakdown_share, b.share, a.name) < std::tie(a.breakdown_share, a.share, b.name);
+  });
+}
+
+}  // namespace gpuscope::internal

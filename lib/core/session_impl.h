@@ -1,0 +1,142 @@
+// SessionImpl: everything behind gpuscope::Session.
+//
+// Three kinds of state, each with one owner:
+//   * the recorder (stack of open scopes, the current step, the queue's
+//     producer side): the recording thread only, no locks;
+//   * the aggregator (queue's consumer side, rings, histogram): whoever holds
+//     `agg_mu_` (the background worker, or a reader in Summarize());
+//   * configuration and backends: immutable after construction.
+// Counters that readers look at are relaxed atomics.
+
+#ifndef GPUSCOPE_LIB_CORE_SESSION_IMPL_H_
+#define GPUSCOPE_LIB_CORE_SESSION_IMPL_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "backends/backends.h"
+#include "core/aggregator.h"
+#include "core/phase_table.h"
+#include "core/record.h"
+#include "core/spsc_queue.h"
+#include "core/worker.h"
+#include "gpuscope/session.h"
+
+namespace gpuscope::internal {
+
+// A counter written by one thread and read by others.
+class SingleWriterCounter {
+ public:
+  void Increment() noexcept { v_.store(v_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  int64_t Get() const noexcept { return static_cast<int64_t>(v_.load(std::memory_order_relaxed)); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+class SessionImpl final : public Pumpable {
+ public:
+  // `status` not ok: a disabled session that explains itself.
+  SessionImpl(const Options& options, absl::Status status, Backends backends,
+              std::atomic<bool>* recording_flag);
+  ~SessionImpl() override;
+
+  const Options& options() const { return options_; }
+  const absl::Status& status() const { return status_; }
+  Source source() const { return source_; }
+
+  absl::StatusOr<PhaseId> RegisterPhase(std::string_view name);
+
+  // Hot path (recording thread).
+  ScopeToken BeginStep(const StepOptions& step) noexcept;
+  ScopeToken BeginPhase(PhaseId phase) noexcept;
+  ScopeToken BeginPhase(std::string_view name) noexcept;
+  void End(ScopeToken token) noexcept;
+
+  Summary Summarize();
+  void Flush();
+  size_t queued_records() const { return queue_.SizeApprox(); }
+  void Close();
+
+  // Pumpable (worker, with the worker's lock held).
+  void Pump() override;
+  int flush_interval_ms() const override { return options_.flush_interval_ms; }
+
+ private:
+  struct Frame {
+    int64_t begin_ns;
+    uint32_t serial;
+    uint32_t begin_event;
+    uint16_t name_id;
+    bool is_step;
+  };
+
+  // True when this session may record here and now: not forked away, and
+  // called on the recording thread (which the first caller becomes).
+  ScopeStatus CheckCaller() noexcept;
+  bool InForkedChild() const noexcept {
+    return fork_generation_ != g_fork_generation.load(std::memory_order_relaxed);
+  }
+  int64_t Now() const noexcept;
+  uint32_t NextSerial() noexcept;
+  ScopeToken OpenPhase(uint16_t id) noexcept;
+  void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept;
+  void PumpLocked();  // requires agg_mu_
+  void ReportNewMisuse();
+
+  // ---- Immutable after construction.
+  const Options options_;
+  const absl::Status status_;
+  const uint32_t fork_generation_;
+  const Clock* const clock_;  // null: CLOCK_MONOTONIC inline
+  Backends backends_;
+  Annotator* const annotator_;  // backends_.annotator, never null
+  Source source_ = Source::kHost;
+  std::string source_reason_;
+  std::atomic<bool>* const recording_flag_;  // Session::recording_
+  PhaseTable phases_;
+
+  // ---- Recording thread only.
+  std::array<Frame, kMaxOpenScopes> stack_{};
+  int depth_ = 0;
+  int step_frame_ = -1;  // index of the open step's frame, -1 if none
+  uint64_t step_seq_ = 0;
+  int64_t step_samples_ = -1;
+  int64_t step_tokens_ = -1;
+  bool step_incomplete_ = false;
+  uint32_t next_serial_ = 1;
+  SpscQueue<Record> queue_;
+
+  // ---- Shared, atomic.
+  std::atomic<uint64_t> owner_thread_{0};
+  SingleWriterCounter out_of_order_end_, stale_end_, nested_step_, too_deep_, invalid_phase_,
+      dropped_records_;
+  std::atomic<int64_t> wrong_thread_{0};  // written from any thread
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> registered_{false};
+
+  // ---- Aggregator. Protects aggregator_, the queue's consumer side and
+  // reported_. Taken by the worker (after its own lock) and by readers;
+  // never by the recording thread.
+  mutable std::mutex agg_mu_;
+  Aggregator aggregator_;
+  MisuseCounts reported_;  // misuse already logged
+};
+
+// White-box access for tests, benchmarks and the simulated device: sessions
+// on injected backends, and the implementation behind a Session.
+class SessionTestPeer {
+ public:
+  static std::unique_ptr<Session> Create(Options options, Backends backends);
+  static SessionImpl& Impl(Session& session);
+  static size_t QueuedRecords(Session& session) { return Impl(session).queued_records(); }
+};
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_CORE_SESSION_IMPL_H_

@@ -1,0 +1,95 @@
+#include "core/worker.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+
+#include "util/log.h"
+
+namespace gpuscope::internal {
+
+void ResetLogAfterFork();  // util/log.cc
+
+namespace {
+
+std::atomic<Worker*> g_worker{nullptr};
+Worker* g_quiesced_for_fork = nullptr;  // only touched by the forking thread
+
+}  // namespace
+
+// Before fork(), in the forking thread: wait for a pass in progress and hold
+// the worker still, so that the child never inherits a worker stopped in the
+// middle of a pass (holding an allocator lock, say, that a non-fork-safe
+// allocator such as a sanitizer's would never release in the child).
+void Worker::OnForkPrepare() {
+  Worker* w = g_worker.load(std::memory_order_acquire);
+  if (w == nullptr) return;
+  w->mu_.lock();
+  g_quiesced_for_fork = w;
+}
+
+void Worker::OnForkParent() {
+  if (g_quiesced_for_fork == nullptr) return;
+  g_quiesced_for_fork->mu_.unlock();
+  g_quiesced_for_fork = nullptr;
+}
+
+namespace {
+
+void OnForkChild() {
+  // Only the forking thread exists in the child. The parent's worker thread
+  // is gone, and its mutex may be locked forever: never touch it again.
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+  g_worker.store(nullptr, std::memory_order_relaxed);
+  g_quiesced_for_fork = nullptr;  // its lock stays held: the old worker is abandoned
+  ResetLogAfterFork();
+}
+
+}  // namespace
+
+Worker& Worker::Get() {
+  static const bool registered_atfork = [] {
+    pthread_atfork(&Worker::OnForkPrepare, &Worker::OnForkParent, &OnForkChild);
+    return true;
+  }();
+  (void)registered_atfork;
+  Worker* w = g_worker.load(std::memory_order_acquire);
+  if (w != nullptr) return *w;
+  // Leaked on purpose: sessions may be destroyed during static destruction
+  // at exit, and the thread is never joined.
+  auto* fresh = new Worker();
+  if (g_worker.compare_exchange_strong(w, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;  // another thread won; its worker has no thread yet or is running
+  return *w;
+}
+
+void Worker::Register(Pumpable* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.push_back(p);
+  interval_ = std::chrono::milliseconds(p->flush_interval_ms());
+  for (Pumpable* s : sessions_) {
+    interval_ = std::min(interval_, std::chrono::milliseconds(s->flush_interval_ms()));
+  }
+  if (!started_) {
+    started_ = true;
+    thread_ = std::thread([this] { Run(); });
+    thread_.detach();
+  }
+  cv_.notify_one();
+}
+
+void Worker::Unregister(Pumpable* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.erase(std::remove(sessions_.begin(), sessions_.end(), p), sessions_.end());
+}
+
+void Worker::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, interval_);
+    for (Pumpable* p : sessions_) p->Pump();
+    passes_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace gpuscope::internal

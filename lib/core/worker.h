@@ -1,0 +1,76 @@
+// The process's one background worker. Every recording session registers
+// with it; every flush interval it drains each session's queue into that
+// session's aggregator (and, with GPU sources, resolves device data and
+// samples telemetry). The hot path never waits for it.
+//
+// fork(): the parent's worker is held between passes across the fork (so the
+// child never inherits it mid-pass); then a pthread_atfork child handler bumps
+// `g_fork_generation` and forgets (leaks) the parent's worker, whose thread
+// does not exist in the child. Sessions compare the generation they were born in with the current
+// one and stop recording in the child; a session created in the child gets a
+// fresh worker.
+
+#ifndef GPUSCOPE_LIB_CORE_WORKER_H_
+#define GPUSCOPE_LIB_CORE_WORKER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gpuscope::internal {
+
+// Bumped in every forked child.
+inline std::atomic<uint32_t> g_fork_generation{0};
+
+// What the worker drives. Implemented by SessionImpl.
+class Pumpable {
+ public:
+  virtual ~Pumpable() = default;
+  // Drains and assembles pending records. Called with the worker's lock held.
+  virtual void Pump() = 0;
+  virtual int flush_interval_ms() const = 0;
+};
+
+class Worker {
+ public:
+  // This process's worker (created on first use; a forked child gets its own).
+  static Worker& Get();
+
+  // Starts pumping `p` (and the thread, on first use). Thread-safe.
+  void Register(Pumpable* p);
+
+  // Stops pumping `p`; once this returns the worker never touches `p` again
+  // (it waits for a pass in progress). Thread-safe.
+  void Unregister(Pumpable* p);
+
+  // Passes over all sessions so far (for tests and benchmarks).
+  uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
+
+  // pthread_atfork handlers: the parent holds its worker between passes
+  // across fork(); the child abandons it.
+  static void OnForkPrepare();
+  static void OnForkParent();
+
+ private:
+  Worker() = default;
+  void Run();
+
+  // Protects sessions_, interval_ and started_, and is held for a whole pass,
+  // so that Unregister() returning means no pass is using the session.
+  // Lock order: this lock, then a session's aggregator lock.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pumpable*> sessions_;
+  std::chrono::milliseconds interval_{10};
+  bool started_ = false;
+  std::thread thread_;  // never joined: the worker lives until the process ends
+  std::atomic<uint64_t> passes_{0};
+};
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_CORE_WORKER_H_

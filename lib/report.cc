@@ -1,0 +1,147 @@
+#include "gpuscope/report.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "util/strings.h"
+
+namespace gpuscope {
+namespace {
+
+// A duration with three significant digits and a unit: "812 ns", "4.20 ms".
+std::string Duration(double seconds) {
+  const double ns = seconds * 1e9;
+  struct Unit {
+    double scale;
+    const char* name;
+  };
+  constexpr Unit kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+  for (const Unit& u : kUnits) {
+    if (ns >= u.scale || u.scale == 1) {
+      const double v = ns / u.scale;
+      if (v >= 100) return absl::StrFormat("%.0f %s", v, u.name);
+      if (v >= 10) return absl::StrFormat("%.1f %s", v, u.name);
+      return absl::StrFormat("%.2f %s", v, u.name);
+    }
+  }
+  return "0 ns";
+}
+
+std::string Rate(double per_second, const char* what) {
+  if (per_second >= 1e6) return absl::StrFormat("%.2f M %s/s", per_second / 1e6, what);
+  if (per_second >= 1e3) return absl::StrFormat("%.2f k %s/s", per_second / 1e3, what);
+  return absl::StrFormat("%.1f %s/s", per_second, what);
+}
+
+std::string Percent(double fraction) { return absl::StrFormat("%5.1f%%", 100 * fraction); }
+
+// Names longer than the column are shortened with "~" so rows stay aligned.
+std::string Fit(std::string_view name, size_t width) {
+  if (name.size() <= width) return std::string(name);
+  return absl::StrCat(internal::ToAbsl(name.substr(0, width - 1)), "~");
+}
+
+void QuantileRow(std::string* out, const char* label, const Quantiles& q, const char* note) {
+  absl::StrAppendFormat(out, "  %-9s %9s %9s %9s %9s %9s %9s%s\n", label, Duration(q.p50),
+                        Duration(q.p90), Duration(q.p95), Duration(q.p99), Duration(q.mean),
+                        Duration(q.max), note);
+}
+
+}  // namespace
+
+std::string FormatReport(const Summary& s) {
+  std::string out;
+  absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (",
+                  s.total_steps, " total) | source: ", internal::ToAbsl(SourceName(s.source)),
+                  "\n");
+  if (!s.source_reason.empty()) {
+    // Wrap the reason at 78 columns, indented by two.
+    std::string line;
+    for (absl::string_view word : absl::StrSplit(s.source_reason, ' ')) {
+      if (!line.empty() && line.size() + 1 + word.size() > 76) {
+        absl::StrAppend(&out, "  ", line, "\n");
+        line.clear();
+      }
+      absl::StrAppend(&line, line.empty() ? "" : " ", word);
+    }
+    if (!line.empty()) absl::StrAppend(&out, "  ", line, "\n");
+  }
+  if (s.steps == 0) {
+    absl::StrAppend(&out, "\nno completed steps yet: wrap each training step in a StepScope "
+                          "(C++) or s.step() / s.steps() (Python)\n");
+  } else {
+    absl::StrAppendFormat(&out, "\n%-11s %9s %9s %9s %9s %9s %9s\n", "step time", "p50", "p90",
+                          "p95", "p99", "mean", "max");
+    QuantileRow(&out, "window", s.step_time, "");
+    if (s.lifetime_step_time.count > s.step_time.count) {
+      QuantileRow(&out, "lifetime", s.lifetime_step_time, " ~1%");
+    }
+    if (s.samples_per_second.has_value() || s.tokens_per_second.has_value()) {
+      std::string rates;
+      if (s.samples_per_second.has_value()) rates = Rate(*s.samples_per_second, "samples");
+      if (s.tokens_per_second.has_value()) {
+        absl::StrAppend(&rates, rates.empty() ? "" : ", ", Rate(*s.tokens_per_second, "tokens"));
+      }
+      absl::StrAppend(&out, "throughput  ", rates, "\n");
+    }
+    if (s.gpu_idle_pct.has_value()) {
+      absl::StrAppendFormat(&out, "GPU idle    %.1f%% of step time%s\n", *s.gpu_idle_pct,
+                            s.source == Source::kEvents ? " (lower bound, from events)" : "");
+    }
+
+    absl::StrAppendFormat(&out, "\nwhere the step time goes (window, host time)\n");
+    absl::StrAppendFormat(&out, "  %-24s %7s %9s %9s %9s %7s\n", "phase", "share", "p50/step",
+                          "p95/step", "max/step", "count");
+    for (const PhaseStats& p : s.phases) {
+      if (!p.top_level || p.steps == 0) continue;
+      absl::StrAppendFormat(&out, "  %-24s %7s %9s %9s %9s %7d\n", Fit(p.name, 24),
+                            Percent(p.breakdown_share), Duration(p.time.p50), Duration(p.time.p95),
+                            Duration(p.time.max), p.count);
+    }
+    bool nested_header = false;
+    for (const PhaseStats& p : s.phases) {
+      if (p.steps == 0 || (p.top_level && p.share <= p.breakdown_share + 1e-12)) continue;
+      if (!nested_header) {
+        absl::StrAppend(&out, "  nested (inside the phases above, not added to the breakdown):\n");
+        nested_header = true;
+      }
+      absl::StrAppendFormat(&out, "  %-24s %7s %9s %9s %9s %7d\n", Fit(absl::StrCat("  ", p.name), 24),
+                            Percent(p.share), Duration(p.time.p50), Duration(p.time.p95),
+                            Duration(p.time.max), p.count);
+    }
+  }
+  bool outside_header = false;
+  for (const PhaseStats& p : s.phases) {
+    if (p.outside_steps_count == 0) continue;
+    if (!outside_header) {
+      absl::StrAppend(&out, "\noutside steps (whole run)\n");
+      outside_header = true;
+    }
+    absl::StrAppendFormat(&out, "  %-24s %7d x %9s total\n", Fit(p.name, 24),
+                          p.outside_steps_count, Duration(p.outside_steps_total));
+  }
+  if (s.misuse.total() > 0) {
+    absl::StrAppend(&out, "\ninstrumentation problems (numbers above may be off):\n");
+    const struct {
+      int64_t n;
+      const char* what;
+    } rows[] = {
+        {s.misuse.out_of_order_end, "scopes ended out of order (inner ones closed with them)"},
+        {s.misuse.stale_end, "scopes ended twice or after being closed"},
+        {s.misuse.nested_step, "steps begun inside a step (ignored)"},
+        {s.misuse.wrong_thread, "scope calls from a second thread (ignored)"},
+        {s.misuse.too_deep, "scopes nested deeper than 32 (ignored)"},
+        {s.misuse.invalid_phase, "phases with an invalid name or id (ignored)"},
+        {s.misuse.dropped_records, "records dropped: queue full"},
+        {s.misuse.incomplete_steps, "steps left out: records dropped"},
+    };
+    for (const auto& row : rows) {
+      if (row.n > 0) absl::StrAppendFormat(&out, "  %8d %s\n", row.n, row.what);
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuscope

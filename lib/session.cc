@@ -1,0 +1,432 @@
+#include "gpuscope/session.h"
+
+#include <pthread.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "backends/clock.h"
+#include "core/session_impl.h"
+#include "gpuscope/version.h"
+#include "util/log.h"
+
+namespace gpuscope {
+namespace {
+
+bool DisabledByEnvironment() {
+  const char* env = std::getenv("GPUSCOPE_DISABLE");
+  if (env == nullptr) return false;
+  const std::string v = absl::AsciiStrToLower(env);
+  return v == "1" || v == "true" || v == "yes" || v == "on";
+}
+
+absl::Status RangeError(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  return absl::InvalidArgumentError(absl::StrCat("Options::", field, " = ", value,
+                                                 " is out of range: use a value from ", lo,
+                                                 " to ", hi));
+}
+
+// The options a session runs with when `options` could not be used: enough
+// to answer Summarize() and status(), nothing more.
+Options FallbackOptions(const Options& options) {
+  Options fallback;
+  fallback.enabled = false;
+  fallback.clock = options.clock;
+  return fallback;
+}
+
+}  // namespace
+
+absl::Status Options::Validate() const {
+  if (window < 1 || window > kMaxWindow) return RangeError("window", window, 1, kMaxWindow);
+  if (max_phases <= kNumBuiltinPhases || max_phases > kMaxPhases) {
+    return RangeError("max_phases", max_phases, kNumBuiltinPhases + 1, kMaxPhases);
+  }
+  if (queue_capacity < 64 || queue_capacity > kMaxQueueCapacity) {
+    return RangeError("queue_capacity", queue_capacity, 64, kMaxQueueCapacity);
+  }
+  if (flush_interval_ms < 1 || flush_interval_ms > 10000) {
+    return RangeError("flush_interval_ms", flush_interval_ms, 1, 10000);
+  }
+  return absl::OkStatus();
+}
+
+std::string_view ScopeStatusMessage(ScopeStatus status) {
+  switch (status) {
+    case ScopeStatus::kOk:
+      return "recorded";
+    case ScopeStatus::kDisabled:
+      return "the session is not recording (disabled, closed, or in a forked child process)";
+    case ScopeStatus::kWrongThread:
+      return "a session records from one thread, the first one that began a scope: record other "
+             "threads in their own Session";
+    case ScopeStatus::kNestedStep:
+      return "a step is already open: end it before beginning the next one (steps do not nest)";
+    case ScopeStatus::kTooDeep:
+      return "too many open scopes (kMaxOpenScopes): end scopes before opening more";
+    case ScopeStatus::kInvalidPhase:
+      return "invalid phase: names must be 1-64 printable bytes, not 'other', and fit in "
+             "Options::max_phases; ids must come from this session";
+  }
+  return "unknown";
+}
+
+namespace internal {
+namespace {
+
+// Every session has an annotator; the phase table registers names with it.
+Backends WithAnnotator(Backends backends) {
+  if (backends.annotator == nullptr) backends.annotator = MakeNullAnnotator();
+  return backends;
+}
+
+}  // namespace
+
+SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends backends,
+                         std::atomic<bool>* recording_flag)
+    : options_(options),
+      status_(std::move(status)),
+      fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
+      clock_(options.clock.get()),
+      backends_(WithAnnotator(std::move(backends))),
+      annotator_(backends_.annotator.get()),
+      recording_flag_(recording_flag),
+      phases_(options.max_phases,
+              [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); }),
+      queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
+      aggregator_(options.enabled ? options.window : 1, options.max_phases) {
+  if (!status_.ok()) {
+    source_reason_ = absl::StrCat("session disabled: ", status_.message());
+    return;
+  }
+  if (!options_.enabled) {
+    source_reason_ = "session disabled (Options::enabled = false or GPUSCOPE_DISABLE set)";
+    return;
+  }
+  SourceChoice choice = SelectSource(backends_);
+  source_ = choice.source;
+  source_reason_ = std::move(choice.reason);
+  if (source_ == Source::kHost) {
+    LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
+  }
+  Worker::Get().Register(this);
+  registered_.store(true, std::memory_order_relaxed);
+}
+
+SessionImpl::~SessionImpl() {
+  Close();
+  if (!InForkedChild() && backends_.activity != nullptr) backends_.activity->Stop();
+}
+
+absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
+  if (InForkedChild()) {
+    return absl::FailedPreconditionError(
+        "this session was created before fork(): create a new Session in the child process");
+  }
+  return phases_.Register(name);
+}
+
+// ---------------------------------------------------------------------------
+// Hot path. Recording thread only; no allocation, no lock, no system call
+// beyond the clock.
+
+int64_t SessionImpl::Now() const noexcept { return ReadClock(clock_); }
+
+uint32_t SessionImpl::NextSerial() noexcept {
+  uint32_t s = next_serial_++;
+  if (s == 0) s = next_serial_++;  // 0 marks "no scope"
+  return s;
+}
+
+ScopeStatus SessionImpl::CheckCaller() noexcept {
+  if (InForkedChild()) {
+    recording_flag_->store(false, std::memory_order_relaxed);  // scopes now cost one branch
+    return ScopeStatus::kDisabled;
+  }
+  const auto self = static_cast<uint64_t>(pthread_self());
+  uint64_t owner = owner_thread_.load(std::memory_order_relaxed);
+  if (owner == self) return ScopeStatus::kOk;
+  if (owner == 0 && owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
+    return ScopeStatus::kOk;
+  }
+  wrong_thread_.fetch_add(1, std::memory_order_relaxed);
+  return ScopeStatus::kWrongThread;
+}
+
+ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  if (step_frame_ >= 0) {
+    nested_step_.Increment();
+    return {0, 0, ScopeStatus::kNestedStep};
+  }
+  if (depth_ >= kMaxOpenScopes) {
+    too_deep_.Increment();
+    return {0, 0, ScopeStatus::kTooDeep};
+  }
+  ++step_seq_;
+  step_samples_ = step.samples;
+  step_tokens_ = step.tokens;
+  step_incomplete_ = false;
+  step_frame_ = depth_;
+  Frame& f = stack_[static_cast<size_t>(depth_)];
+  f.serial = NextSerial();
+  f.begin_event = kNoEvent;
+  f.name_id = 0;
+  f.is_step = true;
+  annotator_->PushStep(step_seq_ - 1);
+  f.begin_ns = Now();
+  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk};
+}
+
+ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
+  if (depth_ >= kMaxOpenScopes) {
+    too_deep_.Increment();
+    return {0, 0, ScopeStatus::kTooDeep};
+  }
+  Frame& f = stack_[static_cast<size_t>(depth_)];
+  f.serial = NextSerial();
+  f.begin_event = kNoEvent;
+  f.name_id = id;
+  f.is_step = false;
+  annotator_->PushPhase(id);
+  f.begin_ns = Now();
+  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk};
+}
+
+ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  if (phase.value() >= phases_.size()) {  // an id from another session's table
+    invalid_phase_.Increment();
+    return {0, 0, ScopeStatus::kInvalidPhase};
+  }
+  return OpenPhase(phase.value());
+}
+
+ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  std::optional<PhaseId> id = phases_.Find(name);
+  if (!id.has_value() && !phases_.full() && PhaseNameProblem(name) == nullptr) {
+    // First use of a custom name: registration locks and allocates, once.
+    absl::StatusOr<PhaseId> registered = phases_.Register(name);
+    if (registered.ok()) id = *registered;
+  }
+  if (!id.has_value()) {
+    invalid_phase_.Increment();
+    return {0, 0, ScopeStatus::kInvalidPhase};
+  }
+  return OpenPhase(id->value());
+}
+
+void SessionImpl::End(ScopeToken token) noexcept {
+  if (!token.ok() || CheckCaller() != ScopeStatus::kOk) return;
+  const int d = token.depth;
+  if (d >= depth_ || stack_[static_cast<size_t>(d)].serial != token.serial) {
+    stale_end_.Increment();  // ended twice, or closed with an enclosing scope
+    return;
+  }
+  const int64_t now = Now();
+  if (d + 1 != depth_) out_of_order_end_.Increment();
+  while (depth_ > d) {
+    --depth_;
+    annotator_->Pop();
+    Emit(stack_[static_cast<size_t>(depth_)], depth_, now, depth_ == d ? 0 : kRecordAutoClosed);
+  }
+}
+
+void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept {
+  Record r{};
+  r.begin_ns = frame.begin_ns;
+  r.end_ns = end_ns;
+  r.begin_event = frame.begin_event;
+  r.end_event = kNoEvent;
+  r.flags = flags;
+  if (frame.is_step) {
+    r.kind = RecordKind::kStep;
+    r.step_seq = step_seq_;
+    r.samples = step_samples_;
+    r.tokens = step_tokens_;
+    if (step_incomplete_) r.flags = static_cast<uint16_t>(r.flags | kRecordIncomplete);
+    step_frame_ = -1;
+  } else {
+    r.kind = RecordKind::kPhase;
+    r.name_id = frame.name_id;
+    r.samples = -1;
+    r.tokens = -1;
+    if (step_frame_ >= 0 && index > step_frame_) {
+      r.step_seq = step_seq_;
+      r.depth = static_cast<uint8_t>(index - step_frame_ - 1);
+    } else {
+      r.step_seq = 0;  // a phase outside any step
+      r.depth = static_cast<uint8_t>(index);
+    }
+  }
+  if (!queue_.TryPush(r)) {
+    dropped_records_.Increment();
+    if (step_frame_ >= 0) step_incomplete_ = true;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Aggregation side.
+
+void SessionImpl::Pump() {
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+}
+
+void SessionImpl::PumpLocked() {
+  queue_.Drain([this](const Record& r) { aggregator_.Consume(r); });
+  ReportNewMisuse();
+}
+
+void SessionImpl::ReportNewMisuse() {
+  struct Check {
+    int64_t now;
+    int64_t* seen;
+    const char* key;
+    const char* message;
+  };
+  const Check checks[] = {
+      {out_of_order_end_.Get(), &reported_.out_of_order_end, "misuse-out-of-order",
+       "a scope was ended while scopes opened inside it were still open; they were closed with "
+       "it. Check that scopes end in reverse order of beginning."},
+      {stale_end_.Get(), &reported_.stale_end, "misuse-stale-end",
+       "a scope was ended twice, or after an enclosing scope had closed it; the extra end was "
+       "ignored."},
+      {nested_step_.Get(), &reported_.nested_step, "misuse-nested-step",
+       "a step was begun inside an open step and ignored: steps do not nest."},
+      {wrong_thread_.load(std::memory_order_relaxed), &reported_.wrong_thread,
+       "misuse-wrong-thread",
+       "scopes were used from a second thread and ignored: a Session records one thread; give "
+       "other threads their own Session."},
+      {too_deep_.Get(), &reported_.too_deep, "misuse-too-deep",
+       "more than 32 scopes were open at once; the deeper ones were not recorded."},
+      {invalid_phase_.Get(), &reported_.invalid_phase, "misuse-invalid-phase",
+       "a phase with an invalid name (empty, over 64 bytes, control characters, 'other'), a name "
+       "beyond Options::max_phases, or another session's PhaseId was ignored."},
+      {dropped_records_.Get(), &reported_.dropped_records, "misuse-dropped",
+       "records were dropped because the queue was full: raise Options::queue_capacity or "
+       "lower Options::flush_interval_ms."},
+  };
+  for (const Check& c : checks) {
+    if (c.now > *c.seen) {
+      *c.seen = c.now;
+      LogOnce(c.key, LogLevel::kWarning, c.message);
+    }
+  }
+}
+
+Summary SessionImpl::Summarize() {
+  Summary s;
+  s.version = GPUSCOPE_VERSION;
+  s.window = options_.window;
+  if (InForkedChild()) {
+    s.source_reason =
+        "recording is off in a forked child process: sessions created before fork() record "
+        "nothing here; create a new Session in the child";
+    return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    PumpLocked();
+    aggregator_.Fill(phases_, &s);
+    s.misuse.incomplete_steps = aggregator_.incomplete_steps();
+  }
+  s.window = options_.window;
+  s.source = source_;
+  s.source_reason = source_reason_;
+  s.misuse.out_of_order_end = out_of_order_end_.Get();
+  s.misuse.stale_end = stale_end_.Get();
+  s.misuse.nested_step = nested_step_.Get();
+  s.misuse.wrong_thread = wrong_thread_.load(std::memory_order_relaxed);
+  s.misuse.too_deep = too_deep_.Get();
+  s.misuse.invalid_phase = invalid_phase_.Get();
+  s.misuse.dropped_records = dropped_records_.Get();
+  return s;
+}
+
+void SessionImpl::Flush() {
+  if (InForkedChild()) return;
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+}
+
+void SessionImpl::Close() {
+  if (closed_.exchange(true)) return;
+  recording_flag_->store(false, std::memory_order_relaxed);
+  if (InForkedChild()) return;  // the parent's worker is not ours to touch
+  if (registered_.exchange(false)) Worker::Get().Unregister(this);
+  Flush();
+}
+
+std::unique_ptr<Session> SessionTestPeer::Create(Options options, Backends backends) {
+  return std::unique_ptr<Session>(
+      new Session(std::move(options), std::make_unique<Backends>(std::move(backends))));
+}
+
+SessionImpl& SessionTestPeer::Impl(Session& session) { return *session.impl_; }
+
+}  // namespace internal
+
+// ---------------------------------------------------------------------------
+// Session
+
+Session::Session(Options options) : Session(std::move(options), nullptr) {}
+
+Session::Session(Options options, std::unique_ptr<internal::Backends> backends) {
+  absl::Status status = options.Validate();
+  if (!status.ok()) {
+    internal::Log(LogLevel::kError, absl::StrCat("session disabled: ", status.message()));
+    options = FallbackOptions(options);
+  } else if (DisabledByEnvironment()) {
+    options.enabled = false;
+  }
+  internal::Backends chosen;
+  if (options.enabled) chosen = backends ? std::move(*backends) : internal::DefaultBackends(options);
+  const bool enabled = options.enabled;
+  impl_ = std::make_unique<internal::SessionImpl>(options, std::move(status), std::move(chosen),
+                                                  &recording_);
+  recording_.store(enabled, std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(Options options) {
+  if (absl::Status status = options.Validate(); !status.ok()) return status;
+  return std::make_unique<Session>(std::move(options));
+}
+
+Session::~Session() = default;
+
+const absl::Status& Session::status() const { return impl_->status(); }
+const Options& Session::options() const { return impl_->options(); }
+
+absl::StatusOr<PhaseId> Session::RegisterPhase(std::string_view name) {
+  return impl_->RegisterPhase(name);
+}
+
+ScopeToken Session::BeginStep(const StepOptions& step) noexcept {
+  if (!recording()) return {};
+  return impl_->BeginStep(step);
+}
+
+ScopeToken Session::BeginPhase(PhaseId phase) noexcept {
+  if (!recording()) return {};
+  return impl_->BeginPhase(phase);
+}
+
+ScopeToken Session::BeginPhase(std::string_view name) noexcept {
+  if (!recording()) return {};
+  return impl_->BeginPhase(name);
+}
+
+void Session::End(ScopeToken token) noexcept {
+  if (token.ok()) impl_->End(token);
+}
+
+Summary Session::Summarize() const { return impl_->Summarize(); }
+void Session::Flush() { impl_->Flush(); }
+void Session::Close() { impl_->Close(); }
+
+}  // namespace gpuscope

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what building and testing gpuscope needs, and nothing that is
+# already there. Safe to run again. Used by `make deps` (and so by `make test`
+# and `make demo`).
+#
+#   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark, g++
+#   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers)
+#                    when no CUDA toolkit provides them
+set -euo pipefail
+
+PYTHON="${PYTHON:-python3}"
+debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev g++ make)
+
+missing=()
+for p in "${debs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+      echo "deps: need root to run: apt-get install -y ${missing[*]}" >&2; exit 1
+    fi
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+pip_missing=()
+command -v cmake >/dev/null 2>&1 || pip_missing+=("cmake>=3.22")
+command -v ninja >/dev/null 2>&1 || pip_missing+=("ninja")
+
+have_nvtx=0
+for d in "${CUDA_HOME:-/nonexistent}/include" /usr/local/cuda/include /usr/include; do
+  [ -f "$d/nvtx3/nvToolsExt.h" ] && have_nvtx=1
+done
+if [ "$have_nvtx" = 0 ] && ! "$PYTHON" - <<'PY' 2>/dev/null
+import glob, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()]
+sys.exit(0 if any(glob.glob(r + "/nvidia/*/include/nvtx3/nvToolsExt.h") for r in roots) else 1)
+PY
+then
+  pip_missing+=("nvidia-nvtx==13.5.25")
+fi
+
+if ((${#pip_missing[@]})); then
+  echo "deps: installing from PyPI: ${pip_missing[*]}"
+  "$PYTHON" -m pip install -q "${pip_missing[@]}"
+fi
+echo "deps: ok"

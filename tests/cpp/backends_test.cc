@@ -1,0 +1,114 @@
+// The backend seams: the source ladder, the annotator a session drives, and
+// sessions built on injected backends.
+
+#include "backends/backends.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/session_impl.h"
+#include "fakes/fake_backends.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace gpuscope {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::FakeActivitySource;
+using testing::FakeDeviceTimer;
+using testing::RecordingAnnotator;
+
+TEST(SourceLadderTest, ActivityRecordsWinWhenTheyStart) {
+  internal::Backends b;
+  b.activity = std::make_unique<FakeActivitySource>(absl::OkStatus());
+  b.device_timer = std::make_unique<FakeDeviceTimer>(absl::OkStatus());
+  const internal::SourceChoice c = internal::SelectSource(b);
+  EXPECT_EQ(c.source, Source::kCupti);
+  EXPECT_NE(b.activity, nullptr);
+  EXPECT_EQ(b.device_timer, nullptr);  // redundant with exact activity
+}
+
+TEST(SourceLadderTest, FallsBackToEventsAndSaysWhy) {
+  internal::Backends b;
+  b.activity = std::make_unique<FakeActivitySource>(
+      absl::UnavailableError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"));
+  b.device_timer = std::make_unique<FakeDeviceTimer>(absl::OkStatus());
+  const internal::SourceChoice c = internal::SelectSource(b);
+  EXPECT_EQ(c.source, Source::kEvents);
+  EXPECT_THAT(c.reason, HasSubstr("MULTIPLE_SUBSCRIBERS"));
+  EXPECT_THAT(c.reason, HasSubstr("lower bound"));
+  EXPECT_EQ(b.activity, nullptr);  // nothing half-started stays attached
+}
+
+TEST(SourceLadderTest, FallsBackToHostWithEveryReason) {
+  internal::Backends b;
+  b.activity = std::make_unique<FakeActivitySource>(absl::NotFoundError("libcupti.so not found"));
+  b.device_timer = std::make_unique<FakeDeviceTimer>(absl::NotFoundError("libcuda.so.1 not found"));
+  const internal::SourceChoice c = internal::SelectSource(b);
+  EXPECT_EQ(c.source, Source::kHost);
+  EXPECT_THAT(c.reason, HasSubstr("libcupti.so not found"));
+  EXPECT_THAT(c.reason, HasSubstr("libcuda.so.1 not found"));
+  EXPECT_EQ(b.device_timer, nullptr);
+}
+
+TEST(SourceLadderTest, NoGpuBackendsMeansHost) {
+  internal::Backends b;
+  const internal::SourceChoice c = internal::SelectSource(b);
+  EXPECT_EQ(c.source, Source::kHost);
+  EXPECT_THAT(c.reason, HasSubstr("no GPU idle"));
+}
+
+TEST(SessionBackendsTest, SessionReportsTheSourceItsBackendsGive) {
+  internal::Backends b;
+  b.activity = std::make_unique<FakeActivitySource>(absl::UnavailableError("held by nsys"));
+  b.device_timer = std::make_unique<FakeDeviceTimer>(absl::OkStatus());
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{}, std::move(b));
+  const Summary sum = s->Summarize();
+  EXPECT_EQ(sum.source, Source::kEvents);
+  EXPECT_THAT(sum.source_reason, HasSubstr("held by nsys"));
+}
+
+TEST(SessionBackendsTest, EveryScopeIsAnAnnotatedRangeWithItsName) {
+  auto log = std::make_shared<RecordingAnnotator::Log>();
+  internal::Backends b;
+  b.annotator = std::make_unique<RecordingAnnotator>(log);
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{}, std::move(b));
+  for (int i = 0; i < 2; ++i) {
+    StepScope step(*s);
+    { PhaseScope p(*s, Phase::kData); }
+    {
+      PhaseScope p(*s, Phase::kForward);
+      PhaseScope q(*s, "attention");
+    }
+  }
+  // Misuse keeps pushes and pops balanced.
+  const ScopeToken step = s->BeginStep();
+  s->BeginPhase(Phase::kSync);
+  s->End(step);
+  { StepScope ignored(*s); }  // not nested: step closed above
+  std::lock_guard<std::mutex> lock(log->mu);
+  EXPECT_EQ(log->names[0], "data");
+  EXPECT_EQ(log->names[9], "attention");
+  EXPECT_THAT(log->calls,
+              ElementsAre("push step 0", "push data", "pop", "push forward", "push attention",
+                          "pop", "pop", "pop", "push step 1", "push data", "pop", "push forward",
+                          "push attention", "pop", "pop", "pop", "push step 2", "push sync", "pop",
+                          "pop", "push step 3", "pop"));
+}
+
+TEST(SessionBackendsTest, DisabledSessionDoesNotStartBackends) {
+  auto activity = std::make_unique<FakeActivitySource>(absl::OkStatus());
+  FakeActivitySource* raw = activity.get();
+  (void)raw;  // owned by the session only if it starts; here it is dropped unstarted
+  internal::Backends b;
+  b.activity = std::move(activity);
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{.enabled = false}, std::move(b));
+  EXPECT_EQ(s->Summarize().source, Source::kHost);
+}
+
+}  // namespace
+}  // namespace gpuscope

@@ -1,0 +1,99 @@
+// The versioned JSON encoding round-trips exactly and rejects bad input with
+// a message that says what is wrong.
+
+#include <string>
+
+#include "gpuscope/gpuscope.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace gpuscope {
+namespace {
+
+using testing::ClockedSession;
+using testing::kMs;
+using testing::kUs;
+
+Summary RecordedSummary() {
+  ClockedSession s(Options{.window = 16});
+  for (int i = 0; i < 40; ++i) {
+    StepScope step(*s, {.samples = 32, .tokens = 1000 + i});
+    s.Phase(Phase::kData, (3 + i % 5) * kMs + 7);  // odd nanoseconds: awkward doubles
+    {
+      PhaseScope fwd(*s, Phase::kForward);
+      s.clock->Advance(5 * kMs + 13 * kUs);
+      s.Phase("attention \"fused\" \\ layer", 333);  // characters JSON must escape
+    }
+  }
+  s.Phase(Phase::kCheckpoint, 100 * kMs);
+  const ScopeToken a = s->BeginStep();
+  const ScopeToken b = s->BeginPhase(Phase::kSync);
+  s->End(a);
+  s->End(b);  // misuse counters are part of the encoding
+  return s->Summarize();
+}
+
+TEST(SummaryJsonTest, RoundTripIsExact) {
+  Summary original = RecordedSummary();
+  original.gpu_idle_pct = 37.25;  // GPU fields as a GPU source would fill them
+  original.idle_by_cause = {{"data", 30.0}, {"launch", 7.25}};
+  original.source = Source::kEvents;
+  const std::string json = ToJson(original);
+  EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos);
+  const absl::StatusOr<Summary> back = SummaryFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, original);
+  EXPECT_EQ(ToJson(*back), json);
+  EXPECT_EQ(back->misuse.out_of_order_end, 1);
+  // 15 of the window's 16 steps have it (the last is the misuse step).
+  EXPECT_EQ(back->FindPhase("attention \"fused\" \\ layer")->count, 15);
+}
+
+TEST(SummaryJsonTest, EmptySummaryRoundTrips) {
+  Summary empty;
+  const absl::StatusOr<Summary> back = SummaryFromJson(ToJson(empty));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, empty);
+  EXPECT_FALSE(back->samples_per_second.has_value());
+}
+
+TEST(SummaryJsonTest, RejectsTextThatIsNotASummary) {
+  for (const char* bad : {"", "{", "[]", "null", "{\"schema_version\": \"1\"}",
+                          "{\"hello\": 1}", "not json at all"}) {
+    const absl::StatusOr<Summary> r = SummaryFromJson(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("summary"), std::string_view::npos) << r.status();
+  }
+}
+
+TEST(SummaryJsonTest, OtherSchemaVersionIsAPreconditionError) {
+  std::string json = ToJson(Summary{});
+  json.replace(json.find("\"schema_version\": 1"), 19, "\"schema_version\": 99");
+  const absl::StatusOr<Summary> r = SummaryFromJson(json);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("99"), std::string_view::npos);
+}
+
+TEST(SummaryJsonTest, NamesTheFieldThatIsMissingOrMistyped) {
+  const std::string json = ToJson(RecordedSummary());
+  std::string missing = json;
+  missing.replace(missing.find("\"p95\""), 5, "\"pXX\"");
+  EXPECT_NE(SummaryFromJson(missing).status().message().find("step_time.p95"), std::string_view::npos);
+  std::string mistyped = json;
+  const size_t at = mistyped.find("\"builtin\": ");
+  mistyped.replace(at, 15, "\"builtin\": 3   ");
+  const absl::Status st = SummaryFromJson(mistyped).status();
+  EXPECT_NE(st.message().find("phases[0].builtin"), std::string_view::npos) << st;
+}
+
+TEST(SummaryJsonTest, EveryTruncationIsRejected) {
+  const std::string json = ToJson(RecordedSummary());
+  const size_t end = json.find_last_of('}');
+  for (size_t n = 0; n < end; n += 3) {
+    ASSERT_FALSE(SummaryFromJson(std::string_view(json).substr(0, n)).ok()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace gpuscope
