@@ -69,7 +69,8 @@ BENCHMARK(BM_AggregateStepWith4Phases);
 void BM_Summarize(benchmark::State& state) {
   const int window = static_cast<int>(state.range(0));
   auto clock = std::make_shared<ManualClock>();
-  Session session(Options{.window = window, .clock = clock, .flush_interval_ms = 10000});
+  Session session(Options{.window = window, .clock = clock, .queue_capacity = 1 << 16,
+                          .flush_interval_ms = 10000});
   for (int i = 0; i < window; ++i) {
     StepScope step(session, {.samples = 64});
     for (Phase p : {Phase::kData, Phase::kH2D, Phase::kForward, Phase::kBackward}) {
@@ -83,7 +84,9 @@ void BM_Summarize(benchmark::State& state) {
   }
   session.Flush();
   for (auto _ : state) benchmark::DoNotOptimize(session.Summarize());
-  state.counters["steps"] = static_cast<double>(session.Summarize().steps);
+  const Summary s = session.Summarize();
+  state.counters["steps"] = static_cast<double>(s.steps);
+  if (s.steps != window || s.misuse.total() != 0) state.SkipWithError("window not filled: numbers invalid");
 }
 BENCHMARK(BM_Summarize)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
 

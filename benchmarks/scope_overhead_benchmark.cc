@@ -59,13 +59,15 @@ void BM_NvtxRangeNoTool(benchmark::State& state) {
 }
 BENCHMARK(BM_NvtxRangeNoTool);
 
-// One phase scope, begin and end, inside a step (a new step every 64 phases).
-void BM_PhaseScope(benchmark::State& state) {
+// One phase scope, begin and end, inside a step (a new step every 64
+// phases); `phase` is a Phase or a name.
+template <typename P>
+void PhaseScopeLoop(benchmark::State& state, P phase) {
   Session session(BenchOptions());
   ScopeToken step = session.BeginStep();
   int64_t n = 0;
   for (auto _ : state) {
-    { PhaseScope p(session, Phase::kForward); }
+    { PhaseScope p(session, phase); }
     if (++n % kPhasesPerStep == 0) {
       session.End(step);
       step = session.BeginStep();
@@ -79,28 +81,12 @@ void BM_PhaseScope(benchmark::State& state) {
   session.End(step);
   Finish(state, session);
 }
+
+void BM_PhaseScope(benchmark::State& state) { PhaseScopeLoop(state, Phase::kForward); }
 BENCHMARK(BM_PhaseScope);
 
-// The same, with the phase given by name (a lock-free lookup per scope).
-void BM_PhaseScopeByName(benchmark::State& state) {
-  Session session(BenchOptions());
-  ScopeToken step = session.BeginStep();
-  int64_t n = 0;
-  for (auto _ : state) {
-    { PhaseScope p(session, "attention"); }
-    if (++n % kPhasesPerStep == 0) {
-      session.End(step);
-      step = session.BeginStep();
-    }
-    if (n % kDrainEvery == 0) {
-      state.PauseTiming();
-      session.Flush();
-      state.ResumeTiming();
-    }
-  }
-  session.End(step);
-  Finish(state, session);
-}
+// The same with the phase given by name: a lock-free lookup per scope.
+void BM_PhaseScopeByName(benchmark::State& state) { PhaseScopeLoop(state, "attention"); }
 BENCHMARK(BM_PhaseScopeByName);
 
 // One step scope, begin and end, with nothing inside.

@@ -133,25 +133,17 @@ absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
 // Hot path. Recording thread only; no allocation, no lock, no system call
 // beyond the clock.
 
-int64_t SessionImpl::Now() const noexcept { return ReadClock(clock_); }
-
-uint32_t SessionImpl::NextSerial() noexcept {
-  uint32_t s = next_serial_++;
-  if (s == 0) s = next_serial_++;  // 0 marks "no scope"
-  return s;
+ScopeStatus SessionImpl::ForkedAway() noexcept {
+  recording_flag_->store(false, std::memory_order_relaxed);  // scopes now cost one branch
+  return ScopeStatus::kDisabled;
 }
 
-ScopeStatus SessionImpl::CheckCaller() noexcept {
-  if (InForkedChild()) {
-    recording_flag_->store(false, std::memory_order_relaxed);  // scopes now cost one branch
-    return ScopeStatus::kDisabled;
+ScopeStatus SessionImpl::ClaimOrReject(uint64_t self) noexcept {
+  uint64_t owner = 0;
+  if (owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
+    return ScopeStatus::kOk;  // the first caller becomes the recording thread
   }
-  const auto self = static_cast<uint64_t>(pthread_self());
-  uint64_t owner = owner_thread_.load(std::memory_order_relaxed);
   if (owner == self) return ScopeStatus::kOk;
-  if (owner == 0 && owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
-    return ScopeStatus::kOk;
-  }
   wrong_thread_.fetch_add(1, std::memory_order_relaxed);
   return ScopeStatus::kWrongThread;
 }
@@ -237,7 +229,7 @@ void SessionImpl::End(ScopeToken token) noexcept {
 }
 
 void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept {
-  Record r{};
+  Record r;
   r.begin_ns = frame.begin_ns;
   r.end_ns = end_ns;
   r.begin_event = frame.begin_event;
@@ -245,6 +237,8 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
   r.flags = flags;
   if (frame.is_step) {
     r.kind = RecordKind::kStep;
+    r.name_id = 0;
+    r.depth = 0;
     r.step_seq = step_seq_;
     r.samples = step_samples_;
     r.tokens = step_tokens_;

@@ -16,11 +16,6 @@ Aggregator::Aggregator(int window, int max_phases)
   scratch_.reserve(64);
 }
 
-void Aggregator::DropScratch() {
-  scratch_.clear();
-  scratch_overflow_ = false;
-}
-
 void Aggregator::Consume(const Record& record) {
   const int64_t duration = std::max<int64_t>(0, record.end_ns - record.begin_ns);
   if (record.kind == RecordKind::kPhase) {
@@ -59,16 +54,23 @@ void Aggregator::Consume(const Record& record) {
 }
 
 void Aggregator::FinishStep(const Record& step) {
-  StepRecord s;
+  // Filled in place in the ring: a StepRecord is large, copies cost.
+  StepRecord& s = steps_.Append();
   s.index = completed_;
   s.begin_ns = step.begin_ns;
   s.end_ns = std::max(step.end_ns, step.begin_ns);
   s.samples = step.samples;
   s.tokens = step.tokens;
+  s.device_busy_ns = -1;
+  s.device_span_ns = -1;
+  s.backlog_begin_ns = -1;
+  s.idle_other_ns = -1;
+  s.idle_launch_ns = -1;
+  s.telemetry = TelemetrySample{};
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).
-  std::sort(scratch_.begin(), scratch_.end(), [](const Record& a, const Record& b) {
+  if (scratch_.size() > 1) std::sort(scratch_.begin(), scratch_.end(), [](const Record& a, const Record& b) {
     return std::tie(a.name_id, a.begin_ns, a.end_ns) < std::tie(b.name_id, b.begin_ns, b.end_ns);
   });
   int64_t top_level = 0;
@@ -99,8 +101,6 @@ void Aggregator::FinishStep(const Record& step) {
     h.window.Push(sample);
   }
   s.top_level_ns = std::min(top_level, s.duration_ns());
-
-  steps_.Push(s);
   lifetime_.Add(s.duration_ns());
   ++completed_;
 }

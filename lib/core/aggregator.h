@@ -79,7 +79,10 @@ class Aggregator {
   };
 
   void FinishStep(const Record& step);
-  void DropScratch();
+  void DropScratch() {
+    scratch_.clear();
+    scratch_overflow_ = false;
+  }
 
   const size_t window_;
   Ring<StepRecord> steps_;

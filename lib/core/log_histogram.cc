@@ -8,14 +8,6 @@
 
 namespace gpuscope::internal {
 
-int LogHistogram::BucketOf(int64_t value_ns) {
-  const uint64_t v = value_ns < 0 ? 0 : static_cast<uint64_t>(value_ns);
-  if (v < static_cast<uint64_t>(kSubBuckets)) return static_cast<int>(v);
-  const int exponent = 63 - std::countl_zero(v);  // >= kSubBucketBits
-  const int sub = static_cast<int>((v >> (exponent - kSubBucketBits)) & (kSubBuckets - 1));
-  return kSubBuckets + (exponent - kSubBucketBits) * kSubBuckets + sub;
-}
-
 double LogHistogram::Midpoint(int bucket) {
   if (bucket < kSubBuckets) return bucket;
   const int exponent = (bucket - kSubBuckets) / kSubBuckets + kSubBucketBits;
@@ -23,22 +15,6 @@ double LogHistogram::Midpoint(int bucket) {
   const double width = std::ldexp(1.0, exponent - kSubBucketBits);
   const double low = std::ldexp(1.0, exponent) + sub * width;
   return low + width / 2;
-}
-
-void LogHistogram::Add(int64_t value_ns) {
-  if (value_ns < 0) value_ns = 0;
-  ++counts_[static_cast<size_t>(BucketOf(value_ns))];
-  if (count_ == 0) {
-    min_ = max_ = value_ns;
-  } else {
-    min_ = std::min(min_, value_ns);
-    max_ = std::max(max_, value_ns);
-  }
-  ++count_;
-  sum_ += value_ns;
-  const double delta = static_cast<double>(value_ns) - mean_;
-  mean_ += delta / static_cast<double>(count_);
-  m2_ += delta * (static_cast<double>(value_ns) - mean_);
 }
 
 double LogHistogram::ValueAtRank(int64_t k) const {
@@ -72,7 +48,9 @@ Quantiles LogHistogram::Summarize() const {
   if (count_ == 0) return out;
   out.count = count_;
   out.mean = static_cast<double>(sum_) / static_cast<double>(count_) * kNsToSeconds;
-  out.stddev = std::sqrt(m2_ / static_cast<double>(count_)) * kNsToSeconds;
+  const double n = static_cast<double>(count_);
+  const double mean_d = shifted_sum_ / n;
+  out.stddev = std::sqrt(std::max(0.0, shifted_sum_sq_ / n - mean_d * mean_d)) * kNsToSeconds;
   out.min = static_cast<double>(min_) * kNsToSeconds;
   out.max = static_cast<double>(max_) * kNsToSeconds;
   out.p50 = Quantile(0.50) * kNsToSeconds;

@@ -11,6 +11,7 @@
 #define GPUSCOPE_LIB_CORE_LOG_HISTOGRAM_H_
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 #include "gpuscope/summary.h"
@@ -25,7 +26,22 @@ class LogHistogram {
   // Bound on |reported - true| / true for any order statistic.
   static constexpr double kMaxRelativeError = 1.0 / (2 * kSubBuckets);
 
-  void Add(int64_t value_ns);
+  void Add(int64_t value_ns) {
+    if (value_ns < 0) value_ns = 0;
+    const int64_t n = count_;  // read before the bucket store, which may alias it
+    if (n == 0) {
+      min_ = max_ = shift_ = value_ns;
+    } else {
+      min_ = value_ns < min_ ? value_ns : min_;
+      max_ = value_ns > max_ ? value_ns : max_;
+    }
+    count_ = n + 1;
+    sum_ += value_ns;
+    const auto d = static_cast<double>(value_ns - shift_);
+    shifted_sum_ += d;
+    shifted_sum_sq_ += d * d;
+    ++counts_[static_cast<size_t>(BucketOf(value_ns))];
+  }
 
   int64_t count() const { return count_; }
 
@@ -38,11 +54,17 @@ class LogHistogram {
   // kMaxRelativeError, hence itself within it.
   double Quantile(double q) const;
 
-  // count, exact mean, min, max and stddev (Welford), and p50..p99 from the
+  // count, exact mean, min, max and stddev (shifted sums), and p50..p99 from the
   // buckets; in seconds.
   Quantiles Summarize() const;
 
-  static int BucketOf(int64_t value_ns);
+  static int BucketOf(int64_t value_ns) {
+    const uint64_t v = value_ns < 0 ? 0 : static_cast<uint64_t>(value_ns);
+    if (v < static_cast<uint64_t>(kSubBuckets)) return static_cast<int>(v);
+    const int exponent = 63 - std::countl_zero(v);  // >= kSubBucketBits
+    const int sub = static_cast<int>((v >> (exponent - kSubBucketBits)) & (kSubBuckets - 1));
+    return kSubBuckets + (exponent - kSubBucketBits) * kSubBuckets + sub;
+  }
   static double Midpoint(int bucket);
 
  private:
@@ -50,9 +72,12 @@ class LogHistogram {
   int64_t count_ = 0;
   int64_t min_ = 0;
   int64_t max_ = 0;
-  double mean_ = 0;   // Welford running mean, ns
-  double m2_ = 0;     // Welford running sum of squared deviations
   int64_t sum_ = 0;   // exact sum for the mean (overflows after 292 years of steps)
+  // Shifted sums for the variance: deviations from the first value, so that
+  // the variance keeps its precision when it is tiny next to the mean.
+  int64_t shift_ = 0;
+  double shifted_sum_ = 0;
+  double shifted_sum_sq_ = 0;
 };
 
 }  // namespace gpuscope::internal

@@ -20,8 +20,9 @@ double QuantileOfSorted(const std::vector<int64_t>& sorted, double q);
 
 // ExactQuantiles()
 //
-// Sorts `values_ns` in place and returns count, mean, population stddev,
-// min, max and p50/p90/p95/p99, converted to seconds.
+// Count, mean, population stddev, min, max and p50/p90/p95/p99 (as
+// QuantileOfSorted() defines them) of `values_ns`, in seconds. Reorders
+// `values_ns` (selection, not a full sort: O(n) expected).
 Quantiles ExactQuantiles(std::vector<int64_t>& values_ns);
 
 inline constexpr double kNsToSeconds = 1e-9;

@@ -27,9 +27,16 @@ class Ring {
   // Appends, overwriting the oldest element when full. No allocation.
   void Push(const T& value) {
     if (slots_.empty()) return;
-    slots_[next_] = value;
+    Append() = value;
+  }
+
+  // Appends a slot and returns it for the caller to fill in place (it holds
+  // whatever was there). Requires capacity() > 0.
+  T& Append() {
+    T& slot = slots_[next_];
     next_ = next_ + 1 == slots_.size() ? 0 : next_ + 1;
     if (size_ < slots_.size()) ++size_;
+    return slot;
   }
 
   // i = 0 is the oldest element kept, size() - 1 the newest.

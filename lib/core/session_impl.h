@@ -18,8 +18,11 @@
 #include <mutex>
 #include <string_view>
 
+#include <pthread.h>
+
 #include "absl/status/status.h"
 #include "backends/backends.h"
+#include "backends/clock.h"
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
@@ -76,14 +79,24 @@ class SessionImpl final : public Pumpable {
     bool is_step;
   };
 
-  // True when this session may record here and now: not forked away, and
+  // kOk when this session may record here and now: not forked away, and
   // called on the recording thread (which the first caller becomes).
-  ScopeStatus CheckCaller() noexcept;
+  ScopeStatus CheckCaller() noexcept {
+    if (InForkedChild()) return ForkedAway();
+    const auto self = static_cast<uint64_t>(pthread_self());
+    if (owner_thread_.load(std::memory_order_relaxed) == self) return ScopeStatus::kOk;
+    return ClaimOrReject(self);
+  }
+  ScopeStatus ForkedAway() noexcept;
+  ScopeStatus ClaimOrReject(uint64_t self) noexcept;
   bool InForkedChild() const noexcept {
     return fork_generation_ != g_fork_generation.load(std::memory_order_relaxed);
   }
-  int64_t Now() const noexcept;
-  uint32_t NextSerial() noexcept;
+  int64_t Now() const noexcept { return ReadClock(clock_); }
+  uint32_t NextSerial() noexcept {
+    const uint32_t s = next_serial_++;
+    return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
+  }
   ScopeToken OpenPhase(uint16_t id) noexcept;
   void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept;
   void PumpLocked();  // requires agg_mu_
