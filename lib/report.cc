@@ -1,5 +1,7 @@
 #include "gpuscope/report.h"
 
+#include "gpuscope/diagnose.h"
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +45,20 @@ std::string Fit(std::string_view name, size_t width) {
   return absl::StrCat(internal::ToAbsl(name.substr(0, width - 1)), "~");
 }
 
+// Appends `text` wrapped at 80 columns, every line indented by `indent`.
+void AppendWrapped(std::string* out, std::string_view text, size_t indent) {
+  const std::string pad(indent, ' ');
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(internal::ToAbsl(text), ' ', absl::SkipEmpty())) {
+    if (!line.empty() && indent + line.size() + 1 + word.size() > 80) {
+      absl::StrAppend(out, pad, line, "\n");
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
+  }
+  if (!line.empty()) absl::StrAppend(out, pad, line, "\n");
+}
+
 void QuantileRow(std::string* out, const char* label, const Quantiles& q, const char* note) {
   absl::StrAppendFormat(out, "  %-9s %9s %9s %9s %9s %9s %9s%s\n", label, Duration(q.p50),
                         Duration(q.p90), Duration(q.p95), Duration(q.p99), Duration(q.mean),
@@ -56,18 +72,7 @@ std::string FormatReport(const Summary& s) {
   absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (",
                   s.total_steps, " total) | source: ", internal::ToAbsl(SourceName(s.source)),
                   "\n");
-  if (!s.source_reason.empty()) {
-    // Wrap the reason at 78 columns, indented by two.
-    std::string line;
-    for (absl::string_view word : absl::StrSplit(s.source_reason, ' ')) {
-      if (!line.empty() && line.size() + 1 + word.size() > 76) {
-        absl::StrAppend(&out, "  ", line, "\n");
-        line.clear();
-      }
-      absl::StrAppend(&line, line.empty() ? "" : " ", word);
-    }
-    if (!line.empty()) absl::StrAppend(&out, "  ", line, "\n");
-  }
+  AppendWrapped(&out, s.source_reason, 2);
   if (s.steps == 0) {
     absl::StrAppend(&out, "\nno completed steps yet: wrap each training step in a StepScope "
                           "(C++) or s.step() / s.steps() (Python)\n");
@@ -139,6 +144,15 @@ std::string FormatReport(const Summary& s) {
     };
     for (const auto& row : rows) {
       if (row.n > 0) absl::StrAppendFormat(&out, "  %8d %s\n", row.n, row.what);
+    }
+  }
+  const std::vector<Finding> findings = Diagnose(s);
+  if (!findings.empty()) {
+    absl::StrAppend(&out, "\nfindings (ranked by the step time they explain)\n");
+    for (const Finding& f : findings) {
+      std::string head = absl::StrCat("[", internal::ToAbsl(SeverityName(f.severity)), "] ", f.title);
+      AppendWrapped(&out, head, 2);
+      AppendWrapped(&out, f.recommendation, 6);
     }
   }
   return out;

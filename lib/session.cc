@@ -70,6 +70,11 @@ std::string_view ScopeStatusMessage(ScopeStatus status) {
     case ScopeStatus::kInvalidPhase:
       return "invalid phase: names must be 1-64 printable bytes, not 'other', and fit in "
              "Options::max_phases; ids must come from this session";
+    case ScopeStatus::kEndedOutOfOrder:
+      return "a scope was ended while scopes opened inside it were still open; they were closed "
+             "with it: end scopes in reverse order of beginning";
+    case ScopeStatus::kAlreadyEnded:
+      return "this scope was already ended (twice, or closed with an enclosing scope)";
   }
   return "unknown";
 }
@@ -212,20 +217,37 @@ ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
   return OpenPhase(id->value());
 }
 
-void SessionImpl::End(ScopeToken token) noexcept {
-  if (!token.ok() || CheckCaller() != ScopeStatus::kOk) return;
+ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
+  if (!token.ok()) return token.status;
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return s;
   const int d = token.depth;
   if (d >= depth_ || stack_[static_cast<size_t>(d)].serial != token.serial) {
     stale_end_.Increment();  // ended twice, or closed with an enclosing scope
-    return;
+    return ScopeStatus::kAlreadyEnded;
   }
   const int64_t now = Now();
-  if (d + 1 != depth_) out_of_order_end_.Increment();
+  const bool out_of_order = d + 1 != depth_;
+  if (out_of_order) out_of_order_end_.Increment();
   while (depth_ > d) {
     --depth_;
     annotator_->Pop();
-    Emit(stack_[static_cast<size_t>(depth_)], depth_, now, depth_ == d ? 0 : kRecordAutoClosed);
+    const Frame& f = stack_[static_cast<size_t>(depth_)];
+    uint16_t flags = depth_ == d ? 0 : kRecordAutoClosed;
+    if (!record) {
+      // A cancelled phase is simply not recorded; a cancelled step still
+      // sends its record, flagged, so the aggregator drops its phases.
+      if (!f.is_step) continue;
+      flags = static_cast<uint16_t>(flags | kRecordCancelled);
+    }
+    Emit(f, depth_, now, flags);
   }
+  return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
+}
+
+void SessionImpl::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
+  if (step_frame_ < 0 || CheckCaller() != ScopeStatus::kOk) return;
+  step_samples_ = samples;
+  step_tokens_ = tokens;
 }
 
 void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept {
@@ -415,8 +437,16 @@ ScopeToken Session::BeginPhase(std::string_view name) noexcept {
   return impl_->BeginPhase(name);
 }
 
-void Session::End(ScopeToken token) noexcept {
-  if (token.ok()) impl_->End(token);
+ScopeStatus Session::End(ScopeToken token) noexcept {
+  return token.ok() ? impl_->End(token) : token.status;
+}
+
+ScopeStatus Session::Cancel(ScopeToken token) noexcept {
+  return token.ok() ? impl_->Cancel(token) : token.status;
+}
+
+void Session::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
+  if (recording()) impl_->SetStepCounts(samples, tokens);
 }
 
 Summary Session::Summarize() const { return impl_->Summarize(); }

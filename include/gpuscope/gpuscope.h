@@ -21,6 +21,7 @@
 #define GPUSCOPE_GPUSCOPE_H_
 
 #include "gpuscope/clock.h"
+#include "gpuscope/diagnose.h"
 #include "gpuscope/log.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"

@@ -65,14 +65,17 @@ class SessionTestPeer;
 struct Backends;
 }  // namespace internal
 
-// Why a Begin*() call did not open a scope (kOk when it did).
+// What a Begin*() or End() call did: kOk, or why it could not do what was
+// asked.
 enum class ScopeStatus : uint8_t {
   kOk = 0,
   kDisabled,       // the session is disabled, closed, or lives in a forked child
   kWrongThread,    // called from a thread other than the recording thread
-  kNestedStep,     // a step is already open
-  kTooDeep,        // kMaxOpenScopes scopes are already open
-  kInvalidPhase,   // bad or unknown phase name / id
+  kNestedStep,     // Begin: a step is already open
+  kTooDeep,        // Begin: kMaxOpenScopes scopes are already open
+  kInvalidPhase,   // Begin: bad or unknown phase name / id
+  kEndedOutOfOrder,  // End: scopes opened inside this one were still open (closed with it)
+  kAlreadyEnded,   // End: the scope was already closed (ended twice, or with an enclosing one)
 };
 
 // A short English explanation of `status`, with what to do about it.
@@ -144,7 +147,21 @@ class Session {
   ScopeToken BeginStep(const StepOptions& step = {}) noexcept;
   ScopeToken BeginPhase(PhaseId phase) noexcept;
   ScopeToken BeginPhase(std::string_view name) noexcept;
-  void End(ScopeToken token) noexcept;
+  ScopeStatus End(ScopeToken token) noexcept;
+
+  // Session::Cancel()
+  //
+  // Closes the scope of `token` (and any opened inside it) without recording
+  // them: for a step that turned out not to exist, such as the one begun to
+  // wait for the next item of a loop that has none left. Hot path.
+  ScopeStatus Cancel(ScopeToken token) noexcept;
+
+  // Session::SetStepCounts()
+  //
+  // Sets the open step's sample and token counts (negative: not given), for
+  // when they are known only once the batch has arrived. No-op without an
+  // open step. Hot path.
+  void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
 
   // Session::Summarize()
   //

@@ -45,7 +45,9 @@ void Aggregator::Consume(const Record& record) {
     DropScratch();
     scratch_seq_ = record.step_seq;
   }
-  if ((record.flags & kRecordIncomplete) != 0 || scratch_overflow_) {
+  if ((record.flags & kRecordCancelled) != 0) {
+    // Not a step after all (the probe for an item that never came).
+  } else if ((record.flags & kRecordIncomplete) != 0 || scratch_overflow_) {
     ++incomplete_steps_;
   } else {
     FinishStep(record);

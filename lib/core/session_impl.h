@@ -59,7 +59,9 @@ class SessionImpl final : public Pumpable {
   ScopeToken BeginStep(const StepOptions& step) noexcept;
   ScopeToken BeginPhase(PhaseId phase) noexcept;
   ScopeToken BeginPhase(std::string_view name) noexcept;
-  void End(ScopeToken token) noexcept;
+  ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true); }
+  ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false); }
+  void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
 
   Summary Summarize();
   void Flush();
@@ -98,6 +100,7 @@ class SessionImpl final : public Pumpable {
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
   }
   ScopeToken OpenPhase(uint16_t id) noexcept;
+  ScopeStatus Close(ScopeToken token, bool record) noexcept;
   void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept;
   void PumpLocked();  // requires agg_mu_
   void ReportNewMisuse();

@@ -21,10 +21,10 @@ TEST(MisuseTest, EndingAnOuterScopeFirstClosesTheInnerOnesWithIt) {
   s.clock->Advance(2 * kMs);
   const ScopeToken b = s->BeginPhase("attention");
   s.clock->Advance(3 * kMs);
-  s->End(a);  // out of order: b is still open
+  EXPECT_EQ(s->End(a), ScopeStatus::kEndedOutOfOrder);  // b is still open
   s.clock->Advance(5 * kMs);
-  s->End(b);  // already closed with a: ignored
-  s->End(step);
+  EXPECT_EQ(s->End(b), ScopeStatus::kAlreadyEnded);  // closed with a: ignored
+  EXPECT_EQ(s->End(step), ScopeStatus::kOk);
   const Summary sum = s->Summarize();
   EXPECT_EQ(sum.misuse.out_of_order_end, 1);
   EXPECT_EQ(sum.misuse.stale_end, 1);
@@ -51,9 +51,9 @@ TEST(MisuseTest, EndingTheSameScopeTwiceIsIgnored) {
   ClockedSession s;
   const ScopeToken step = s->BeginStep();
   s.clock->Advance(kMs);
-  s->End(step);
-  s->End(step);
-  s->End(ScopeToken{});  // a token that was never ok: nothing at all
+  EXPECT_EQ(s->End(step), ScopeStatus::kOk);
+  EXPECT_EQ(s->End(step), ScopeStatus::kAlreadyEnded);
+  EXPECT_EQ(s->End(ScopeToken{}), ScopeStatus::kDisabled);  // never ok: nothing at all
   const Summary sum = s->Summarize();
   EXPECT_EQ(sum.total_steps, 1);
   EXPECT_EQ(sum.misuse.stale_end, 1);

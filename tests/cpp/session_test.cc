@@ -191,6 +191,39 @@ TEST(SessionTest, SummaryIncludesAStepThatJustEnded) {
   }
 }
 
+// Cancel() drops a step and everything recorded inside it, without counting
+// it as a misuse or an incomplete step: how steps() discards the probe for
+// an item that never came.
+TEST(SessionTest, CancelledStepLeavesNoTrace) {
+  ClockedSession s;
+  {
+    StepScope step(*s);
+    s.Phase(Phase::kForward, kMs);
+  }
+  const ScopeToken probe = s->BeginStep();
+  s.Phase(Phase::kData, 5 * kMs);
+  EXPECT_EQ(s->Cancel(probe), ScopeStatus::kOk);
+  EXPECT_EQ(s->End(probe), ScopeStatus::kAlreadyEnded);
+  const Summary sum = s->Summarize();
+  EXPECT_EQ(sum.total_steps, 1);
+  EXPECT_EQ(sum.FindPhase("data"), nullptr);
+  EXPECT_EQ(sum.misuse.incomplete_steps, 0);
+  EXPECT_EQ(sum.misuse.stale_end, 1);  // only the End after the Cancel
+}
+
+TEST(SessionTest, StepCountsCanBeSetOnceTheBatchArrives) {
+  ClockedSession s;
+  const ScopeToken step = s->BeginStep();
+  s.Phase(Phase::kData, 10 * kMs);
+  s->SetStepCounts(64, 2048);
+  s.clock->Advance(90 * kMs);
+  s->End(step);
+  s->SetStepCounts(1, 1);  // no open step: nothing
+  const Summary sum = s->Summarize();
+  EXPECT_DOUBLE_EQ(*sum.samples_per_second, 640.0);
+  EXPECT_DOUBLE_EQ(*sum.tokens_per_second, 20480.0);
+}
+
 TEST(SessionTest, CustomPhaseByNameAndByIdAreTheSamePhase) {
   ClockedSession s;
   const PhaseId id = s->RegisterPhase("attention").value();

@@ -1,0 +1,103 @@
+// Each host-side rule fires on a summary built to trigger it and stays silent
+// on one built not to; findings are ranked by the step time they explain.
+
+#include "gpuscope/diagnose.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace gpuscope {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ClockedSession;
+using testing::kMs;
+
+// A loop whose steps spend `data_ms` in data and `compute_ms` in forward.
+Summary Loop(int64_t data_ms, int64_t compute_ms, int steps = 20) {
+  ClockedSession s;
+  for (int i = 0; i < steps; ++i) {
+    StepScope step(*s, {.samples = 16});
+    s.Phase(Phase::kData, data_ms * kMs);
+    s.Phase(Phase::kForward, compute_ms * kMs);
+  }
+  return s->Summarize();
+}
+
+const Finding* Find(const std::vector<Finding>& fs, std::string_view id) {
+  for (const Finding& f : fs) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+TEST(DiagnoseTest, InputBoundIsHighAtTwentyPercentOfStepTime) {
+  const std::vector<Finding> fs = Diagnose(Loop(30, 70));
+  const Finding* f = Find(fs, "input-bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+  EXPECT_DOUBLE_EQ(f->share, 0.30);
+  EXPECT_THAT(f->title, HasSubstr("30%"));
+  EXPECT_THAT(f->recommendation, HasSubstr("num_workers"));
+  EXPECT_THAT(f->recommendation, HasSubstr("pin_memory"));
+  EXPECT_THAT(f->recommendation, HasSubstr("persistent_workers"));
+  EXPECT_THAT(f->recommendation, HasSubstr("prefetch_factor"));
+  EXPECT_THAT(f->confidence, HasSubstr("medium"));  // host timing
+  EXPECT_EQ(f->source, "host");
+  EXPECT_EQ(fs.front().id, "input-bound");  // ranked first: it explains the most time
+}
+
+TEST(DiagnoseTest, InputBoundIsModerateBetweenFiveAndTwentyPercent) {
+  const std::vector<Finding> fs = Diagnose(Loop(10, 90));
+  const Finding* f = Find(fs, "input-bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kModerate);
+}
+
+TEST(DiagnoseTest, InputBoundIsSilentUnderFivePercent) {
+  EXPECT_EQ(Find(Diagnose(Loop(4, 96)), "input-bound"), nullptr);
+  EXPECT_EQ(Find(Diagnose(Loop(0, 50)), "input-bound"), nullptr);
+}
+
+TEST(DiagnoseTest, HostOnlyNoticeSaysWhatAGpuSourceWouldAdd) {
+  const std::vector<Finding> fs = Diagnose(Loop(4, 96));
+  const Finding* f = Find(fs, "host-only");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kInfo);
+  EXPECT_THAT(f->recommendation, HasSubstr("CUDA events"));
+  EXPECT_THAT(f->recommendation, HasSubstr("CUPTI"));
+  Summary with_gpu = Loop(4, 96);
+  with_gpu.source = Source::kEvents;
+  EXPECT_EQ(Find(Diagnose(with_gpu), "host-only"), nullptr);
+}
+
+TEST(DiagnoseTest, InstrumentationProblemsAreAFindingOnlyWhenPresent) {
+  EXPECT_EQ(Find(Diagnose(Loop(1, 9)), "instrumentation"), nullptr);
+  ClockedSession s;
+  {
+    StepScope a(*s);
+    StepScope b(*s);
+  }
+  const std::vector<Finding> fs = Diagnose(s->Summarize());
+  const Finding* f = Find(fs, "instrumentation");
+  ASSERT_NE(f, nullptr);
+  EXPECT_THAT(f->recommendation, HasSubstr("must not nest"));
+  ASSERT_EQ(f->evidence.size(), 1u);
+  EXPECT_EQ(f->evidence[0].first, "nested_step");
+}
+
+TEST(DiagnoseTest, ReportListsFindingsAndJsonCarriesThem) {
+  const Summary s = Loop(30, 70);
+  const std::string report = FormatReport(s);
+  EXPECT_THAT(report, HasSubstr("[high] Input-bound"));
+  const std::string json = FindingsToJson(Diagnose(s));
+  EXPECT_THAT(json, HasSubstr("\"id\": \"input-bound\""));
+  EXPECT_THAT(json, HasSubstr("\"data_share\": 0.3"));
+}
+
+}  // namespace
+}  // namespace gpuscope
