@@ -43,11 +43,17 @@ if(GPUSCOPE_WITH_NVTX AND NOT GPUSCOPE_NVTX_INCLUDE_DIR)
   foreach(_root $ENV{CUDA_HOME} $ENV{CUDA_PATH} $ENV{CUDAToolkit_ROOT} /usr/local/cuda /usr)
     list(APPEND _nvtx_hints "${_root}/include")
   endforeach()
-  find_package(Python3 COMPONENTS Interpreter QUIET)
-  if(Python3_Interpreter_FOUND)
+  # The interpreter building the wheel (scikit-build-core sets
+  # Python_EXECUTABLE), else any python3: its path may hold nvidia-nvtx.
+  set(_py "${Python_EXECUTABLE}")
+  if(NOT _py)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    set(_py "${Python3_EXECUTABLE}")
+  endif()
+  if(_py)
     execute_process(
-      COMMAND "${Python3_EXECUTABLE}" -c
-        "import glob, site, sysconfig; roots = site.getsitepackages() + [site.getusersitepackages(), sysconfig.get_paths()['purelib']]; print(';'.join(sorted({d for r in roots for d in glob.glob(r + '/nvidia/*/include')})))"
+      COMMAND "${_py}" -c
+        "import glob, site, sys; roots = sys.path + site.getsitepackages() + [site.getusersitepackages()]; print(';'.join(sorted({d for r in roots if r for d in glob.glob(r + '/nvidia/*/include')})))"
       OUTPUT_VARIABLE _py_nvtx_dirs OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
     list(APPEND _nvtx_hints ${_py_nvtx_dirs})
   endif()

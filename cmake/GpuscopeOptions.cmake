@@ -15,6 +15,7 @@ endif()
 option(GPUSCOPE_BUILD_TESTS "Build the GoogleTest suite and register it with ctest" ${_gpuscope_is_top_level})
 option(GPUSCOPE_BUILD_BENCHMARKS "Build the Google Benchmark programs under benchmarks/" ${_gpuscope_is_top_level})
 option(GPUSCOPE_BUILD_EXAMPLES "Build the programs under examples/" ${_gpuscope_is_top_level})
+option(GPUSCOPE_BUILD_PYTHON "Build the Python extension gpuscope._gpuscope (pip install . turns this on)" OFF)
 option(GPUSCOPE_ENABLE_INSTALL "Generate install rules and the gpuscope CMake package" ON)
 option(GPUSCOPE_WITH_NVTX "Emit NVTX ranges for steps and phases (OFF compiles NVTX out)" ON)
 option(GPUSCOPE_WERROR "Treat compiler warnings as errors" OFF)
@@ -31,7 +32,7 @@ endif()
 
 function(gpuscope_print_configuration)
   message(STATUS "gpuscope ${PROJECT_VERSION} configuration:")
-  foreach(_opt GPUSCOPE_BUILD_TESTS GPUSCOPE_BUILD_BENCHMARKS GPUSCOPE_BUILD_EXAMPLES
+  foreach(_opt GPUSCOPE_BUILD_TESTS GPUSCOPE_BUILD_BENCHMARKS GPUSCOPE_BUILD_EXAMPLES GPUSCOPE_BUILD_PYTHON
                GPUSCOPE_ENABLE_INSTALL GPUSCOPE_WITH_NVTX GPUSCOPE_WERROR GPUSCOPE_SANITIZE
                GPUSCOPE_NVTX_INCLUDE_DIR)
     message(STATUS "  ${_opt} = ${${_opt}}")

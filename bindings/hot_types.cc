@@ -1,0 +1,692 @@
+#include "hot_types.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "gpuscope/clock.h"
+#include "gpuscope/options.h"
+#include "gpuscope/phase.h"
+#include "gpuscope/session.h"
+#include "status_to_python.h"
+
+namespace gpuscope::python {
+namespace {
+
+PyObject* g_decorate = nullptr;  // gpuscope._session._decorate (strong ref)
+
+// ---------------------------------------------------------------------------
+// The C++ session lives in a capsule shared by the _Session and every scope
+// made from it: whichever is released last deletes it.
+
+constexpr const char* kCapsuleName = "gpuscope.Session";
+
+void DeleteSessionCapsule(PyObject* capsule) {
+  auto* session = static_cast<Session*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+  if (session == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  // Close() drains the queue and leaves the background worker; drop the GIL
+  // while it waits for a worker pass, which never needs the GIL.
+  Py_BEGIN_ALLOW_THREADS
+  delete session;
+  Py_END_ALLOW_THREADS
+}
+
+// Raises GpuscopeError for a scope status that is a misuse; kOk and
+// kDisabled are not.
+bool IsMisuse(ScopeStatus status) {
+  return status != ScopeStatus::kOk && status != ScopeStatus::kDisabled;
+}
+
+PyObject* RaiseMisuse(ScopeStatus status) { return SetGpuscopeError(ScopeStatusMessage(status)); }
+
+// An __exit__ with an exception in flight never raises a misuse of its own:
+// the user's exception propagates unchanged.
+bool ExceptionInFlight(PyObject* const* args, Py_ssize_t nargs) {
+  return nargs >= 1 && args[0] != Py_None;
+}
+
+PyObject* Decorate(PyObject* cm, PyObject* args, PyObject* kwargs) {
+  PyObject* fn = nullptr;
+  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "a scope used as a decorator takes one function");
+    return nullptr;
+  }
+  if (!PyArg_UnpackTuple(args, "decorator", 1, 1, &fn)) return nullptr;
+  if (!PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "a scope used as a decorator must decorate a callable");
+    return nullptr;
+  }
+  if (g_decorate == nullptr) return SetGpuscopeError("gpuscope package not initialized");
+  return PyObject_CallFunctionObjArgs(g_decorate, cm, fn, nullptr);
+}
+
+// ---------------------------------------------------------------------------
+// _PhaseScope
+
+struct PhaseScopeObject {
+  PyObject_HEAD
+  PyObject* core;    // the session capsule, or nullptr for a scope that records nothing
+  Session* session;  // borrowed from `core`
+  PhaseId id;
+  int depth;         // tokens[0..depth) are open (the same name may nest)
+  ScopeToken tokens[kMaxOpenScopes];
+  PyObject* name;
+};
+
+void PhaseScopeDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  Py_XDECREF(s->core);
+  Py_XDECREF(s->name);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* PhaseScopeEnter(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  ScopeToken token;
+  if (s->session != nullptr && s->session->recording()) {
+    token = s->session->BeginPhase(s->id);
+    if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
+  }
+  if (s->depth >= kMaxOpenScopes) {
+    if (token.ok()) s->session->Cancel(token);
+    return RaiseMisuse(ScopeStatus::kTooDeep);
+  }
+  s->tokens[s->depth++] = token;
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* PhaseScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  if (s->depth == 0) {
+    if (ExceptionInFlight(args, nargs)) Py_RETURN_FALSE;
+    return SetGpuscopeError("phase scope exited without being entered: use `with s.phase(name):`");
+  }
+  const ScopeToken token = s->tokens[--s->depth];
+  if (token.ok()) {
+    const ScopeStatus status = s->session->End(token);
+    if (IsMisuse(status) && !ExceptionInFlight(args, nargs)) return RaiseMisuse(status);
+  }
+  Py_RETURN_FALSE;
+}
+
+PyObject* PhaseScopeCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return Decorate(self, args, kwargs);
+}
+
+PyObject* PhaseScopeRepr(PyObject* self) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  return PyUnicode_FromFormat("<gpuscope phase %R>", s->name);
+}
+
+PyObject* PhaseScopeName(PyObject* self, void*) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  Py_INCREF(s->name);
+  return s->name;
+}
+
+PyMethodDef kPhaseScopeMethods[] = {
+    {"__enter__", PhaseScopeEnter, METH_NOARGS, "Begins the phase."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseScopeExit)),
+     METH_FASTCALL, "Ends the phase; never swallows an exception."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef kPhaseScopeGetSet[] = {
+    {"name", PhaseScopeName, nullptr, "The phase name.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject PhaseScopeType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._PhaseScope";
+  t.tp_basicsize = sizeof(PhaseScopeObject);
+  t.tp_dealloc = PhaseScopeDealloc;
+  t.tp_repr = PhaseScopeRepr;
+  t.tp_call = PhaseScopeCall;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "A phase of a gpuscope session: a context manager and a decorator.";
+  t.tp_methods = kPhaseScopeMethods;
+  t.tp_getset = kPhaseScopeGetSet;
+  return t;
+}();
+
+PyObject* NewPhaseScope(PyObject* core, Session* session, PhaseId id, PyObject* name) {
+  auto* s = PyObject_New(PhaseScopeObject, &PhaseScopeType);
+  if (s == nullptr) return nullptr;
+  Py_XINCREF(core);
+  s->core = core;
+  s->session = session;
+  s->id = id;
+  s->depth = 0;
+  Py_INCREF(name);
+  s->name = name;
+  return reinterpret_cast<PyObject*>(s);
+}
+
+// ---------------------------------------------------------------------------
+// _StepScope
+
+struct StepScopeObject {
+  PyObject_HEAD
+  PyObject* core;
+  Session* session;
+  StepOptions counts;
+  ScopeToken token;
+};
+
+void StepScopeDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<StepScopeObject*>(self);
+  Py_XDECREF(s->core);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* StepScopeEnter(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<StepScopeObject*>(self);
+  if (s->token.ok()) {
+    return SetGpuscopeError(
+        "this step is already open: steps do not nest; end it before beginning the next one");
+  }
+  if (s->session != nullptr && s->session->recording()) {
+    const ScopeToken token = s->session->BeginStep(s->counts);
+    if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
+    s->token = token;
+  }
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* StepScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<StepScopeObject*>(self);
+  const ScopeToken token = s->token;
+  s->token = ScopeToken{};
+  if (token.ok()) {
+    const ScopeStatus status = s->session->End(token);
+    if (IsMisuse(status) && !ExceptionInFlight(args, nargs)) return RaiseMisuse(status);
+  }
+  Py_RETURN_FALSE;
+}
+
+PyObject* StepScopeCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return Decorate(self, args, kwargs);
+}
+
+PyMethodDef kStepScopeMethods[] = {
+    {"__enter__", StepScopeEnter, METH_NOARGS, "Begins the step."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepScopeExit)),
+     METH_FASTCALL, "Ends the step; never swallows an exception."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyTypeObject StepScopeType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._StepScope";
+  t.tp_basicsize = sizeof(StepScopeObject);
+  t.tp_dealloc = StepScopeDealloc;
+  t.tp_call = StepScopeCall;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "A training step of a gpuscope session: a context manager and a decorator.";
+  t.tp_methods = kStepScopeMethods;
+  return t;
+}();
+
+// ---------------------------------------------------------------------------
+// _StepsIter: for item in s.steps(iterable, samples=..., tokens=...)
+//
+// Step k begins when the loop asks for item k and ends when it asks for item
+// k + 1 (or the loop ends); the wait inside next() is phase "data". The step
+// begun to ask for an item that never comes is cancelled, not recorded.
+
+struct StepsIterObject {
+  PyObject_HEAD
+  PyObject* core;
+  Session* session;
+  PyObject* it;       // the inner iterator; nullptr once exhausted
+  PyObject* samples;  // None, an int, or a callable(item) -> int
+  PyObject* tokens;
+  ScopeToken step;    // the open step
+};
+
+void StepsIterFinish(StepsIterObject* s) {
+  if (s->step.ok()) {
+    const ScopeToken step = s->step;
+    s->step = ScopeToken{};
+    s->session->End(step);  // the loop ended: so does its last step
+  }
+}
+
+void StepsIterDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<StepsIterObject*>(self);
+  StepsIterFinish(s);
+  Py_XDECREF(s->it);
+  Py_XDECREF(s->samples);
+  Py_XDECREF(s->tokens);
+  Py_XDECREF(s->core);
+  Py_TYPE(self)->tp_free(self);
+}
+
+// A count from an int, or from calling `spec` on the batch. -1: not given.
+bool CountOf(PyObject* spec, PyObject* item, int64_t* out) {
+  if (spec == Py_None) {
+    *out = -1;
+    return true;
+  }
+  PyObject* value = PyLong_Check(spec) ? (Py_INCREF(spec), spec)
+                                       : PyObject_CallOneArg(spec, item);
+  if (value == nullptr) return false;
+  const long long v = PyLong_AsLongLong(value);
+  Py_DECREF(value);
+  if (v == -1 && PyErr_Occurred()) return false;
+  *out = v;
+  return true;
+}
+
+PyObject* StepsIterNext(PyObject* self) {
+  auto* s = reinterpret_cast<StepsIterObject*>(self);
+  if (s->it == nullptr) return nullptr;
+  StepsIterFinish(s);
+  const bool recording = s->session != nullptr && s->session->recording();
+  if (recording) {
+    const ScopeToken step = s->session->BeginStep();
+    if (!step.ok() && IsMisuse(step.status)) return RaiseMisuse(step.status);
+    s->step = step;
+  }
+  const ScopeToken data = recording ? s->session->BeginPhase(Phase::kData) : ScopeToken{};
+  PyObject* item = Py_TYPE(s->it)->tp_iternext(s->it);
+  if (data.ok()) s->session->End(data);
+  if (item == nullptr) {
+    // Exhausted or failed: the step begun for this item does not exist.
+    if (s->step.ok()) s->session->Cancel(s->step);
+    s->step = ScopeToken{};
+    Py_CLEAR(s->it);
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_StopIteration)) PyErr_Clear();
+    return nullptr;
+  }
+  if (s->step.ok() && (s->samples != Py_None || s->tokens != Py_None)) {
+    int64_t samples = -1, tokens = -1;
+    if (!CountOf(s->samples, item, &samples) || !CountOf(s->tokens, item, &tokens)) {
+      Py_DECREF(item);
+      return nullptr;
+    }
+    s->session->SetStepCounts(samples, tokens);
+  }
+  return item;
+}
+
+PyObject* StepsIterClose(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<StepsIterObject*>(self);
+  StepsIterFinish(s);
+  Py_CLEAR(s->it);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kStepsIterMethods[] = {
+    {"close", StepsIterClose, METH_NOARGS, "Ends the open step and stops iterating."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyTypeObject StepsIterType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._StepsIter";
+  t.tp_basicsize = sizeof(StepsIterObject);
+  t.tp_dealloc = StepsIterDealloc;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "Iterates over an iterable, one training step per item.";
+  t.tp_iter = PyObject_SelfIter;
+  t.tp_iternext = StepsIterNext;
+  t.tp_methods = kStepsIterMethods;
+  return t;
+}();
+
+// ---------------------------------------------------------------------------
+// _Session
+
+struct SessionObject {
+  PyObject_HEAD
+  Session* session;     // borrowed from core
+  PyObject* core;       // capsule owning the Session
+  PyObject* phases;     // dict: name -> _PhaseScope
+  PyObject* weakrefs;
+};
+
+PyObject* SessionNew(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (self == nullptr) return nullptr;
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  s->session = nullptr;
+  s->core = nullptr;
+  s->weakrefs = nullptr;
+  s->phases = PyDict_New();
+  if (s->phases == nullptr) {
+    Py_DECREF(self);
+    return nullptr;
+  }
+  return self;
+}
+
+int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  if (s->core != nullptr) {
+    PyErr_SetString(GpuscopeError(), "Session.__init__ called twice");
+    return -1;
+  }
+  static const char* kKeywords[] = {"window",     "enabled", "max_phases", "queue_capacity",
+                                    "flush_interval_ms", "clock", nullptr};
+  Options options;
+  int enabled = 1;
+  PyObject* clock = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiO:Session", const_cast<char**>(kKeywords),
+                                   &options.window, &enabled, &options.max_phases,
+                                   &options.queue_capacity, &options.flush_interval_ms, &clock)) {
+    return -1;
+  }
+  options.enabled = enabled != 0;
+  if (clock != Py_None) {
+    try {
+      options.clock = pybind11::cast<std::shared_ptr<ManualClock>>(pybind11::handle(clock));
+    } catch (const pybind11::cast_error&) {
+      PyErr_SetString(PyExc_TypeError, "clock must be a gpuscope.testing.ManualClock or None");
+      return -1;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Session>> created = Session::Create(std::move(options));
+  if (!created.ok()) {
+    SetError(created.status());
+    return -1;
+  }
+  Session* session = created->release();
+  s->core = PyCapsule_New(session, kCapsuleName, DeleteSessionCapsule);
+  if (s->core == nullptr) {
+    delete session;
+    return -1;
+  }
+  s->session = session;
+  return 0;
+}
+
+void SessionDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  if (s->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
+  Py_XDECREF(s->phases);
+  Py_XDECREF(s->core);  // deletes the Session unless a scope still holds it
+  Py_TYPE(self)->tp_free(self);
+}
+
+Session* Checked(SessionObject* s) {
+  if (s->session == nullptr) {
+    PyErr_SetString(GpuscopeError(), "Session.__init__ was not called");
+  }
+  return s->session;
+}
+
+// s.phase(name) -> the cached scope for `name`.
+PyObject* SessionPhase(PyObject* self, PyObject* name) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  PyObject* cached = PyDict_GetItemWithError(s->phases, name);
+  if (cached != nullptr) {
+    Py_INCREF(cached);
+    return cached;
+  }
+  if (PyErr_Occurred()) return nullptr;
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "phase name must be a str, not %.100s", Py_TYPE(name)->tp_name);
+    return nullptr;
+  }
+  Session* session = Checked(s);
+  if (session == nullptr) return nullptr;
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &size);
+  if (utf8 == nullptr) return nullptr;
+  absl::StatusOr<PhaseId> id = session->RegisterPhase(std::string_view(utf8, static_cast<size_t>(size)));
+  PyObject* scope = nullptr;
+  if (id.ok()) {
+    scope = NewPhaseScope(s->core, session, *id, name);
+  } else if (id.status().code() == absl::StatusCode::kFailedPrecondition) {
+    // A session inherited through fork(): records nothing here, and says
+    // nothing either (DataLoader workers run user code that may use it).
+    scope = NewPhaseScope(nullptr, nullptr, Phase::kData, name);
+  } else {
+    return SetError(id.status());
+  }
+  if (scope == nullptr) return nullptr;
+  if (PyDict_SetItem(s->phases, name, scope) < 0) {
+    Py_DECREF(scope);
+    return nullptr;
+  }
+  return scope;
+}
+
+bool ParseCount(PyObject* value, const char* what, int64_t* out) {
+  if (value == nullptr || value == Py_None) {
+    *out = -1;
+    return true;
+  }
+  const long long v = PyLong_AsLongLong(value);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int or None", what);
+    return false;
+  }
+  if (v < 0) {
+    PyErr_Format(PyExc_ValueError, "%s must be >= 0, got %lld", what, v);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+// Parses (samples=None, tokens=None), positional or keyword, without the
+// generic keyword machinery.
+bool ParseStepCounts(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                     PyObject** samples, PyObject** tokens, int first) {
+  PyObject* slots[2] = {nullptr, nullptr};
+  const Py_ssize_t positional = nargs;
+  if (positional - first > 2) {
+    PyErr_SetString(PyExc_TypeError, "expected at most samples and tokens");
+    return false;
+  }
+  for (Py_ssize_t i = first; i < positional; ++i) slots[i - first] = args[i];
+  if (kwnames != nullptr) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
+      PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+      int index = -1;
+      if (PyUnicode_CompareWithASCIIString(key, "samples") == 0) index = 0;
+      if (PyUnicode_CompareWithASCIIString(key, "tokens") == 0) index = 1;
+      if (index < 0) {
+        PyErr_Format(PyExc_TypeError, "unexpected keyword argument %R", key);
+        return false;
+      }
+      if (slots[index] != nullptr) {
+        PyErr_Format(PyExc_TypeError, "%R given twice", key);
+        return false;
+      }
+      slots[index] = args[positional + k];
+    }
+  }
+  *samples = slots[0] != nullptr ? slots[0] : Py_None;
+  *tokens = slots[1] != nullptr ? slots[1] : Py_None;
+  return true;
+}
+
+// s.step(samples=None, tokens=None) -> a step scope.
+PyObject* SessionStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  Session* session = Checked(s);
+  if (session == nullptr) return nullptr;
+  PyObject *samples = nullptr, *tokens = nullptr;
+  if (!ParseStepCounts(args, nargs, kwnames, &samples, &tokens, 0)) return nullptr;
+  StepOptions counts;
+  if (!ParseCount(samples, "samples", &counts.samples) || !ParseCount(tokens, "tokens", &counts.tokens)) {
+    return nullptr;
+  }
+  auto* scope = PyObject_New(StepScopeObject, &StepScopeType);
+  if (scope == nullptr) return nullptr;
+  Py_INCREF(s->core);
+  scope->core = s->core;
+  scope->session = session;
+  scope->counts = counts;
+  scope->token = ScopeToken{};
+  return reinterpret_cast<PyObject*>(scope);
+}
+
+// s.steps(iterable, samples=None, tokens=None) -> iterator.
+PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  Session* session = Checked(s);
+  if (session == nullptr) return nullptr;
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "steps() needs an iterable");
+    return nullptr;
+  }
+  PyObject *samples = nullptr, *tokens = nullptr;
+  if (!ParseStepCounts(args, nargs, kwnames, &samples, &tokens, 1)) return nullptr;
+  for (PyObject* spec : {samples, tokens}) {
+    if (spec != Py_None && !PyLong_Check(spec) && !PyCallable_Check(spec)) {
+      PyErr_SetString(PyExc_TypeError,
+                      "samples and tokens must be an int, a callable(batch) -> int, or None");
+      return nullptr;
+    }
+    if (PyLong_Check(spec) && PyLong_AsLongLong(spec) < 0) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "samples and tokens must be >= 0");
+      return nullptr;
+    }
+  }
+  PyObject* it = PyObject_GetIter(args[0]);
+  if (it == nullptr) return nullptr;
+  auto* iter = PyObject_New(StepsIterObject, &StepsIterType);
+  if (iter == nullptr) {
+    Py_DECREF(it);
+    return nullptr;
+  }
+  Py_INCREF(s->core);
+  iter->core = s->core;
+  iter->session = session;
+  iter->it = it;
+  Py_INCREF(samples);
+  iter->samples = samples;
+  Py_INCREF(tokens);
+  iter->tokens = tokens;
+  iter->step = ScopeToken{};
+  return reinterpret_cast<PyObject*>(iter);
+}
+
+PyObject* SessionSummaryJson(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  json = ToJson(session->Summarize());
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
+PyObject* SessionClose(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  session->Close();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionFlush(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  session->Flush();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionRecording(PyObject* self, void*) {
+  Session* session = reinterpret_cast<SessionObject*>(self)->session;
+  return PyBool_FromLong(session != nullptr && session->recording());
+}
+
+PyObject* SessionWindow(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  return PyLong_FromLong(session->options().window);
+}
+
+PyObject* SessionStatus(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  if (session->status().ok()) Py_RETURN_NONE;
+  const std::string m(session->status().message());
+  return PyUnicode_FromString(m.c_str());
+}
+
+PyMethodDef kSessionMethods[] = {
+    {"phase", SessionPhase, METH_O,
+     "phase(name) -> context manager / decorator for phase `name` (cached per name)."},
+    {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionStep)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "step(samples=None, tokens=None) -> context manager / decorator for one step."},
+    {"steps", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionSteps)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "steps(iterable, samples=None, tokens=None) -> iterator; one step per item, next() is "
+     "phase 'data'. samples/tokens: an int or a callable(batch) -> int."},
+    {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
+    {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
+    {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef kSessionGetSet[] = {
+    {"recording", SessionRecording, nullptr, "Whether scopes record.", nullptr},
+    {"window", SessionWindow, nullptr, "Steps kept for exact quantiles.", nullptr},
+    {"status", SessionStatus, nullptr, "None, or why the session records nothing.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject SessionType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._Session";
+  t.tp_basicsize = sizeof(SessionObject);
+  t.tp_dealloc = SessionDealloc;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t.tp_doc = "The C part of gpuscope.Session.";
+  t.tp_weaklistoffset = offsetof(SessionObject, weakrefs);
+  t.tp_methods = kSessionMethods;
+  t.tp_getset = kSessionGetSet;
+  t.tp_init = SessionInit;
+  t.tp_new = SessionNew;
+  return t;
+}();
+
+}  // namespace
+
+Session* SessionOf(PyObject* obj) {
+  if (!PyObject_TypeCheck(obj, &SessionType)) {
+    PyErr_SetString(PyExc_TypeError, "expected a gpuscope.Session");
+    return nullptr;
+  }
+  return Checked(reinterpret_cast<SessionObject*>(obj));
+}
+
+void SetDecorator(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(g_decorate, fn);
+}
+
+bool AddHotTypes(PyObject* module) {
+  for (auto [type, name] : {std::pair{&SessionType, "_Session"}, std::pair{&PhaseScopeType, "_PhaseScope"},
+                            std::pair{&StepScopeType, "_StepScope"}, std::pair{&StepsIterType, "_StepsIter"}}) {
+    if (PyType_Ready(type) < 0) return false;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) < 0) {
+      Py_DECREF(type);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace gpuscope::python

@@ -1,0 +1,41 @@
+// The Python types on the training loop's hot path, written against the
+// CPython C API rather than through pybind11: a `with s.phase("forward")`
+// must cost little more than CPython's own `with` on a C object, so every
+// call here is a direct C slot or METH_O/METH_FASTCALL method with no
+// argument-conversion layer (see benchmarks/python_overhead.py).
+//
+//   _Session      owns a gpuscope::Session; phase(), step(), steps()
+//   _PhaseScope   one per phase name per session, cached; re-entrant
+//   _StepScope    one per s.step(...) call
+//   _StepsIter    s.steps(iterable): one step per item, next() is "data"
+//
+// Scopes keep the C++ session alive through a capsule they share with the
+// _Session, so no reference cycle exists and a session is closed as soon as
+// its last reference goes.
+
+#ifndef GPUSCOPE_BINDINGS_HOT_TYPES_H_
+#define GPUSCOPE_BINDINGS_HOT_TYPES_H_
+
+#include <Python.h>
+
+#include <memory>
+
+#include "gpuscope/session.h"
+
+namespace gpuscope::python {
+
+// Readies the types and adds them to `module`. False with a Python error set
+// on failure.
+bool AddHotTypes(PyObject* module);
+
+// The session behind a _Session instance (or subclass), or nullptr with a
+// TypeError set.
+Session* SessionOf(PyObject* obj);
+
+// Installs the Python function that turns (context_manager, fn) into a
+// decorated function: gpuscope._session._decorate.
+void SetDecorator(PyObject* fn);
+
+}  // namespace gpuscope::python
+
+#endif  // GPUSCOPE_BINDINGS_HOT_TYPES_H_

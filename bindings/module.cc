@@ -1,0 +1,86 @@
+// gpuscope._gpuscope: the extension module behind the `gpuscope` package.
+//
+// The hot types (_Session and its scopes) are in hot_types.cc, written
+// against the C API; everything else, which is off the training loop's path,
+// is bound with pybind11 here.
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gpuscope/clock.h"
+#include "gpuscope/diagnose.h"
+#include "gpuscope/report.h"
+#include "gpuscope/summary.h"
+#include "gpuscope/version.h"
+#include "hot_types.h"
+#include "status_to_python.h"
+
+namespace py = pybind11;
+
+namespace gpuscope::python {
+namespace {
+
+PyObject* g_error = nullptr;
+
+Summary SummaryOrThrow(const std::string& json) {
+  absl::StatusOr<Summary> summary = SummaryFromJson(json);
+  if (!summary.ok()) {
+    SetError(summary.status());
+    throw py::error_already_set();
+  }
+  return *std::move(summary);
+}
+
+}  // namespace
+
+PyObject* GpuscopeError() { return g_error; }
+
+}  // namespace gpuscope::python
+
+PYBIND11_MODULE(_gpuscope, m) {
+  using namespace gpuscope;
+  using namespace gpuscope::python;
+  m.doc() = "gpuscope's C++ core: sessions, scopes, summaries, diagnosis.";
+  m.attr("__version__") = GPUSCOPE_VERSION;
+
+  g_error = PyErr_NewExceptionWithDoc(
+      "gpuscope.GpuscopeError",
+      "A gpuscope call was misused (a scope ended out of order, a step inside a step, a second "
+      "recording thread, ...). The message says what to do.",
+      PyExc_RuntimeError, nullptr);
+  if (g_error == nullptr) throw py::error_already_set();
+  m.add_object("GpuscopeError", py::handle(g_error));
+
+  if (!AddHotTypes(m.ptr())) throw py::error_already_set();
+
+  py::class_<ManualClock, std::shared_ptr<ManualClock>>(
+      m, "ManualClock", "A clock that moves only when told to: exact step times in tests.")
+      .def(py::init<int64_t>(), py::arg("start_ns") = 1'000'000'000)
+      .def("advance", &ManualClock::Advance, py::arg("ns"), "Moves the clock forward by ns.")
+      .def_property_readonly("now_ns", &ManualClock::NowNs);
+
+  m.def("_set_decorator", [](py::object fn) { SetDecorator(fn.ptr()); });
+
+  m.def(
+      "diagnose_json",
+      [](const std::string& summary_json) {
+        const Summary s = SummaryOrThrow(summary_json);
+        return FindingsToJson(Diagnose(s));
+      },
+      py::arg("summary_json"), "Findings (JSON array) for a summary given as JSON.");
+
+  m.def(
+      "format_report",
+      [](const std::string& summary_json) { return FormatReport(SummaryOrThrow(summary_json)); },
+      py::arg("summary_json"), "The human report for a summary given as JSON.");
+
+  m.def(
+      "validate_summary_json",
+      [](const std::string& summary_json) { return ToJson(SummaryOrThrow(summary_json)); },
+      py::arg("summary_json"),
+      "Reads a summary JSON and writes it back; raises ValueError or GpuscopeError if it is "
+      "not a summary this gpuscope reads.");
+}

@@ -1,0 +1,107 @@
+"""gpuscope: an always-on flight recorder for GPU training loops.
+
+Says, every step and at negligible cost, where the step time goes and why the
+GPU is idle::
+
+    import gpuscope as gs
+
+    s = gs.Session(window=512)
+    for x, y in s.steps(loader, samples=lambda b: len(b[0])):  # next(loader) is phase "data"
+        with s.phase("h2d"):
+            x = x.to(dev, non_blocking=True)
+        with s.phase("forward"):
+            loss = model(x, y)
+    print(s.report())
+
+``gs.step()``, ``gs.phase()`` and ``gs.steps()`` do the same on a default
+session created on first use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, Union
+
+from . import _gpuscope, testing
+from ._session import Session, _decorate
+from ._summary import Finding, PhaseStats, Quantiles, Summary, diagnose_summary
+
+__version__: str = _gpuscope.__version__
+GpuscopeError = _gpuscope.GpuscopeError
+
+__all__ = [
+    "Finding",
+    "GpuscopeError",
+    "PhaseStats",
+    "Quantiles",
+    "Session",
+    "Summary",
+    "__version__",
+    "default_session",
+    "diagnose",
+    "phase",
+    "report",
+    "step",
+    "steps",
+    "summary",
+]
+
+_gpuscope._set_decorator(_decorate)
+
+_default: Optional[Session] = None
+_default_lock = threading.Lock()
+
+T = TypeVar("T")
+Count = Union[int, Callable[[Any], int], None]
+
+
+def default_session() -> Session:
+    """The session behind ``gs.step()``, ``gs.phase()`` and ``gs.steps()``,
+    created with default options on first use."""
+    global _default
+    session = _default
+    if session is None:
+        with _default_lock:
+            if _default is None:
+                _default = Session()
+            session = _default
+    return session
+
+
+def step(samples: Optional[int] = None, tokens: Optional[int] = None) -> Any:
+    """A step of the default session: ``with gs.step(samples=64): ...``."""
+    return default_session().step(samples, tokens)
+
+
+def phase(name: str) -> Any:
+    """A phase of the default session: ``with gs.phase("forward"): ...``."""
+    return default_session().phase(name)
+
+
+def steps(iterable: Iterable[T], samples: Count = None, tokens: Count = None) -> Iterator[T]:
+    """One step of the default session per item of ``iterable``."""
+    return default_session().steps(iterable, samples=samples, tokens=tokens)
+
+
+def summary() -> Summary:
+    """The default session's summary."""
+    return default_session().summary()
+
+
+def report() -> str:
+    """The default session's report, findings included."""
+    return default_session().report()
+
+
+def diagnose(summary: Optional[Summary] = None) -> List[Finding]:
+    """Findings for ``summary`` (default: the default session's), ranked."""
+    if summary is None:
+        return default_session().diagnose()
+    return diagnose_summary(summary)
+
+
+@atexit.register
+def _close_default_session() -> None:
+    if _default is not None:
+        _default.close()

@@ -1,0 +1,78 @@
+"""gpuscope.Session: the C session (hot path) plus the Python conveniences."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, List
+
+from . import _gpuscope
+from ._summary import Finding, Summary, diagnose_summary
+
+
+class Session(_gpuscope._Session):
+    """Records the steps and phases of one training loop.
+
+    ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=16384,
+    flush_interval_ms=10, clock=None)``; every argument has a default. Invalid
+    values raise ``ValueError``; ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
+
+    One thread records into a session: the first one that opens a scope. Use
+    it from another thread and ``GpuscopeError`` says so. ``summary()``,
+    ``report()`` and ``diagnose()`` are safe from any thread.
+
+    The hot methods come straight from C: ``phase(name)`` returns a cached
+    context manager (also a decorator) per name, ``step(samples=None,
+    tokens=None)`` a step context manager (also a decorator), and
+    ``steps(iterable, samples=None, tokens=None)`` an iterator that makes each
+    item one step, the wait inside ``next()`` being phase ``"data"``.
+    ``samples``/``tokens`` there may be ints or ``callable(batch) -> int``.
+    """
+
+    __slots__ = ()
+
+    def summary(self) -> Summary:
+        """A snapshot of the window and the run so far (``gs.Summary``)."""
+        return Summary._from_json(self._summary_json())
+
+    def report(self) -> str:
+        """The human report, findings included, at most 80 columns wide."""
+        return _gpuscope.format_report(self._summary_json())
+
+    def diagnose(self) -> List[Finding]:
+        """Findings, ranked by the share of step time they explain."""
+        return diagnose_summary(self.summary())
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        state = "recording" if self.recording else "not recording"
+        return f"<gpuscope.Session window={self.window} {state}>"
+
+
+def _decorate(cm: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps ``fn`` so every call runs inside context manager ``cm``.
+
+    Called from C when a scope is used as a decorator. Exceptions propagate
+    unchanged; the scope is closed on every exit path.
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            with cm:
+                return await fn(*args, **kwargs)
+
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with cm:
+            return fn(*args, **kwargs)
+
+    return wrapper

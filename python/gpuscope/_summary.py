@@ -1,0 +1,229 @@
+"""gs.Summary and gs.Finding: Python views of the C++ Summary and Finding.
+
+Both are built from the versioned JSON the C++ core writes (docs/json-schema.md),
+so field names and meanings have one source. All times are in seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from . import _gpuscope
+
+_QUANTILE_FIELDS = ("count", "mean", "stddev", "min", "max", "p50", "p90", "p95", "p99")
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """A duration's distribution, in seconds (``count == 0``: all zeros)."""
+
+    count: int
+    mean: float
+    stddev: float
+    min: float
+    max: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+    @classmethod
+    def _from_dict(cls, d: Dict[str, Any]) -> "Quantiles":
+        return cls(count=int(d["count"]), **{k: float(d[k]) for k in _QUANTILE_FIELDS[1:]})
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    """One phase over the window; ``"other"`` is step time outside every
+    top-level phase.
+
+    ``share`` is the fraction of step time inside the phase (any depth);
+    ``breakdown_share`` counts only its top-level time, and the breakdown
+    shares of all phases plus ``other`` sum to 1. ``p50``..``p99``, ``mean``,
+    ``max`` are per-step times over the ``steps`` steps that contain it.
+    """
+
+    name: str
+    share: float
+    breakdown_share: float
+    top_level: bool
+    builtin: bool
+    steps: int
+    count: int
+    total: float
+    time: Quantiles
+    outside_steps_count: int
+    outside_steps_total: float
+
+    @property
+    def p50(self) -> float:
+        return self.time.p50
+
+    @property
+    def p90(self) -> float:
+        return self.time.p90
+
+    @property
+    def p95(self) -> float:
+        return self.time.p95
+
+    @property
+    def p99(self) -> float:
+        return self.time.p99
+
+    @property
+    def mean(self) -> float:
+        return self.time.mean
+
+    @property
+    def max(self) -> float:
+        return self.time.max
+
+    @classmethod
+    def _from_dict(cls, d: Dict[str, Any]) -> "PhaseStats":
+        return cls(
+            name=d["name"],
+            share=float(d["share"]),
+            breakdown_share=float(d["breakdown_share"]),
+            top_level=d["top_level"],
+            builtin=d["builtin"],
+            steps=d["steps"],
+            count=d["count"],
+            total=float(d["total"]),
+            time=Quantiles._from_dict(d["time"]),
+            outside_steps_count=d["outside_steps_count"],
+            outside_steps_total=float(d["outside_steps_total"]),
+        )
+
+
+class Summary:
+    """What a session knows at one moment (``Session.summary()``).
+
+    ``steps``: completed steps in the window; ``step_time``: exact quantiles
+    over the window; ``phases``: name -> ``PhaseStats`` in breakdown order;
+    ``gpu_idle_pct``: 0..100 or None without a GPU timeline source;
+    ``idle_by_cause``: cause -> percent of step time; ``throughput``: samples/s
+    or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
+    """
+
+    __slots__ = (
+        "_json",
+        "_dict",
+        "version",
+        "source",
+        "source_reason",
+        "window",
+        "steps",
+        "total_steps",
+        "pending_steps",
+        "window_time",
+        "step_time",
+        "lifetime_step_time",
+        "phases",
+        "throughput",
+        "tokens_per_second",
+        "gpu_idle_pct",
+        "idle_by_cause",
+        "misuse",
+    )
+
+    def __init__(self, json_text: str) -> None:
+        d = json.loads(json_text)
+        self._json = json_text
+        self._dict = d
+        self.version: str = d["version"]
+        self.source: str = d["source"]
+        self.source_reason: str = d["source_reason"]
+        self.window: int = d["window"]
+        self.steps: int = d["steps"]
+        self.total_steps: int = d["total_steps"]
+        self.pending_steps: int = d["pending_steps"]
+        self.window_time: float = float(d["window_time"])
+        self.step_time = Quantiles._from_dict(d["step_time"])
+        self.lifetime_step_time = Quantiles._from_dict(d["lifetime_step_time"])
+        self.phases: Dict[str, PhaseStats] = {
+            p["name"]: PhaseStats._from_dict(p) for p in d["phases"]
+        }
+        self.throughput: Optional[float] = _float_or_none(d["samples_per_second"])
+        self.tokens_per_second: Optional[float] = _float_or_none(d["tokens_per_second"])
+        self.gpu_idle_pct: Optional[float] = _float_or_none(d["gpu_idle_pct"])
+        self.idle_by_cause: Dict[str, float] = {k: float(v) for k, v in d["idle_by_cause"].items()}
+        self.misuse: Dict[str, int] = dict(d["misuse"])
+
+    @classmethod
+    def _from_json(cls, json_text: str) -> "Summary":
+        return cls(json_text)
+
+    @classmethod
+    def from_json(cls, json_text: str) -> "Summary":
+        """Reads a summary written by ``to_json()`` (by any process). Raises
+        ``ValueError`` for text that is not a summary, ``GpuscopeError`` for
+        another schema version."""
+        return cls(_gpuscope.validate_summary_json(json_text))
+
+    @property
+    def samples_per_second(self) -> Optional[float]:
+        """Same as ``throughput``."""
+        return self.throughput
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The summary as plain data (the JSON schema, docs/json-schema.md)."""
+        return copy.deepcopy(self._dict)
+
+    def to_json(self) -> str:
+        """The summary as versioned JSON, exactly as the C++ core writes it."""
+        return self._json
+
+    def report(self) -> str:
+        """The human report for this summary, findings included."""
+        return _gpuscope.format_report(self._json)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def __repr__(self) -> str:
+        return (
+            f"<gpuscope.Summary steps={self.steps} source={self.source!r} "
+            f"p50={self.step_time.p50 * 1e3:.3f}ms p95={self.step_time.p95 * 1e3:.3f}ms>"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Summary) and self._dict == other._dict
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis: ``id`` (stable), ``title``, ``severity`` ("info",
+    "moderate", "high"), ``share`` of step time it explains, ``evidence``
+    (name -> number), ``recommendation``, ``confidence`` and ``source``."""
+
+    id: str
+    title: str
+    severity: str
+    share: float
+    evidence: Dict[str, float] = field(default_factory=dict)
+    recommendation: str = ""
+    confidence: str = ""
+    source: str = ""
+
+    def __str__(self) -> str:
+        return f"[{self.severity}] {self.title}"
+
+
+def _float_or_none(v: Any) -> Optional[float]:
+    return None if v is None else float(v)
+
+
+def diagnose_summary(summary: Summary) -> List[Finding]:
+    """Ranked findings for ``summary`` (the C++ rules)."""
+    findings = []
+    for f in json.loads(_gpuscope.diagnose_json(summary.to_json())):
+        f["share"] = float(f["share"])
+        f["evidence"] = {k: float(v) for k, v in f["evidence"].items()}
+        findings.append(Finding(**f))
+    return findings

@@ -1,0 +1,47 @@
+"""Shared fixtures. Tests marked `gpu` need an NVIDIA GPU and are skipped
+cleanly without one."""
+
+import ctypes
+import os
+
+import pytest
+
+import gpuscope as gs
+
+MS = 1_000_000  # nanoseconds
+
+
+def _have_gpu() -> bool:
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def pytest_collection_modifyitems(config, items):
+    if _have_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU and driver (none found)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def clock():
+    return gs.testing.ManualClock()
+
+
+@pytest.fixture
+def session(clock):
+    s = gs.Session(window=64, clock=clock)
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_disable_env(monkeypatch):
+    monkeypatch.delenv("GPUSCOPE_DISABLE", raising=False)
+    yield

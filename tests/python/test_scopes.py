@@ -1,0 +1,201 @@
+"""step() and phase() as context managers and decorators; errors."""
+
+import asyncio
+import threading
+
+import pytest
+
+import gpuscope as gs
+from conftest import MS
+
+
+def test_phase_scopes_are_cached_per_name(session):
+    assert session.phase("forward") is session.phase("forward")
+    assert session.phase("forward") is not session.phase("backward")
+    assert session.phase("forward").name == "forward"
+
+
+def test_same_phase_nested_in_itself_counts_once(session, clock):
+    with session.step():
+        with session.phase("block"):
+            clock.advance(MS)
+            with session.phase("block"):
+                clock.advance(2 * MS)
+    p = session.summary().phases["block"]
+    assert p.count == 2
+    assert p.p50 == pytest.approx(0.003)
+
+
+def test_exception_inside_with_closes_the_scope_and_propagates_unchanged(session, clock):
+    err = RuntimeError("CUDA out of memory")
+    with pytest.raises(RuntimeError) as caught:
+        with session.step():
+            with session.phase("forward"):
+                clock.advance(5 * MS)
+                raise err
+    assert caught.value is err
+    s = session.summary()
+    assert s.steps == 1
+    assert s.phases["forward"].p50 == pytest.approx(0.005)
+    assert all(v == 0 for v in s.misuse.values())
+
+
+def test_phase_as_a_decorator(session, clock):
+    @session.phase("optimizer")
+    def optimizer_step(lr, *, momentum=0.9):
+        """Docstring kept."""
+        clock.advance(3 * MS)
+        return lr * momentum
+
+    assert optimizer_step.__name__ == "optimizer_step"
+    assert optimizer_step.__doc__ == "Docstring kept."
+    with session.step():
+        assert optimizer_step(1.0, momentum=0.5) == 0.5
+        assert optimizer_step(2.0) == pytest.approx(1.8)
+    p = session.summary().phases["optimizer"]
+    assert p.count == 2
+    assert p.p50 == pytest.approx(0.006)
+
+
+def test_decorated_methods_bind_self(session, clock):
+    class Model:
+        scale = 3
+
+        @session.phase("forward")
+        def forward(self, x):
+            clock.advance(MS)
+            return self.scale * x
+
+    with session.step():
+        assert Model().forward(2) == 6
+    assert session.summary().phases["forward"].count == 1
+
+
+def test_decorator_propagates_exceptions_and_closes_the_scope(session, clock):
+    @session.phase("forward")
+    def boom():
+        clock.advance(MS)
+        raise ValueError("bad batch")
+
+    with session.step():
+        with pytest.raises(ValueError, match="bad batch"):
+            boom()
+    assert session.summary().phases["forward"].count == 1
+    assert all(v == 0 for v in session.summary().misuse.values())
+
+
+def test_step_as_a_decorator(session, clock):
+    @session.step(samples=32)
+    def train_step():
+        with session.phase("forward"):
+            clock.advance(10 * MS)
+
+    for _ in range(4):
+        train_step()
+    s = session.summary()
+    assert s.steps == 4
+    assert s.throughput == pytest.approx(3200.0)
+
+
+def test_async_function_decorated(session, clock):
+    @session.phase("eval")
+    async def evaluate():
+        clock.advance(MS)
+        return 7
+
+    with session.step():
+        assert asyncio.run(evaluate()) == 7
+    assert session.summary().phases["eval"].count == 1
+
+
+def test_bad_phase_names_raise_value_error(session):
+    for bad in ["", "x" * 65, "other", "tab\there"]:
+        with pytest.raises(ValueError):
+            session.phase(bad)
+    with pytest.raises(TypeError):
+        session.phase(3)
+
+
+def test_too_many_phase_names_raise_gpuscope_error(clock):
+    s = gs.Session(max_phases=12, clock=clock)
+    for name in ("a", "b", "c"):
+        s.phase(name)
+    with pytest.raises(gs.GpuscopeError, match="max_phases"):
+        s.phase("d")
+
+
+def test_bad_options_raise_value_error_saying_what_to_do():
+    for kwargs in [dict(window=0), dict(window=-1), dict(max_phases=3), dict(queue_capacity=1),
+                   dict(flush_interval_ms=0)]:
+        with pytest.raises(ValueError, match="out of range"):
+            gs.Session(**kwargs)
+    with pytest.raises(TypeError):
+        gs.Session(window="big")
+    with pytest.raises(TypeError):
+        gs.Session(clock=object())
+    with pytest.raises(TypeError):
+        gs.Session(512, 1)  # only window is positional
+
+
+def test_step_inside_a_step_raises(session):
+    with session.step():
+        with pytest.raises(gs.GpuscopeError, match="do not nest"):
+            with session.step():
+                pass
+    assert session.summary().steps == 1
+
+
+def test_ending_the_wrong_scope_raises(session):
+    with session.step():
+        a = session.phase("a").__enter__()
+        session.phase("b").__enter__()
+        with pytest.raises(gs.GpuscopeError, match="reverse order"):
+            a.__exit__(None, None, None)
+        with pytest.raises(gs.GpuscopeError, match="already ended"):
+            session.phase("b").__exit__(None, None, None)
+    with pytest.raises(gs.GpuscopeError, match="without being entered"):
+        session.phase("c").__exit__(None, None, None)
+
+
+def test_recording_from_a_second_thread_raises_there(session):
+    with session.step():
+        pass  # this thread records
+    errors = []
+
+    def other():
+        try:
+            with session.phase("forward"):
+                pass
+        except gs.GpuscopeError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "own Session" in errors[0]
+
+
+def test_step_counts_are_validated(session):
+    with pytest.raises(ValueError):
+        session.step(samples=-3)
+    with pytest.raises(TypeError):
+        session.step(samples="x")
+    with pytest.raises(TypeError):
+        session.step(batch=3)
+
+
+def test_closed_session_scopes_do_nothing(session, clock):
+    session.close()
+    assert not session.recording
+    with session.step():
+        with session.phase("forward"):
+            clock.advance(MS)
+    assert session.summary().total_steps == 0
+
+
+def test_session_as_a_context_manager_closes(clock):
+    with gs.Session(clock=clock) as s:
+        with s.step():
+            clock.advance(MS)
+    assert not s.recording
+    assert s.summary().total_steps == 1

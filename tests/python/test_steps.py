@@ -1,0 +1,119 @@
+"""steps(iterable): each item is one step; the wait inside next() is phase
+"data"; step k ends when item k + 1 is asked for or the loop ends."""
+
+import pytest
+
+import gpuscope as gs
+from conftest import MS
+
+
+def timed(clock, waits_ms, items=None):
+    """An iterable whose next() takes waits_ms[i] (on the manual clock)."""
+    for i, w in enumerate(waits_ms):
+        clock.advance(w * MS)
+        yield items[i] if items else i
+
+
+def test_each_item_is_one_step_and_next_is_data(session, clock):
+    for _ in session.steps(timed(clock, [30, 30, 30])):
+        with session.phase("forward"):
+            clock.advance(10 * MS)
+    s = session.summary()
+    assert s.steps == 3
+    assert s.step_time.p50 == pytest.approx(0.040)
+    assert s.phases["data"].p50 == pytest.approx(0.030)
+    assert s.phases["data"].breakdown_share == pytest.approx(0.75)
+    assert s.phases["forward"].breakdown_share == pytest.approx(0.25)
+    assert sum(p.breakdown_share for p in s.phases.values()) == pytest.approx(1.0)
+
+
+def test_step_ends_when_the_next_item_is_asked_for(session, clock):
+    it = session.steps(timed(clock, [5, 5]))
+    next(it)
+    clock.advance(20 * MS)  # loop body
+    assert session.summary().steps == 0  # step 0 still open
+    next(it)                # asking for item 1 ends step 0
+    assert session.summary().steps == 1
+    assert session.summary().step_time.p50 == pytest.approx(0.025)
+
+
+def test_exhausted_loop_records_no_extra_step(session, clock):
+    for _ in session.steps(timed(clock, [1, 1, 1])):
+        pass
+    clock.advance(100 * MS)
+    s = session.summary()
+    assert s.total_steps == 3
+    assert s.misuse == {k: 0 for k in s.misuse}
+
+
+def test_break_ends_the_current_step(session, clock):
+    for i in session.steps(timed(clock, [1] * 10)):
+        clock.advance(4 * MS)
+        if i == 2:
+            break
+    s = session.summary()
+    assert s.total_steps == 3
+    assert s.step_time.max == pytest.approx(0.005)
+
+
+def test_samples_and_tokens_from_ints_or_callables(session, clock):
+    batches = [list(range(16)), list(range(8))]
+    for b in session.steps(timed(clock, [10, 10], batches), samples=len, tokens=lambda b: 100 * len(b)):
+        pass
+    s = session.summary()
+    assert s.throughput == pytest.approx(24 / 0.020)
+    assert s.tokens_per_second == pytest.approx(2400 / 0.020)
+    for _ in session.steps(timed(clock, [10]), samples=4):
+        pass
+    assert session.summary().throughput == pytest.approx(28 / 0.030)
+
+
+def test_exception_from_the_iterable_propagates_and_drops_the_unfinished_step(session, clock):
+    def failing():
+        clock.advance(MS)
+        yield 1
+        raise KeyError("corrupt shard")
+
+    with pytest.raises(KeyError, match="corrupt shard"):
+        for _ in session.steps(failing()):
+            clock.advance(MS)
+    s = session.summary()
+    assert s.total_steps == 1
+    assert s.misuse["incomplete_steps"] == 0
+
+
+def test_exception_in_the_loop_body_ends_the_step(session, clock):
+    with pytest.raises(ZeroDivisionError):
+        for _ in session.steps(timed(clock, [1, 1, 1])):
+            with session.phase("forward"):
+                clock.advance(2 * MS)
+                1 / 0
+    s = session.summary()
+    assert s.total_steps == 1
+    assert s.phases["forward"].steps == 1
+
+
+def test_bad_arguments_raise_type_or_value_errors(session):
+    with pytest.raises(TypeError):
+        session.steps(42)
+    with pytest.raises(TypeError):
+        session.steps(range(3), samples="many")
+    with pytest.raises(ValueError):
+        session.steps(range(3), samples=-1)
+    with pytest.raises(TypeError):
+        session.steps(range(3), batch=4)
+
+
+def test_steps_inside_an_open_step_is_a_misuse(session):
+    with session.step():
+        with pytest.raises(gs.GpuscopeError, match="steps do not nest"):
+            for _ in session.steps(range(3)):
+                pass
+
+
+def test_module_level_steps_and_a_disabled_session(monkeypatch, clock):
+    monkeypatch.setenv("GPUSCOPE_DISABLE", "1")
+    s = gs.Session(clock=clock)
+    assert not s.recording
+    assert list(s.steps(range(4))) == [0, 1, 2, 3]  # items pass through untouched
+    assert s.summary().total_steps == 0
