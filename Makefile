@@ -1,17 +1,20 @@
 # gpuscope's front door for developers and CI.
 #
 #   make test    install what is missing, build, run every test: the plain
-#                build (unit, NVTX, install-consumer, example, benchmark smoke),
-#                AddressSanitizer+UBSan over the whole suite, ThreadSanitizer
-#                over the concurrency tests
-#   make demo    install what is missing, build, run the instrumented example
-#   make bench   Release build, run the Google Benchmarks (docs/benchmarks.md)
+#                C++ build (unit, NVTX, install-consumer, example, benchmark
+#                smoke), `pip install .` and pytest, AddressSanitizer+UBSan over
+#                the whole C++ suite, ThreadSanitizer over the concurrency tests
+#   make demo    install what is missing, build and install the package, run a
+#                PyTorch training loop with a slow input pipeline and its report
+#   make bench   Release build, run the Google Benchmarks and the Python
+#                overhead benchmark (docs/benchmarks.md)
 
 JOBS ?= $(shell nproc)
+PYTHON ?= python3
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout 600
 
-.PHONY: all deps build test test-plain test-asan test-tsan demo bench clean
+.PHONY: all deps build python test test-plain test-python test-asan test-tsan demo demo-cpp bench clean
 
 all: build
 
@@ -24,6 +27,15 @@ build: deps
 
 test-plain: build
 	$(CTEST) --test-dir build
+
+# The package as a user gets it: `pip install .` (without build isolation, so
+# it builds offline with the tools `make deps` installed; build-python/ keeps
+# the CMake build between runs).
+python: deps
+	$(PYTHON) -m pip install --no-build-isolation -q -Cbuild-dir=build-python .
+
+test-python: python
+	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \
@@ -38,10 +50,13 @@ test-tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	$(CTEST) --test-dir build-tsan -L concurrency
 
-test: test-plain test-asan test-tsan
+test: test-plain test-python test-asan test-tsan
 	@echo "make test: all suites passed"
 
-demo: build
+demo: python
+	$(PYTHON) examples/torch_training_loop.py
+
+demo-cpp: build
 	./build/examples/cpp_training_loop
 
 bench: deps
@@ -49,6 +64,9 @@ bench: deps
 	cmake --build build-release -j $(JOBS)
 	./build-release/benchmarks/scope_overhead_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	./build-release/benchmarks/aggregator_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	$(MAKE) python
+	$(PYTHON) -m pip install -q nvtx
+	$(PYTHON) benchmarks/python_overhead.py
 
 clean:
-	rm -rf build build-asan build-tsan build-release
+	rm -rf build build-asan build-tsan build-release build-python

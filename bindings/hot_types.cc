@@ -68,6 +68,137 @@ PyObject* Decorate(PyObject* cm, PyObject* args, PyObject* kwargs) {
 }
 
 // ---------------------------------------------------------------------------
+// Fast __enter__/__exit__.
+//
+// CPython 3.11's `with` looks both methods up on the type and binds each to
+// the object: with ordinary methods that allocates and frees two GC-tracked
+// bound-method objects per block, a third of the block's cost. Here the
+// type's __enter__/__exit__ are descriptors of our own whose binding comes
+// from a small free list of untracked callables that call the C function
+// directly (vectorcall). Behaviour is that of ordinary methods.
+
+using EnterFn = PyObject* (*)(PyObject* self, PyObject*);
+using ExitFn = PyObject* (*)(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+
+struct SlotDescrObject {
+  PyObject_HEAD
+  EnterFn enter;  // exactly one of enter/exit is set
+  ExitFn exit;
+};
+
+struct BoundSlotObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* owner;
+  EnterFn enter;
+  ExitFn exit;
+};
+
+constexpr int kBoundSlotFreeListSize = 64;
+BoundSlotObject* g_bound_free[kBoundSlotFreeListSize];
+int g_bound_free_count = 0;
+
+PyObject* CallSlot(EnterFn enter, ExitFn exit, PyObject* owner, PyObject* const* args,
+                   Py_ssize_t nargs) {
+  if (enter != nullptr) {
+    if (nargs != 0) {
+      PyErr_SetString(PyExc_TypeError, "__enter__() takes no arguments");
+      return nullptr;
+    }
+    return enter(owner, nullptr);
+  }
+  return exit(owner, args, nargs);
+}
+
+PyObject* BoundSlotVectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* b = reinterpret_cast<BoundSlotObject*>(self);
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+    PyErr_SetString(PyExc_TypeError, "takes no keyword arguments");
+    return nullptr;
+  }
+  return CallSlot(b->enter, b->exit, b->owner, args, PyVectorcall_NARGS(nargsf));
+}
+
+void BoundSlotDealloc(PyObject* self) {
+  auto* b = reinterpret_cast<BoundSlotObject*>(self);
+  Py_CLEAR(b->owner);
+  if (g_bound_free_count < kBoundSlotFreeListSize) {
+    g_bound_free[g_bound_free_count++] = b;
+  } else {
+    PyObject_Free(self);
+  }
+}
+
+PyTypeObject BoundSlotType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._BoundSlot";
+  t.tp_basicsize = sizeof(BoundSlotObject);
+  t.tp_dealloc = BoundSlotDealloc;
+  t.tp_vectorcall_offset = offsetof(BoundSlotObject, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  t.tp_doc = "__enter__ or __exit__ bound to a gpuscope scope.";
+  return t;
+}();
+
+PyObject* SlotDescrGet(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) return Py_NewRef(self);
+  auto* d = reinterpret_cast<SlotDescrObject*>(self);
+  BoundSlotObject* b;
+  if (g_bound_free_count > 0) {
+    b = g_bound_free[--g_bound_free_count];
+  } else {
+    b = static_cast<BoundSlotObject*>(PyObject_Malloc(sizeof(BoundSlotObject)));
+    if (b == nullptr) return PyErr_NoMemory();
+  }
+  PyObject_Init(reinterpret_cast<PyObject*>(b), &BoundSlotType);
+  b->vectorcall = BoundSlotVectorcall;
+  b->owner = Py_NewRef(obj);
+  b->enter = d->enter;
+  b->exit = d->exit;
+  return reinterpret_cast<PyObject*>(b);
+}
+
+// Type.__enter__(scope) and Type.__exit__(scope, ...), unbound.
+PyObject* SlotDescrCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto* d = reinterpret_cast<SlotDescrObject*>(self);
+  if ((kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) < 1) {
+    PyErr_SetString(PyExc_TypeError, "expected the scope as the first argument");
+    return nullptr;
+  }
+  return CallSlot(d->enter, d->exit, PyTuple_GET_ITEM(args, 0), &PyTuple_GET_ITEM(args, 1),
+                  PyTuple_GET_SIZE(args) - 1);
+}
+
+PyTypeObject SlotDescrType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._SlotDescriptor";
+  t.tp_basicsize = sizeof(SlotDescrObject);
+  t.tp_dealloc = [](PyObject* self) { PyObject_Free(self); };
+  t.tp_call = SlotDescrCall;
+  t.tp_descr_get = SlotDescrGet;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "__enter__ / __exit__ of a gpuscope scope.";
+  return t;
+}();
+
+// Installs `enter` and `exit` as type's __enter__ and __exit__.
+bool InstallFastSlots(PyTypeObject* type, EnterFn enter, ExitFn exit) {
+  for (int i = 0; i < 2; ++i) {
+    auto* d = PyObject_New(SlotDescrObject, &SlotDescrType);
+    if (d == nullptr) return false;
+    d->enter = i == 0 ? enter : nullptr;
+    d->exit = i == 0 ? nullptr : exit;
+    const int rc = PyDict_SetItemString(type->tp_dict, i == 0 ? "__enter__" : "__exit__",
+                                        reinterpret_cast<PyObject*>(d));
+    Py_DECREF(d);
+    if (rc < 0) return false;
+  }
+  PyType_Modified(type);
+  return true;
+}
+
+// ---------------------------------------------------------------------------
 // _PhaseScope
 
 struct PhaseScopeObject {
@@ -132,13 +263,6 @@ PyObject* PhaseScopeName(PyObject* self, void*) {
   return s->name;
 }
 
-PyMethodDef kPhaseScopeMethods[] = {
-    {"__enter__", PhaseScopeEnter, METH_NOARGS, "Begins the phase."},
-    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PhaseScopeExit)),
-     METH_FASTCALL, "Ends the phase; never swallows an exception."},
-    {nullptr, nullptr, 0, nullptr},
-};
-
 PyGetSetDef kPhaseScopeGetSet[] = {
     {"name", PhaseScopeName, nullptr, "The phase name.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
@@ -153,7 +277,6 @@ PyTypeObject PhaseScopeType = [] {
   t.tp_call = PhaseScopeCall;
   t.tp_flags = Py_TPFLAGS_DEFAULT;
   t.tp_doc = "A phase of a gpuscope session: a context manager and a decorator.";
-  t.tp_methods = kPhaseScopeMethods;
   t.tp_getset = kPhaseScopeGetSet;
   return t;
 }();
@@ -218,13 +341,6 @@ PyObject* StepScopeCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   return Decorate(self, args, kwargs);
 }
 
-PyMethodDef kStepScopeMethods[] = {
-    {"__enter__", StepScopeEnter, METH_NOARGS, "Begins the step."},
-    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(StepScopeExit)),
-     METH_FASTCALL, "Ends the step; never swallows an exception."},
-    {nullptr, nullptr, 0, nullptr},
-};
-
 PyTypeObject StepScopeType = [] {
   PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
   t.tp_name = "gpuscope._gpuscope._StepScope";
@@ -233,7 +349,6 @@ PyTypeObject StepScopeType = [] {
   t.tp_call = StepScopeCall;
   t.tp_flags = Py_TPFLAGS_DEFAULT;
   t.tp_doc = "A training step of a gpuscope session: a context manager and a decorator.";
-  t.tp_methods = kStepScopeMethods;
   return t;
 }();
 
@@ -677,6 +792,7 @@ void SetDecorator(PyObject* fn) {
 }
 
 bool AddHotTypes(PyObject* module) {
+  if (PyType_Ready(&SlotDescrType) < 0 || PyType_Ready(&BoundSlotType) < 0) return false;
   for (auto [type, name] : {std::pair{&SessionType, "_Session"}, std::pair{&PhaseScopeType, "_PhaseScope"},
                             std::pair{&StepScopeType, "_StepScope"}, std::pair{&StepsIterType, "_StepsIter"}}) {
     if (PyType_Ready(type) < 0) return false;
@@ -686,7 +802,8 @@ bool AddHotTypes(PyObject* module) {
       return false;
     }
   }
-  return true;
+  return InstallFastSlots(&PhaseScopeType, PhaseScopeEnter, PhaseScopeExit) &&
+         InstallFastSlots(&StepScopeType, StepScopeEnter, StepScopeExit);
 }
 
 }  // namespace gpuscope::python

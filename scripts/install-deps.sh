@@ -5,7 +5,10 @@
 #
 #   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark, g++
 #   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers)
-#                    when no CUDA toolkit provides them
+#                    when no CUDA toolkit provides them; the Python build and
+#                    test tools (scikit-build-core, pybind11, pytest) and
+#                    torch==2.13.0 (CPU build) for the demo and the DataLoader
+#                    tests, when missing
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -43,6 +46,12 @@ PY
 then
   pip_missing+=("nvidia-nvtx==13.5.25")
 fi
+
+py_has() { "$PYTHON" -c "$1" >/dev/null 2>&1; }
+py_has "import scikit_build_core" || pip_missing+=("scikit-build-core>=0.10")
+py_has "import pybind11, sys; sys.exit(int(pybind11.version_info[0] < 3))" || pip_missing+=("pybind11>=3")
+py_has "import pytest" || pip_missing+=("pytest>=7")
+py_has "import torch" || pip_missing+=("torch==2.13.0")
 
 if ((${#pip_missing[@]})); then
   echo "deps: installing from PyPI: ${pip_missing[*]}"

@@ -199,3 +199,25 @@ def test_session_as_a_context_manager_closes(clock):
             clock.advance(MS)
     assert not s.recording
     assert s.summary().total_steps == 1
+
+
+def test_enter_and_exit_behave_like_methods(session):
+    scope = session.phase("x")
+    with session.step():
+        assert scope.__enter__() is scope
+        assert scope.__exit__(None, None, None) is False
+        assert type(scope).__enter__(scope) is scope  # unbound, through the type
+        assert type(scope).__exit__(scope, None, None, None) is False
+        with pytest.raises(TypeError):
+            scope.__enter__(1)
+    assert session.summary().phases["x"].count == 2
+
+
+def test_exit_with_an_exception_in_flight_never_raises_its_own(session):
+    with session.step():
+        a = session.phase("a").__enter__()
+        session.phase("b").__enter__()
+        err = KeyError("user's")
+        # Out of order, but the user's exception must propagate, not ours.
+        assert a.__exit__(KeyError, err, None) is False
+    assert session.summary().misuse["out_of_order_end"] == 1
