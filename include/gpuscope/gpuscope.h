@@ -16,6 +16,10 @@
 //     { gpuscope::PhaseScope p(session, gpuscope::Phase::kForward); Forward(); }
 //   }
 //   std::cout << gpuscope::FormatReport(session.Summarize());
+//
+// examples/cpp_training_loop.cc is this example as a complete program;
+// `make test` compiles and runs it, and tests/install/main.cc builds the same
+// against the installed package.
 
 #ifndef GPUSCOPE_GPUSCOPE_H_
 #define GPUSCOPE_GPUSCOPE_H_

@@ -97,3 +97,12 @@ def test_stubs_and_marker_ship_with_the_package():
     files = {p.name for p in resources.files("gpuscope").iterdir()}
     assert "py.typed" in files
     assert "_gpuscope.pyi" in files
+
+
+def test_import_never_pulls_in_torch():
+    import subprocess
+    import sys
+    code = "import sys, gpuscope as gs; s = gs.Session(); [None for _ in s.steps(range(3))]; " \
+           "s.summary(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
