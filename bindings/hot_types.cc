@@ -38,10 +38,12 @@ void DeleteSessionCapsule(PyObject* capsule) {
   Py_END_ALLOW_THREADS
 }
 
-// Raises GpuscopeError for a scope status that is a misuse; kOk and
-// kDisabled are not.
+// The statuses Python raises GpuscopeError for. Not kOk, not kDisabled (a
+// disabled or forked-away session is silent), and not kTooDeep: as in C++,
+// scopes beyond the depth limit are ignored and counted, never an error.
 bool IsMisuse(ScopeStatus status) {
-  return status != ScopeStatus::kOk && status != ScopeStatus::kDisabled;
+  return status != ScopeStatus::kOk && status != ScopeStatus::kDisabled &&
+         status != ScopeStatus::kTooDeep;
 }
 
 PyObject* RaiseMisuse(ScopeStatus status) { return SetGpuscopeError(ScopeStatusMessage(status)); }
@@ -82,7 +84,8 @@ using ExitFn = PyObject* (*)(PyObject* self, PyObject* const* args, Py_ssize_t n
 
 struct SlotDescrObject {
   PyObject_HEAD
-  EnterFn enter;  // exactly one of enter/exit is set
+  PyTypeObject* owner_type;  // the scope type it belongs to (static: no reference)
+  EnterFn enter;             // exactly one of enter/exit is set
   ExitFn exit;
 };
 
@@ -144,6 +147,11 @@ PyTypeObject BoundSlotType = [] {
 PyObject* SlotDescrGet(PyObject* self, PyObject* obj, PyObject*) {
   if (obj == nullptr || obj == Py_None) return Py_NewRef(self);
   auto* d = reinterpret_cast<SlotDescrObject*>(self);
+  if (!PyObject_TypeCheck(obj, d->owner_type)) {
+    PyErr_Format(PyExc_TypeError, "descriptor needs a '%s', not '%.100s'", d->owner_type->tp_name,
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
   BoundSlotObject* b;
   if (g_bound_free_count > 0) {
     b = g_bound_free[--g_bound_free_count];
@@ -162,8 +170,9 @@ PyObject* SlotDescrGet(PyObject* self, PyObject* obj, PyObject*) {
 // Type.__enter__(scope) and Type.__exit__(scope, ...), unbound.
 PyObject* SlotDescrCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   auto* d = reinterpret_cast<SlotDescrObject*>(self);
-  if ((kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) < 1) {
-    PyErr_SetString(PyExc_TypeError, "expected the scope as the first argument");
+  if ((kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) < 1 ||
+      !PyObject_TypeCheck(PyTuple_GET_ITEM(args, 0), d->owner_type)) {
+    PyErr_Format(PyExc_TypeError, "expected a '%s' as the first argument", d->owner_type->tp_name);
     return nullptr;
   }
   return CallSlot(d->enter, d->exit, PyTuple_GET_ITEM(args, 0), &PyTuple_GET_ITEM(args, 1),
@@ -187,6 +196,7 @@ bool InstallFastSlots(PyTypeObject* type, EnterFn enter, ExitFn exit) {
   for (int i = 0; i < 2; ++i) {
     auto* d = PyObject_New(SlotDescrObject, &SlotDescrType);
     if (d == nullptr) return false;
+    d->owner_type = type;
     d->enter = i == 0 ? enter : nullptr;
     d->exit = i == 0 ? nullptr : exit;
     const int rc = PyDict_SetItemString(type->tp_dict, i == 0 ? "__enter__" : "__exit__",
@@ -208,6 +218,7 @@ struct PhaseScopeObject {
   PhaseId id;
   int depth;         // tokens[0..depth) are open (the same name may nest)
   ScopeToken tokens[kMaxOpenScopes];
+  Py_ssize_t overflow;  // open levels beyond kMaxOpenScopes (recorded by nobody)
   PyObject* name;
 };
 
@@ -226,16 +237,21 @@ PyObject* PhaseScopeEnter(PyObject* self, PyObject*) {
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
   }
   if (s->depth >= kMaxOpenScopes) {
-    if (token.ok()) s->session->Cancel(token);
-    return RaiseMisuse(ScopeStatus::kTooDeep);
+    // Deeper than any session records: C++ ignored (and counted) it already.
+    ++s->overflow;
+  } else {
+    s->tokens[s->depth++] = token;
   }
-  s->tokens[s->depth++] = token;
   Py_INCREF(self);
   return self;
 }
 
 PyObject* PhaseScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  if (s->overflow > 0) {
+    --s->overflow;
+    Py_RETURN_FALSE;
+  }
   if (s->depth == 0) {
     if (ExceptionInFlight(args, nargs)) Py_RETURN_FALSE;
     return SetGpuscopeError("phase scope exited without being entered: use `with s.phase(name):`");
@@ -289,6 +305,7 @@ PyObject* NewPhaseScope(PyObject* core, Session* session, PhaseId id, PyObject* 
   s->session = session;
   s->id = id;
   s->depth = 0;
+  s->overflow = 0;
   Py_INCREF(name);
   s->name = name;
   return reinterpret_cast<PyObject*>(s);
@@ -303,17 +320,28 @@ struct StepScopeObject {
   Session* session;
   StepOptions counts;
   ScopeToken token;
+  bool entered;
 };
+
+// One step scope per s.step() call, from a free list: a step costs no
+// allocation in steady state.
+constexpr int kStepScopeFreeListSize = 16;
+StepScopeObject* g_step_free[kStepScopeFreeListSize];
+int g_step_free_count = 0;
 
 void StepScopeDealloc(PyObject* self) {
   auto* s = reinterpret_cast<StepScopeObject*>(self);
-  Py_XDECREF(s->core);
-  Py_TYPE(self)->tp_free(self);
+  Py_CLEAR(s->core);
+  if (g_step_free_count < kStepScopeFreeListSize) {
+    g_step_free[g_step_free_count++] = s;
+  } else {
+    PyObject_Free(self);
+  }
 }
 
 PyObject* StepScopeEnter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<StepScopeObject*>(self);
-  if (s->token.ok()) {
+  if (s->entered) {
     return SetGpuscopeError(
         "this step is already open: steps do not nest; end it before beginning the next one");
   }
@@ -322,12 +350,18 @@ PyObject* StepScopeEnter(PyObject* self, PyObject*) {
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
     s->token = token;
   }
+  s->entered = true;
   Py_INCREF(self);
   return self;
 }
 
 PyObject* StepScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* s = reinterpret_cast<StepScopeObject*>(self);
+  if (!s->entered) {
+    if (ExceptionInFlight(args, nargs)) Py_RETURN_FALSE;
+    return SetGpuscopeError("step scope exited without being entered: use `with s.step():`");
+  }
+  s->entered = false;
   const ScopeToken token = s->token;
   s->token = ScopeToken{};
   if (token.ok()) {
@@ -399,6 +433,10 @@ bool CountOf(PyObject* spec, PyObject* item, int64_t* out) {
   const long long v = PyLong_AsLongLong(value);
   Py_DECREF(value);
   if (v == -1 && PyErr_Occurred()) return false;
+  if (v < 0) {
+    PyErr_Format(PyExc_ValueError, "samples and tokens must be >= 0, got %lld", v);
+    return false;
+  }
   *out = v;
   return true;
 }
@@ -414,7 +452,9 @@ PyObject* StepsIterNext(PyObject* self) {
     s->step = step;
   }
   const ScopeToken data = recording ? s->session->BeginPhase(Phase::kData) : ScopeToken{};
-  PyObject* item = Py_TYPE(s->it)->tp_iternext(s->it);
+  PyObject* it = Py_NewRef(s->it);  // the inner iterator may close() us while it runs
+  PyObject* item = Py_TYPE(it)->tp_iternext(it);
+  Py_DECREF(it);
   if (data.ok()) s->session->End(data);
   if (item == nullptr) {
     // Exhausted or failed: the step begun for this item does not exist.
@@ -511,7 +551,13 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
       return -1;
     }
   }
-  absl::StatusOr<std::unique_ptr<Session>> created = Session::Create(std::move(options));
+  absl::StatusOr<std::unique_ptr<Session>> created = absl::InternalError("");
+  try {
+    created = Session::Create(std::move(options));
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return -1;
+  }
   if (!created.ok()) {
     SetError(created.status());
     return -1;
@@ -640,13 +686,20 @@ PyObject* SessionStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs, P
   if (!ParseCount(samples, "samples", &counts.samples) || !ParseCount(tokens, "tokens", &counts.tokens)) {
     return nullptr;
   }
-  auto* scope = PyObject_New(StepScopeObject, &StepScopeType);
-  if (scope == nullptr) return nullptr;
+  StepScopeObject* scope;
+  if (g_step_free_count > 0) {
+    scope = g_step_free[--g_step_free_count];
+  } else {
+    scope = static_cast<StepScopeObject*>(PyObject_Malloc(sizeof(StepScopeObject)));
+    if (scope == nullptr) return PyErr_NoMemory();
+  }
+  PyObject_Init(reinterpret_cast<PyObject*>(scope), &StepScopeType);
   Py_INCREF(s->core);
   scope->core = s->core;
   scope->session = session;
   scope->counts = counts;
   scope->token = ScopeToken{};
+  scope->entered = false;
   return reinterpret_cast<PyObject*>(scope);
 }
 

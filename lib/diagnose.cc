@@ -18,14 +18,14 @@ std::string Pct(double fraction) { return absl::StrFormat("%.0f%%", 100 * fracti
 // The input pipeline: time in phase "data" (steps() puts next(loader) there).
 void InputBound(const Summary& s, std::vector<Finding>* out) {
   const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
-  if (data == nullptr || data->steps == 0 || data->share < kInputBoundModerate) return;
+  if (data == nullptr || data->steps == 0 || data->inclusive_share < kInputBoundModerate) return;
   Finding f;
   f.id = "input-bound";
-  f.severity = data->share >= kInputBoundHigh ? Severity::kHigh : Severity::kModerate;
-  f.share = data->share;
-  f.title = absl::StrCat("Input-bound: ", Pct(data->share),
+  f.severity = data->inclusive_share >= kInputBoundHigh ? Severity::kHigh : Severity::kModerate;
+  f.share = data->inclusive_share;
+  f.title = absl::StrCat("Input-bound: ", Pct(data->inclusive_share),
                          " of step time is spent waiting for the next batch");
-  f.evidence = {{"data_share", data->share},
+  f.evidence = {{"data_share", data->inclusive_share},
                 {"data_p50_s", data->time.p50},
                 {"data_p95_s", data->time.p95},
                 {"step_p50_s", s.step_time.p50}};

@@ -39,10 +39,37 @@ std::string Rate(double per_second, const char* what) {
 
 std::string Percent(double fraction) { return absl::StrFormat("%5.1f%%", 100 * fraction); }
 
-// Names longer than the column are shortened with "~" so rows stay aligned.
+bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+// Columns a UTF-8 string takes, counting one per code point (East Asian
+// wide characters take two on most terminals; rows with them may be off).
+size_t Columns(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) {
+    if (!IsContinuationByte(c)) ++n;
+  }
+  return n;
+}
+
+// `name` in exactly `width` columns: padded with spaces, or shortened with
+// "~" at a character boundary, so that rows stay aligned and valid UTF-8.
 std::string Fit(std::string_view name, size_t width) {
-  if (name.size() <= width) return std::string(name);
-  return absl::StrCat(internal::ToAbsl(name.substr(0, width - 1)), "~");
+  std::string out;
+  if (Columns(name) <= width) {
+    out.assign(name);
+  } else {
+    size_t columns = 0, end = 0;
+    while (end < name.size()) {
+      size_t next = end + 1;
+      while (next < name.size() && IsContinuationByte(name[next])) ++next;
+      if (columns + 1 > width - 1) break;
+      ++columns;
+      end = next;
+    }
+    out = absl::StrCat(internal::ToAbsl(name.substr(0, end)), "~");
+  }
+  out.append(width - Columns(out), ' ');
+  return out;
 }
 
 // Appends `text` wrapped at 80 columns, every line indented by `indent`.
@@ -101,19 +128,19 @@ std::string FormatReport(const Summary& s) {
                           "p95/step", "max/step", "count");
     for (const PhaseStats& p : s.phases) {
       if (!p.top_level || p.steps == 0) continue;
-      absl::StrAppendFormat(&out, "  %-24s %7s %9s %9s %9s %7d\n", Fit(p.name, 24),
-                            Percent(p.breakdown_share), Duration(p.time.p50), Duration(p.time.p95),
+      absl::StrAppendFormat(&out, "  %s %7s %9s %9s %9s %7d\n", Fit(p.name, 24),
+                            Percent(p.share), Duration(p.time.p50), Duration(p.time.p95),
                             Duration(p.time.max), p.count);
     }
     bool nested_header = false;
     for (const PhaseStats& p : s.phases) {
-      if (p.steps == 0 || (p.top_level && p.share <= p.breakdown_share + 1e-12)) continue;
+      if (p.steps == 0 || (p.top_level && p.inclusive_share <= p.share + 1e-12)) continue;
       if (!nested_header) {
         absl::StrAppend(&out, "  nested (inside the phases above, not added to the breakdown):\n");
         nested_header = true;
       }
-      absl::StrAppendFormat(&out, "  %-24s %7s %9s %9s %9s %7d\n", Fit(absl::StrCat("  ", p.name), 24),
-                            Percent(p.share), Duration(p.time.p50), Duration(p.time.p95),
+      absl::StrAppendFormat(&out, "  %s %7s %9s %9s %9s %7d\n", Fit(absl::StrCat("  ", p.name), 24),
+                            Percent(p.inclusive_share), Duration(p.time.p50), Duration(p.time.p95),
                             Duration(p.time.max), p.count);
     }
   }
@@ -124,7 +151,7 @@ std::string FormatReport(const Summary& s) {
       absl::StrAppend(&out, "\noutside steps (whole run)\n");
       outside_header = true;
     }
-    absl::StrAppendFormat(&out, "  %-24s %7d x %9s total\n", Fit(p.name, 24),
+    absl::StrAppendFormat(&out, "  %s %7d x %9s total\n", Fit(p.name, 24),
                           p.outside_steps_count, Duration(p.outside_steps_total));
   }
   if (s.misuse.total() > 0) {

@@ -75,12 +75,20 @@ std::string_view ScopeStatusMessage(ScopeStatus status) {
              "with it: end scopes in reverse order of beginning";
     case ScopeStatus::kAlreadyEnded:
       return "this scope was already ended (twice, or closed with an enclosing scope)";
+    case ScopeStatus::kWrongSession:
+      return "this scope belongs to another Session: end it on the session that began it";
   }
   return "unknown";
 }
 
 namespace internal {
 namespace {
+
+// 1..65535, then again: tags tell sessions' ids and tokens apart.
+uint16_t NextSessionTag() {
+  static std::atomic<uint32_t> next{0};
+  return static_cast<uint16_t>(next.fetch_add(1, std::memory_order_relaxed) % 65535 + 1);
+}
 
 // Every session has an annotator; the phase table registers names with it.
 Backends WithAnnotator(Backends backends) {
@@ -95,12 +103,14 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
     : options_(options),
       status_(std::move(status)),
       fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
+      session_tag_(NextSessionTag()),
       clock_(options.clock.get()),
       backends_(WithAnnotator(std::move(backends))),
       annotator_(backends_.annotator.get()),
       recording_flag_(recording_flag),
       phases_(options.max_phases,
-              [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); }),
+              [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); },
+              session_tag_),
       queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
       aggregator_(options.enabled ? options.window : 1, options.max_phases) {
   if (!status_.ok()) {
@@ -117,8 +127,9 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
   if (source_ == Source::kHost) {
     LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
   }
-  Worker::Get().Register(this);
-  registered_.store(true, std::memory_order_relaxed);
+  // Without a worker thread (the process may not start one), readers still
+  // drain the queue in Summarize(); records beyond its capacity are dropped.
+  registered_.store(Worker::Get().Register(this), std::memory_order_relaxed);
 }
 
 SessionImpl::~SessionImpl() {
@@ -175,7 +186,7 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   f.is_step = true;
   annotator_->PushStep(step_seq_ - 1);
   f.begin_ns = Now();
-  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk};
+  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
 ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
@@ -190,12 +201,13 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
   f.is_step = false;
   annotator_->PushPhase(id);
   f.begin_ns = Now();
-  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk};
+  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
 ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
-  if (phase.value() >= phases_.size()) {  // an id from another session's table
+  if (phase.value() >= phases_.size() ||
+      (!phase.builtin() && phase.session_tag() != session_tag_)) {  // another session's id
     invalid_phase_.Increment();
     return {0, 0, ScopeStatus::kInvalidPhase};
   }
@@ -220,6 +232,10 @@ ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
 ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
   if (!token.ok()) return token.status;
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return s;
+  if (token.session_tag != session_tag_) {
+    stale_end_.Increment();
+    return ScopeStatus::kWrongSession;
+  }
   const int d = token.depth;
   if (d >= depth_ || stack_[static_cast<size_t>(d)].serial != token.serial) {
     stale_end_.Increment();  // ended twice, or closed with an enclosing scope
@@ -245,7 +261,7 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
 }
 
 void SessionImpl::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
-  if (step_frame_ < 0 || CheckCaller() != ScopeStatus::kOk) return;
+  if (CheckCaller() != ScopeStatus::kOk || step_frame_ < 0) return;
   step_samples_ = samples;
   step_tokens_ = tokens;
 }

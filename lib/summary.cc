@@ -72,7 +72,7 @@ void PhaseFields(V& v, P& p) {
   v.Int("count", p.count);
   v.Number("total", p.total);
   v.Number("share", p.share);
-  v.Number("breakdown_share", p.breakdown_share);
+  v.Number("inclusive_share", p.inclusive_share);
   v.Object("time", p.time, [](auto& sub, auto& q) { Fields(sub, q); });
   v.Int("outside_steps_count", p.outside_steps_count);
   v.Number("outside_steps_total", p.outside_steps_total);

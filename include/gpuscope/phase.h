@@ -72,26 +72,34 @@ absl::Status ValidatePhaseName(std::string_view name);
 // PhaseId
 //
 // A phase name's index in a session's phase table. Built-in phases have the
-// same id in every session (their enum value); a custom name's id is valid
-// only in the session that registered it. Cheap to copy (2 bytes).
+// same id in every session (their enum value); a custom name's id carries the
+// tag of the session that registered it, and any other session rejects it.
+// Cheap to copy (4 bytes).
 class PhaseId {
  public:
   // Implicit by design: a built-in phase is a PhaseId.
   constexpr PhaseId(Phase phase)  // NOLINT(google-explicit-constructor)
-      : value_(static_cast<uint16_t>(phase)) {}
+      : value_(static_cast<uint16_t>(phase)), session_tag_(0) {}
 
   constexpr uint16_t value() const { return value_; }
   constexpr bool builtin() const { return value_ < kNumBuiltinPhases; }
+  // 0 for built-in phases; else the registering session's tag.
+  constexpr uint16_t session_tag() const { return session_tag_; }
 
-  friend constexpr bool operator==(PhaseId a, PhaseId b) { return a.value_ == b.value_; }
-  friend constexpr bool operator!=(PhaseId a, PhaseId b) { return a.value_ != b.value_; }
+  friend constexpr bool operator==(PhaseId a, PhaseId b) {
+    return a.value_ == b.value_ && a.session_tag_ == b.session_tag_;
+  }
+  friend constexpr bool operator!=(PhaseId a, PhaseId b) { return !(a == b); }
 
   // For gpuscope's own phase table; users get ids from Session::RegisterPhase().
-  static constexpr PhaseId FromIndexInternal(uint16_t value) { return PhaseId(value); }
+  static constexpr PhaseId FromIndexInternal(uint16_t value, uint16_t session_tag) {
+    return PhaseId(value, value < kNumBuiltinPhases ? uint16_t{0} : session_tag);
+  }
 
  private:
-  explicit constexpr PhaseId(uint16_t value) : value_(value) {}
+  constexpr PhaseId(uint16_t value, uint16_t session_tag) : value_(value), session_tag_(session_tag) {}
   uint16_t value_;
+  uint16_t session_tag_;
 };
 
 }  // namespace gpuscope

@@ -35,6 +35,9 @@
 //   * More than kMaxOpenScopes open scopes: the deeper ones are ignored.
 //   * A phase name that is empty, too long, reserved or does not fit in the
 //     table, or a PhaseId from another session, is ignored (invalid_phase).
+//     A ScopeToken from another session is ignored by End() (stale_end).
+//     Sessions are told apart by a 16-bit tag: only sessions created 65535
+//     sessions apart could be confused.
 //   * Invalid `Options`: the constructor makes a session that records
 //     nothing and whose `status()` says why (`Create()` returns the error).
 //
@@ -76,6 +79,7 @@ enum class ScopeStatus : uint8_t {
   kInvalidPhase,   // Begin: bad or unknown phase name / id
   kEndedOutOfOrder,  // End: scopes opened inside this one were still open (closed with it)
   kAlreadyEnded,   // End: the scope was already closed (ended twice, or with an enclosing one)
+  kWrongSession,   // End: the token came from another Session
 };
 
 // A short English explanation of `status`, with what to do about it.
@@ -83,11 +87,13 @@ std::string_view ScopeStatusMessage(ScopeStatus status);
 
 // ScopeToken
 //
-// Returned by Begin*() and handed back to End(). Trivially copyable, 8 bytes.
+// Returned by Begin*() and handed back to End() of the same session.
+// Trivially copyable, 8 bytes.
 struct ScopeToken {
   uint32_t serial = 0;  // 0: no scope was opened
   uint8_t depth = 0;
   ScopeStatus status = ScopeStatus::kDisabled;
+  uint16_t session_tag = 0;
 
   bool ok() const { return serial != 0; }
 };

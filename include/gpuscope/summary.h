@@ -14,7 +14,7 @@
 //     that step (nested or repeated occurrences are not double counted).
 //   * The breakdown uses top-level phases (opened directly inside the step);
 //     `other` is step time outside every top-level phase. The
-//     `breakdown_share`s of the top-level phases and `other` sum to 1.
+//     `share`s of the top-level phases and `other` sum to 1.
 //
 // `ToJson()` and `SummaryFromJson()` give a versioned JSON encoding that round
 // trips exactly.
@@ -83,8 +83,8 @@ struct PhaseStats {
   int64_t steps = 0;       // window steps in which the phase occurred
   int64_t count = 0;       // occurrences in the window
   double total = 0;        // seconds inside the phase over the window (any depth)
-  double share = 0;        // total / window step time, 0..1
-  double breakdown_share = 0;  // top-level time / window step time; these sum to 1
+  double share = 0;            // top-level time / window step time; all shares sum to 1
+  double inclusive_share = 0;  // total / window step time: time inside it at any depth
   Quantiles time;          // per-step time, over the `steps` steps that have it
 
   // Occurrences outside any step (evaluation or checkpointing between steps,
@@ -136,7 +136,7 @@ struct Summary {
   Quantiles lifetime_step_time;   // the whole run: p50..p99 within 1 %, the rest exact
 
   // Every phase seen in the window or outside steps, then "other" unless the
-  // window is empty; ordered by breakdown share, then share, then name.
+  // window is empty; ordered by share, then inclusive share, then name.
   std::vector<PhaseStats> phases;
 
   // Over the window's steps that carried a count (nullopt when none did).

@@ -176,8 +176,8 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     ps.builtin = id < static_cast<size_t>(kNumBuiltinPhases);
     ps.steps = static_cast<int64_t>(per_step.size());
     ps.total = static_cast<double>(total_ns) * kNsToSeconds;
-    ps.share = share_of(total_ns);
-    ps.breakdown_share = share_of(top_ns);
+    ps.inclusive_share = share_of(total_ns);
+    ps.share = share_of(top_ns);
     ps.time = ExactQuantiles(per_step);
     ps.outside_steps_count = h.outside_count;
     ps.outside_steps_total = static_cast<double>(h.outside_total_ns) * kNsToSeconds;
@@ -191,13 +191,13 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     ps.steps = static_cast<int64_t>(steps_.size());
     ps.count = ps.steps;
     ps.total = static_cast<double>(other_ns) * kNsToSeconds;
-    ps.share = share_of(other_ns);
-    ps.breakdown_share = ps.share;
+    ps.inclusive_share = share_of(other_ns);
+    ps.share = ps.inclusive_share;
     ps.time = ExactQuantiles(other);
     out->phases.push_back(std::move(ps));
   }
   std::sort(out->phases.begin(), out->phases.end(), [](const PhaseStats& a, const PhaseStats& b) {
-    return std::tie(b.breakdown_share, b.share, a.name) < std::tie(a.breakdown_share, a.share, b.name);
+    return std::tie(b.share, b.inclusive_share, a.name) < std::tie(a.share, a.inclusive_share, b.name);
   });
 }
 

@@ -9,8 +9,9 @@
 
 namespace gpuscope::internal {
 
-PhaseTable::PhaseTable(int capacity, OnRegister on_register)
+PhaseTable::PhaseTable(int capacity, OnRegister on_register, uint16_t session_tag)
     : capacity_(capacity),
+      session_tag_(session_tag),
       on_register_(std::move(on_register)),
       entries_(new Entry[static_cast<size_t>(capacity)]),
       index_mask_(std::bit_ceil(static_cast<size_t>(capacity) * 2) - 1),
@@ -28,7 +29,9 @@ std::optional<PhaseId> PhaseTable::Find(std::string_view name) const noexcept {
     const uint32_t v = index_[Slot(hash, i)].load(std::memory_order_acquire);
     if (v == 0) return std::nullopt;
     const Entry& e = entries_[v - 1];
-    if (e.hash == hash && e.name == name) return PhaseId::FromIndexInternal(static_cast<uint16_t>(v - 1));
+    if (e.hash == hash && e.name == name) {
+      return PhaseId::FromIndexInternal(static_cast<uint16_t>(v - 1), session_tag_);
+    }
   }
   return std::nullopt;
 }
@@ -58,7 +61,7 @@ absl::StatusOr<PhaseId> PhaseTable::Register(std::string_view name) {
     }
   }
   if (id + 1 == capacity_) full_.store(true, std::memory_order_relaxed);
-  return PhaseId::FromIndexInternal(static_cast<uint16_t>(id));
+  return PhaseId::FromIndexInternal(static_cast<uint16_t>(id), session_tag_);
 }
 
 }  // namespace gpuscope::internal

@@ -33,8 +33,8 @@ class PhaseTable {
   using OnRegister = std::function<void(uint16_t id, std::string_view name)>;
 
   // `capacity` (> kNumBuiltinPhases) names; the built-in ones are registered
-  // here, through `on_register`.
-  PhaseTable(int capacity, OnRegister on_register);
+  // here, through `on_register`. Custom ids carry `session_tag`.
+  PhaseTable(int capacity, OnRegister on_register, uint16_t session_tag = 1);
 
   PhaseTable(const PhaseTable&) = delete;
   PhaseTable& operator=(const PhaseTable&) = delete;
@@ -65,6 +65,7 @@ class PhaseTable {
   size_t Slot(size_t hash, size_t i) const { return (hash + i) & index_mask_; }
 
   const int capacity_;
+  const uint16_t session_tag_;
   const OnRegister on_register_;
   const std::unique_ptr<Entry[]> entries_;
   const size_t index_mask_;

@@ -109,6 +109,7 @@ class SessionImpl final : public Pumpable {
   const Options options_;
   const absl::Status status_;
   const uint32_t fork_generation_;
+  const uint16_t session_tag_;  // tells this session's PhaseIds and tokens from others'
   const Clock* const clock_;  // null: CLOCK_MONOTONIC inline
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null

@@ -3,6 +3,9 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
 
 #include "util/log.h"
 
@@ -63,19 +66,28 @@ Worker& Worker::Get() {
   return *w;
 }
 
-void Worker::Register(Pumpable* p) {
+bool Worker::Register(Pumpable* p) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!started_) {
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error& e) {
+      LogOnce("worker-thread", LogLevel::kError,
+              absl::StrCat("could not start the background thread (", e.what(),
+                           "): summaries still work, but records beyond the queue's capacity "
+                           "between two summaries are dropped"));
+      return false;
+    }
+    thread_.detach();
+    started_ = true;
+  }
   sessions_.push_back(p);
   interval_ = std::chrono::milliseconds(p->flush_interval_ms());
   for (Pumpable* s : sessions_) {
     interval_ = std::min(interval_, std::chrono::milliseconds(s->flush_interval_ms()));
   }
-  if (!started_) {
-    started_ = true;
-    thread_ = std::thread([this] { Run(); });
-    thread_.detach();
-  }
   cv_.notify_one();
+  return true;
 }
 
 void Worker::Unregister(Pumpable* p) {

@@ -40,8 +40,10 @@ class Worker {
   // This process's worker (created on first use; a forked child gets its own).
   static Worker& Get();
 
-  // Starts pumping `p` (and the thread, on first use). Thread-safe.
-  void Register(Pumpable* p);
+  // Starts pumping `p` (and the thread, on first use). Thread-safe. False if
+  // the thread could not be started (process limits): `p` is then not
+  // registered and must be drained by its readers.
+  bool Register(Pumpable* p);
 
   // Stops pumping `p`; once this returns the worker never touches `p` again
   // (it waits for a pass in progress). Thread-safe.

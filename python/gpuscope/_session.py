@@ -59,16 +59,17 @@ def _decorate(cm: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps ``fn`` so every call runs inside context manager ``cm``.
 
     Called from C when a scope is used as a decorator. Exceptions propagate
-    unchanged; the scope is closed on every exit path.
+    unchanged; the scope is closed on every exit path. Coroutine and
+    generator functions are refused: a phase is an interval of the recording
+    thread, and one held open across ``await``/``yield`` would interleave with
+    whatever else runs meanwhile.
     """
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with cm:
-                return await fn(*args, **kwargs)
-
-        return async_wrapper
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise TypeError(
+            f"gpuscope scopes cannot decorate {fn.__qualname__}: it is a coroutine or generator "
+            "function, which would hold the scope open across await/yield. Put "
+            "`with s.phase(name):` around the synchronous work inside it instead."
+        )
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -40,15 +40,15 @@ class PhaseStats:
     """One phase over the window; ``"other"`` is step time outside every
     top-level phase.
 
-    ``share`` is the fraction of step time inside the phase (any depth);
-    ``breakdown_share`` counts only its top-level time, and the breakdown
-    shares of all phases plus ``other`` sum to 1. ``p50``..``p99``, ``mean``,
+    ``share`` is the phase's top-level time as a fraction of step time: the
+    shares of all phases plus ``other`` sum to 1. ``inclusive_share`` counts
+    its time at any depth (a nested phase has share 0 and inclusive_share > 0). ``p50``..``p99``, ``mean``,
     ``max`` are per-step times over the ``steps`` steps that contain it.
     """
 
     name: str
     share: float
-    breakdown_share: float
+    inclusive_share: float
     top_level: bool
     builtin: bool
     steps: int
@@ -87,7 +87,7 @@ class PhaseStats:
         return cls(
             name=d["name"],
             share=float(d["share"]),
-            breakdown_share=float(d["breakdown_share"]),
+            inclusive_share=float(d["inclusive_share"]),
             top_level=d["top_level"],
             builtin=d["builtin"],
             steps=d["steps"],

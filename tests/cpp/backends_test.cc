@@ -101,13 +101,23 @@ TEST(SessionBackendsTest, EveryScopeIsAnAnnotatedRangeWithItsName) {
 }
 
 TEST(SessionBackendsTest, DisabledSessionDoesNotStartBackends) {
-  auto activity = std::make_unique<FakeActivitySource>(absl::OkStatus());
-  FakeActivitySource* raw = activity.get();
-  (void)raw;  // owned by the session only if it starts; here it is dropped unstarted
+  auto calls = std::make_shared<FakeActivitySource::Calls>();
   internal::Backends b;
-  b.activity = std::move(activity);
+  b.activity = std::make_unique<FakeActivitySource>(absl::OkStatus(), calls);
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{.enabled = false}, std::move(b));
   EXPECT_EQ(s->Summarize().source, Source::kHost);
+  EXPECT_EQ(calls->starts, 0);
+}
+
+TEST(SessionBackendsTest, StartedActivitySourceIsStoppedWithTheSession) {
+  auto calls = std::make_shared<FakeActivitySource::Calls>();
+  internal::Backends b;
+  b.activity = std::make_unique<FakeActivitySource>(absl::OkStatus(), calls);
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{}, std::move(b));
+  EXPECT_EQ(s->Summarize().source, Source::kCupti);
+  EXPECT_EQ(calls->starts, 1);
+  s.reset();
+  EXPECT_EQ(calls->stops, 1);
 }
 
 }  // namespace

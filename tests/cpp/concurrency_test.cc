@@ -14,7 +14,7 @@ namespace {
 
 double BreakdownSum(const Summary& s) {
   double sum = 0;
-  for (const PhaseStats& p : s.phases) sum += p.breakdown_share;
+  for (const PhaseStats& p : s.phases) sum += p.share;
   return sum;
 }
 

@@ -42,7 +42,7 @@ TEST(MisuseTest, EndingAStepClosesItsOpenPhases) {
   s->End(data);  // stale
   const Summary sum = s->Summarize();
   EXPECT_EQ(sum.total_steps, 1);
-  EXPECT_DOUBLE_EQ(sum.FindPhase("data")->breakdown_share, 1.0);
+  EXPECT_DOUBLE_EQ(sum.FindPhase("data")->share, 1.0);
   EXPECT_EQ(sum.misuse.out_of_order_end, 1);
   EXPECT_EQ(sum.misuse.stale_end, 1);
 }
@@ -96,7 +96,7 @@ TEST(MisuseTest, BadPhaseNamesAreIgnoredAndCounted) {
   const Summary sum = s->Summarize();
   EXPECT_EQ(sum.misuse.invalid_phase, 3);
   EXPECT_EQ(sum.total_steps, 1);
-  EXPECT_DOUBLE_EQ(sum.FindPhase("other")->breakdown_share, 1.0);
+  EXPECT_DOUBLE_EQ(sum.FindPhase("other")->share, 1.0);
 }
 
 TEST(MisuseTest, MoreNamesThanTheTableHolds) {
@@ -114,7 +114,7 @@ TEST(MisuseTest, MoreNamesThanTheTableHolds) {
   }
   const Summary sum = s->Summarize();
   EXPECT_EQ(sum.misuse.invalid_phase, 1);
-  EXPECT_DOUBLE_EQ(sum.FindPhase("a")->breakdown_share, 1.0);
+  EXPECT_DOUBLE_EQ(sum.FindPhase("a")->share, 1.0);
 }
 
 TEST(MisuseTest, APhaseIdFromAnotherSessionIsRejected) {
@@ -122,12 +122,36 @@ TEST(MisuseTest, APhaseIdFromAnotherSessionIsRejected) {
   PhaseId foreign = Phase::kData;
   for (int i = 0; i < 5; ++i) foreign = big->RegisterPhase("p" + std::to_string(i)).value();
   ClockedSession small;
+  // Same index as a name of small's own: still foreign.
+  const PhaseId same_index = big->RegisterPhase("p0").value();
+  const PhaseId own = small->RegisterPhase("mine").value();
+  ASSERT_EQ(own.value(), same_index.value());
+  ASSERT_NE(own, same_index);
   {
     StepScope step(*small);
-    PhaseScope p(*small, foreign);
+    PhaseScope p(*small, foreign);  // beyond small's table
     EXPECT_EQ(p.status(), ScopeStatus::kInvalidPhase);
+    PhaseScope q(*small, same_index);  // inside it
+    EXPECT_EQ(q.status(), ScopeStatus::kInvalidPhase);
+    PhaseScope builtin(*small, Phase::kForward);  // built-ins are everyone's
+    EXPECT_EQ(builtin.status(), ScopeStatus::kOk);
   }
-  EXPECT_EQ(small->Summarize().misuse.invalid_phase, 1);
+  const Summary sum = small->Summarize();
+  EXPECT_EQ(sum.misuse.invalid_phase, 2);
+  EXPECT_EQ(sum.FindPhase("mine"), nullptr);
+}
+
+TEST(MisuseTest, ATokenFromAnotherSessionIsRejected) {
+  ClockedSession a;
+  ClockedSession b;
+  const ScopeToken step_a = a->BeginStep();
+  const ScopeToken step_b = b->BeginStep();
+  ASSERT_EQ(step_a.serial, step_b.serial);  // same serial and depth: only the tag differs
+  EXPECT_EQ(b->End(step_a), ScopeStatus::kWrongSession);
+  EXPECT_EQ(a->End(step_a), ScopeStatus::kOk);
+  EXPECT_EQ(b->End(step_b), ScopeStatus::kOk);
+  EXPECT_EQ(b->Summarize().misuse.stale_end, 1);
+  EXPECT_EQ(b->Summarize().total_steps, 1);
 }
 
 TEST(MisuseTest, ScopesFromASecondThreadAreIgnored) {

@@ -1,6 +1,7 @@
 #include "gpuscope/report.h"
 
 #include <sstream>
+#include <vector>
 #include <string>
 
 #include "gpuscope/gpuscope.h"
@@ -42,6 +43,44 @@ TEST(ReportTest, ShowsQuantilesBreakdownAndThroughputIn80Columns) {
   EXPECT_NE(report.find("checkpoint"), std::string::npos);
   EXPECT_NE(report.find("nnnn~"), std::string::npos) << "long names are shortened";
   EXPECT_EQ(report.find("instrumentation problems"), std::string::npos);
+}
+
+// Columns a UTF-8 line takes (one per code point).
+size_t Columns(const std::string& line) {
+  size_t n = 0;
+  for (char c : line) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+TEST(ReportTest, LongNonAsciiNamesAreShortenedAtCharacterBoundaries) {
+  ClockedSession s;
+  const std::string name = "\u6ce8\u610f\u529b\u5c42\u524d\u5411\u4f20\u64ad\u8ba1\u7b97-attention-forward-pass";
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(*s);
+    s.Phase(name, kMs);
+    s.Phase("short", kMs);
+  }
+  const std::string report = FormatReport(s->Summarize());
+  // Valid UTF-8 throughout: every lead byte is followed by its continuation bytes.
+  for (size_t i = 0; i < report.size();) {
+    const auto c = static_cast<unsigned char>(report[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    ASSERT_NE(len, 0u) << "stray byte at " << i;
+    for (size_t k = 1; k < len; ++k) {
+      ASSERT_LT(i + k, report.size());
+      ASSERT_EQ(static_cast<unsigned char>(report[i + k]) & 0xC0, 0x80) << "cut character at " << i;
+    }
+    i += len;
+  }
+  // Rows stay aligned: the share column starts at the same column in each row.
+  std::istringstream in(report);
+  std::vector<size_t> share_columns;
+  for (std::string line; std::getline(in, line);) {
+    const size_t pct = line.find("50.0%");
+    if (pct != std::string::npos) share_columns.push_back(Columns(line.substr(0, pct)));
+  }
+  ASSERT_EQ(share_columns.size(), 2u) << report;
+  EXPECT_EQ(share_columns[0], share_columns[1]) << report;
 }
 
 TEST(ReportTest, SaysWhenThereAreNoStepsAndWhenScopesWereMisused) {

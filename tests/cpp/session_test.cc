@@ -23,7 +23,7 @@ using testing::kUs;
 
 double BreakdownSum(const Summary& s) {
   double sum = 0;
-  for (const PhaseStats& p : s.phases) sum += p.breakdown_share;
+  for (const PhaseStats& p : s.phases) sum += p.share;
   return sum;
 }
 
@@ -47,17 +47,17 @@ TEST(SessionTest, BreakdownIsExactWithAManualClock) {
   const PhaseStats* other = sum.FindPhase("other");
   ASSERT_NE(data, nullptr);
   ASSERT_NE(other, nullptr);
+  EXPECT_NEAR(data->inclusive_share, 30.0 / 45, 1e-12);
   EXPECT_NEAR(data->share, 30.0 / 45, 1e-12);
-  EXPECT_NEAR(data->breakdown_share, 30.0 / 45, 1e-12);
   EXPECT_DOUBLE_EQ(data->time.p95, 0.030);
   EXPECT_EQ(data->steps, 10);
   EXPECT_EQ(data->count, 10);
   EXPECT_TRUE(data->builtin);
   EXPECT_TRUE(data->top_level);
-  EXPECT_NEAR(other->breakdown_share, 3.0 / 45, 1e-12);
+  EXPECT_NEAR(other->share, 3.0 / 45, 1e-12);
   EXPECT_DOUBLE_EQ(other->time.p50, 0.003);
   EXPECT_NEAR(BreakdownSum(sum), 1.0, 1e-12);
-  // Ordered by breakdown share: data, forward, other, h2d.
+  // Ordered by share: data, forward, other, h2d.
   ASSERT_EQ(sum.phases.size(), 4u);
   EXPECT_EQ(sum.phases[0].name, "data");
   EXPECT_EQ(sum.phases[1].name, "forward");
@@ -91,8 +91,8 @@ TEST(SessionTest, BreakdownSharesSumToOneOnRandomLoops) {
       EXPECT_NEAR(BreakdownSum(sum), 1.0, 1e-9) << "trial " << trial;
     }
     for (const PhaseStats& p : sum.phases) {
-      EXPECT_LE(p.breakdown_share, p.share + 1e-12) << p.name;
-      EXPECT_LE(p.share, 1.0 + 1e-12) << p.name;
+      EXPECT_LE(p.share, p.inclusive_share + 1e-12) << p.name;
+      EXPECT_LE(p.inclusive_share, 1.0 + 1e-12) << p.name;
     }
   }
 }
@@ -111,11 +111,11 @@ TEST(SessionTest, NestedPhasesKeepTheirOwnStatsOutsideTheBreakdown) {
   const PhaseStats* att = sum.FindPhase("attention");
   ASSERT_NE(fwd, nullptr);
   ASSERT_NE(att, nullptr);
-  EXPECT_DOUBLE_EQ(fwd->breakdown_share, 1.0);
+  EXPECT_DOUBLE_EQ(fwd->share, 1.0);
   EXPECT_FALSE(att->top_level);
   EXPECT_FALSE(att->builtin);
-  EXPECT_DOUBLE_EQ(att->breakdown_share, 0.0);
-  EXPECT_DOUBLE_EQ(att->share, 0.4);
+  EXPECT_DOUBLE_EQ(att->share, 0.0);
+  EXPECT_DOUBLE_EQ(att->inclusive_share, 0.4);
   EXPECT_DOUBLE_EQ(att->time.p50, 0.004);
   EXPECT_NEAR(BreakdownSum(sum), 1.0, 1e-12);
 }
@@ -140,7 +140,7 @@ TEST(SessionTest, RepeatedAndSelfNestedPhasesCountTheirUnion) {
   EXPECT_DOUBLE_EQ(data->time.p50, 0.005);
   EXPECT_EQ(block->count, 2);
   EXPECT_DOUBLE_EQ(block->total, 0.003);
-  EXPECT_DOUBLE_EQ(block->breakdown_share, 3.0 / 9);
+  EXPECT_DOUBLE_EQ(block->share, 3.0 / 9);
   EXPECT_NEAR(BreakdownSum(sum), 1.0, 1e-12);
 }
 
@@ -160,7 +160,7 @@ TEST(SessionTest, PhasesOutsideStepsAreRecordedOnTheirOwn) {
   EXPECT_EQ(ckpt->steps, 0);
   EXPECT_EQ(ckpt->outside_steps_count, 3);
   EXPECT_DOUBLE_EQ(ckpt->outside_steps_total, 1.5);
-  EXPECT_DOUBLE_EQ(ckpt->share, 0.0);
+  EXPECT_DOUBLE_EQ(ckpt->inclusive_share, 0.0);
   EXPECT_NEAR(BreakdownSum(sum), 1.0, 1e-12);
   EXPECT_EQ(sum.misuse, MisuseCounts{});  // not a misuse
 }

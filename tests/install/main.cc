@@ -24,8 +24,8 @@ int main() {
   const gpuscope::Summary s = session.Summarize();
   std::cout << gpuscope::FormatReport(s);
   const gpuscope::PhaseStats* data = s.FindPhase("data");
-  if (s.steps != 8 || s.total_steps != 10 || data == nullptr || data->breakdown_share < 0.29 ||
-      data->breakdown_share > 0.31) {
+  if (s.steps != 8 || s.total_steps != 10 || data == nullptr || data->share < 0.29 ||
+      data->share > 0.31) {
     std::fprintf(stderr, "unexpected summary from the installed gpuscope %s\n", GPUSCOPE_VERSION);
     return 1;
   }

@@ -1,6 +1,5 @@
 """step() and phase() as context managers and decorators; errors."""
 
-import asyncio
 import threading
 
 import pytest
@@ -97,15 +96,37 @@ def test_step_as_a_decorator(session, clock):
     assert s.throughput == pytest.approx(3200.0)
 
 
-def test_async_function_decorated(session, clock):
-    @session.phase("eval")
+def test_coroutine_and_generator_functions_are_refused(session):
     async def evaluate():
-        clock.advance(MS)
         return 7
 
-    with session.step():
-        assert asyncio.run(evaluate()) == 7
-    assert session.summary().phases["eval"].count == 1
+    def batches():
+        yield 1
+
+    for fn in (evaluate, batches):
+        with pytest.raises(TypeError, match="await/yield"):
+            session.phase("eval")(fn)
+        with pytest.raises(TypeError, match="await/yield"):
+            session.step()(fn)
+
+
+def test_recursion_deeper_than_the_scope_limit_is_silent(clock):
+    for enabled in (True, False):
+        s = gs.Session(clock=clock, enabled=enabled)
+
+        @s.phase("rec")
+        def rec(n):
+            clock.advance(MS)
+            return 0 if n == 0 else 1 + rec(n - 1)
+
+        with s.step():
+            assert rec(40) == 40
+        sm = s.summary()
+        if enabled:
+            assert sm.phases["rec"].count == 31  # the step plus 31 phases fill the 32 levels
+            assert sm.misuse["too_deep"] == 10
+        else:
+            assert sm.total_steps == 0
 
 
 def test_bad_phase_names_raise_value_error(session):
@@ -173,6 +194,29 @@ def test_recording_from_a_second_thread_raises_there(session):
     t.start()
     t.join()
     assert len(errors) == 1 and "own Session" in errors[0]
+
+
+def test_step_scope_exited_without_entering_raises(session):
+    st = session.step()
+    with pytest.raises(gs.GpuscopeError, match="without being entered"):
+        st.__exit__(None, None, None)
+    with st:
+        pass
+    with pytest.raises(gs.GpuscopeError, match="without being entered"):
+        st.__exit__(None, None, None)  # exited twice
+    assert session.summary().total_steps == 1
+
+
+def test_unbound_enter_and_exit_check_their_argument(session):
+    phase_type = type(session.phase("x"))
+    step_type = type(session.step())
+    for t in (phase_type, step_type):
+        with pytest.raises(TypeError):
+            t.__enter__(session)
+        with pytest.raises(TypeError):
+            t.__exit__(object(), None, None, None)
+    with pytest.raises(TypeError):
+        phase_type.__enter__.__get__(session.step(), step_type)
 
 
 def test_step_counts_are_validated(session):

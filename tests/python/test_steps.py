@@ -22,9 +22,9 @@ def test_each_item_is_one_step_and_next_is_data(session, clock):
     assert s.steps == 3
     assert s.step_time.p50 == pytest.approx(0.040)
     assert s.phases["data"].p50 == pytest.approx(0.030)
-    assert s.phases["data"].breakdown_share == pytest.approx(0.75)
-    assert s.phases["forward"].breakdown_share == pytest.approx(0.25)
-    assert sum(p.breakdown_share for p in s.phases.values()) == pytest.approx(1.0)
+    assert s.phases["data"].share == pytest.approx(0.75)
+    assert s.phases["forward"].share == pytest.approx(0.25)
+    assert sum(p.share for p in s.phases.values()) == pytest.approx(1.0)
 
 
 def test_step_ends_when_the_next_item_is_asked_for(session, clock):
@@ -102,6 +102,9 @@ def test_bad_arguments_raise_type_or_value_errors(session):
         session.steps(range(3), samples=-1)
     with pytest.raises(TypeError):
         session.steps(range(3), batch=4)
+    with pytest.raises(ValueError, match=">= 0"):
+        for _ in session.steps(range(3), samples=lambda b: -1):
+            pass
 
 
 def test_steps_inside_an_open_step_is_a_misuse(session):

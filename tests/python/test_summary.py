@@ -27,8 +27,8 @@ def test_summary_attributes(session, clock):
     assert s.lifetime_step_time.count == 10
     assert list(s.phases)[0] == "data"  # breakdown order
     assert s.phases["attention"].top_level is False
-    assert s.phases["attention"].share == pytest.approx(1 / 41)
-    assert s.phases["other"].breakdown_share == pytest.approx(0.0)
+    assert s.phases["attention"].inclusive_share == pytest.approx(1 / 41)
+    assert s.phases["other"].share == pytest.approx(0.0)
     assert s.throughput == pytest.approx(8 / 0.041)
     assert s.samples_per_second == s.throughput
     assert s.tokens_per_second == pytest.approx(800 / 0.041)

@@ -89,7 +89,13 @@ class SlowDataset(torch.utils.data.Dataset):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_dataloader_with_forked_workers(num_workers):
-    gs.default_session()  # exists before the workers fork
+    default = gs.default_session()  # exists before the workers fork
+
+    def decode_calls():
+        p = default.summary().phases.get("decode")
+        return p.outside_steps_count if p else 0
+
+    before = decode_calls()
     loader = torch.utils.data.DataLoader(SlowDataset(64, 0.002), batch_size=8,
                                          num_workers=num_workers)
     s = gs.Session()
@@ -104,4 +110,8 @@ def test_dataloader_with_forked_workers(num_workers):
     assert sm.throughput is not None and sm.throughput > 0
     assert sm.phases["data"].share > 0.2  # 8 x 2 ms of loading per step
     assert all(v == 0 for v in sm.misuse.values())
-    assert "decode" not in sm.phases
+    assert "decode" not in sm.phases  # recorded on the default session, not on s
+    # In this process each item's decode is recorded on the default session;
+    # in forked workers nothing is, and the parent's session is untouched.
+    assert decode_calls() - before == (64 if num_workers == 0 else 0)
+    assert all(v == 0 for v in default.summary().misuse.values())

@@ -48,24 +48,29 @@ class RecordingAnnotator final : public internal::Annotator {
   std::shared_ptr<Log> log_;
 };
 
-// An activity source whose Start() answers `start_status`.
+// An activity source whose Start() answers `start_status`. Calls are counted
+// in `calls`, which outlives the fake (a session owns and destroys it).
 class FakeActivitySource final : public internal::ActivitySource {
  public:
-  explicit FakeActivitySource(absl::Status start_status) : start_status_(std::move(start_status)) {}
+  struct Calls {
+    int starts = 0;
+    int stops = 0;
+  };
+  explicit FakeActivitySource(absl::Status start_status,
+                              std::shared_ptr<Calls> calls = std::make_shared<Calls>())
+      : start_status_(std::move(start_status)), calls_(std::move(calls)) {}
   absl::string_view name() const override { return "fake-cupti"; }
   absl::Status Start() override {
-    ++starts;
+    ++calls_->starts;
     return start_status_;
   }
   int64_t Drain(std::vector<internal::DeviceInterval>*) override { return 0; }
   uint64_t dropped() const override { return 0; }
-  void Stop() override { ++stops; }
-
-  int starts = 0;
-  int stops = 0;
+  void Stop() override { ++calls_->stops; }
 
  private:
   absl::Status start_status_;
+  std::shared_ptr<Calls> calls_;
 };
 
 // A device timer whose Start() answers `start_status`; records nothing.
