@@ -1,5 +1,7 @@
 // The hot path's budget (scopes.h): a phase scope costs about two clock reads
-// plus an NVTX push/pop and a record append; a disabled one, a branch.
+// plus an NVTX push/pop and a record append; a disabled one, a branch. The
+// clock is the TSC where it is trustworthy (backends/tsc.h); run with
+// GPUSCOPE_CLOCK=monotonic to measure the CLOCK_MONOTONIC path.
 //
 // The queue is drained outside the timed region every kDrainEvery
 // iterations, and the background worker is kept idle (long flush interval),
@@ -9,6 +11,7 @@
 #include <cstdint>
 
 #include "backends/clock.h"
+#include "backends/tsc.h"
 #include "benchmark/benchmark.h"
 #include "gpuscope/gpuscope.h"
 
@@ -37,6 +40,11 @@ void BM_ClockNow(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(MonotonicNowNs());
 }
 BENCHMARK(BM_ClockNow);
+
+void BM_TscNow(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(internal::ReadTsc());
+}
+BENCHMARK(BM_TscNow);
 
 void BM_NvtxRangeNoTool(benchmark::State& state) {
 #if GPUSCOPE_HAVE_NVTX

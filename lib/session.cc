@@ -105,6 +105,7 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
       fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
       session_tag_(NextSessionTag()),
       clock_(options.clock.get()),
+      tsc_(options.clock == nullptr && options.enabled ? TscClock::Get() : nullptr),
       backends_(WithAnnotator(std::move(backends))),
       annotator_(backends_.annotator.get()),
       recording_flag_(recording_flag),
@@ -126,6 +127,11 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
   source_reason_ = std::move(choice.reason);
   if (source_ == Source::kHost) {
     LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
+  }
+  if (clock_ == nullptr) {
+    std::string clock;
+    TscClock::Get(&clock);
+    LogOnce("host-clock", LogLevel::kInfo, absl::StrCat("host clock: ", clock));
   }
   // Without a worker thread (the process may not start one), readers still
   // drain the queue in Summarize(); records beyond its capacity are dropped.
@@ -310,7 +316,16 @@ void SessionImpl::Pump() {
 }
 
 void SessionImpl::PumpLocked() {
-  queue_.Drain([this](const Record& r) { aggregator_.Consume(r); });
+  if (tsc_ == nullptr) {
+    queue_.Drain([this](const Record& r) { aggregator_.Consume(r); });
+  } else {
+    queue_.Drain([this](const Record& r) {
+      Record converted = r;  // TSC ticks -> CLOCK_MONOTONIC ns
+      converted.begin_ns = tsc_->ToNs(r.begin_ns);
+      converted.end_ns = tsc_->ToNs(r.end_ns);
+      aggregator_.Consume(converted);
+    });
+  }
   ReportNewMisuse();
 }
 

@@ -1,10 +1,14 @@
 // File: gpuscope/clock.h
 // -----------------------------------------------------------------------------
 //
-// The host clock every gpuscope time is read from. By default a session reads
-// CLOCK_MONOTONIC directly (through the vDSO: no system call). A session can
-// be given another `Clock` in `Options::clock`; tests use `ManualClock` to make
-// step times exact.
+// The host clock every gpuscope time is read from. By default a session
+// stamps scopes with the CPU's time-stamp counter where it is a trustworthy
+// clock (x86-64 with the kernel using it as clocksource), converted to
+// CLOCK_MONOTONIC nanoseconds off the hot path; elsewhere, or with
+// GPUSCOPE_CLOCK=monotonic, it reads CLOCK_MONOTONIC (through the vDSO: no
+// system call). Every time in a Summary is on CLOCK_MONOTONIC either way. A
+// session can be given another `Clock` in `Options::clock`; tests use
+// `ManualClock` to make step times exact.
 //
 // Example:
 //

@@ -47,8 +47,8 @@ struct Options {
   // yes, on) has the same effect whatever this says.
   bool enabled = true;
 
-  // The host clock. Null: CLOCK_MONOTONIC, read inline. Tests pass a
-  // `ManualClock`.
+  // The host clock. Null: the calibrated TSC or CLOCK_MONOTONIC, read inline
+  // (see gpuscope/clock.h). Tests pass a `ManualClock`.
   std::shared_ptr<Clock> clock = nullptr;
 
   // Distinct phase names the session can hold, the nine built-in ones

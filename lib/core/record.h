@@ -26,8 +26,8 @@ enum RecordFlags : uint16_t {
 // One ended scope. Written by the recording thread, read by whoever drains
 // the session's queue. 64 bytes, one cache line; plain data.
 struct alignas(64) Record {
-  int64_t begin_ns;      // host clock at the scope's begin
-  int64_t end_ns;        // host clock at its end
+  int64_t begin_ns;      // host clock at the scope's begin (TSC ticks until drained)
+  int64_t end_ns;        // host clock at its end (TSC ticks until drained)
   uint64_t step_seq;     // the step it belongs to (1-based); 0: outside any step
   int64_t samples;       // kStep: StepOptions::samples (-1: not given)
   int64_t tokens;        // kStep: StepOptions::tokens (-1: not given)

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "backends/backends.h"
 #include "backends/clock.h"
+#include "backends/tsc.h"
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
@@ -94,7 +95,12 @@ class SessionImpl final : public Pumpable {
   bool InForkedChild() const noexcept {
     return fork_generation_ != g_fork_generation.load(std::memory_order_relaxed);
   }
-  int64_t Now() const noexcept { return ReadClock(clock_); }
+  // Host time in the session's units: TSC ticks when tsc_ is set (converted
+  // to nanoseconds as records are drained), else nanoseconds.
+  int64_t Now() const noexcept {
+    if (clock_ != nullptr) return clock_->NowNs();
+    return tsc_ != nullptr ? ReadTsc() : ReadMonotonicNs();
+  }
   uint32_t NextSerial() noexcept {
     const uint32_t s = next_serial_++;
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
@@ -110,7 +116,8 @@ class SessionImpl final : public Pumpable {
   const absl::Status status_;
   const uint32_t fork_generation_;
   const uint16_t session_tag_;  // tells this session's PhaseIds and tokens from others'
-  const Clock* const clock_;  // null: CLOCK_MONOTONIC inline
+  const Clock* const clock_;      // Options::clock; null: TSC or CLOCK_MONOTONIC
+  const TscClock* const tsc_;    // non-null: scopes are stamped in TSC ticks
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
   Source source_ = Source::kHost;

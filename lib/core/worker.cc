@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "backends/tsc.h"
 #include "util/log.h"
 
 namespace gpuscope::internal {
@@ -97,8 +98,10 @@ void Worker::Unregister(Pumpable* p) {
 
 void Worker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
+  const TscClock* tsc = TscClock::Get();
   for (;;) {
     cv_.wait_for(lock, interval_);
+    if (tsc != nullptr) tsc->Refine();
     for (Pumpable* p : sessions_) p->Pump();
     passes_.fetch_add(1, std::memory_order_relaxed);
   }

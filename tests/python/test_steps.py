@@ -120,3 +120,29 @@ def test_module_level_steps_and_a_disabled_session(monkeypatch, clock):
     assert not s.recording
     assert list(s.steps(range(4))) == [0, 1, 2, 3]  # items pass through untouched
     assert s.summary().total_steps == 0
+
+
+@pytest.mark.parametrize("clock_choice", ["monotonic", "tsc"])
+def test_either_host_clock_times_a_real_sleep(clock_choice):
+    import subprocess
+    import sys
+    code = (
+        "import time, gpuscope as gs\n"
+        "s = gs.Session()\n"
+        "start = time.monotonic()\n"
+        "for _ in s.steps(range(3)):\n"
+        "    with s.phase('forward'):\n"
+        "        time.sleep(0.01)\n"
+        "elapsed = time.monotonic() - start\n"
+        "sm = s.summary()\n"
+        "assert sm.total_steps == 3, sm.total_steps\n"
+        "assert sm.phases['forward'].p50 >= 0.01, sm.phases['forward'].p50\n"
+        "assert sm.window_time <= elapsed * 1.001 + 1e-4, (sm.window_time, elapsed)\n"
+        "print('ok')\n"
+    )
+    env = dict(__import__("os").environ, GPUSCOPE_CLOCK=clock_choice, GPUSCOPE_LOG="info")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    if clock_choice == "monotonic":
+        assert "host clock: CLOCK_MONOTONIC (GPUSCOPE_CLOCK=monotonic)" in out.stderr
