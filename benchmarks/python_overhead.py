@@ -10,7 +10,8 @@ of ``torch.profiler.record_function`` and at most a third of
 missing are reported as such (``pip install nvtx torch``).
 
 Each number is the best of --repeat runs of --n iterations, loop overhead
-included (the empty loop is listed). gpuscope phases run inside steps of 64
+included (the empty loop is listed); the candidates run round-robin, once
+each per round, so that noise on a shared machine hits them alike. gpuscope phases run inside steps of 64
 phases, as in a training loop; the queue is drained between runs, outside the
 timed region, and the background worker drains concurrently as it does in a
 training run; the run fails if any record was dropped.
@@ -27,16 +28,23 @@ import time
 import gpuscope as gs
 
 PHASES_PER_STEP = 64
+PHASE = '`with s.phase("forward")` (gpuscope)'
+NVTX = '`with nvtx.annotate("forward")` (PyPI nvtx, no tool)'
+RECORD = '`with torch.profiler.record_function("forward")` (no profiler)'
 
 
-def best_ns_per_iter(fn, n: int, repeat: int, between=None) -> float:
-    best = float("inf")
+def interleaved_best(candidates, repeat: int, between=None):
+    """Best ns/iteration per candidate, running every candidate once per round
+    (round-robin), so that a noisy moment on a shared machine hits them all
+    alike instead of one row."""
+    best = {label: float("inf") for label, _, _ in candidates}
     for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn(n)
-        best = min(best, (time.perf_counter_ns() - t0) / n)
-        if between:
-            between()
+        for label, fn, n in candidates:
+            t0 = time.perf_counter_ns()
+            fn(n)
+            best[label] = min(best[label], (time.perf_counter_ns() - t0) / n)
+            if between:
+                between()
     return best
 
 
@@ -50,7 +58,6 @@ def main() -> int:
     # The background worker drains concurrently, as in a real run (every 1 ms,
     # so bursts of 7 M records/s never fill the queue).
     s = gs.Session(queue_capacity=1 << 18, flush_interval_ms=1)
-    rows = []
 
     def empty_loop(k):
         for _ in range(k):
@@ -79,14 +86,14 @@ def main() -> int:
         for _ in s.steps(range(k)):
             pass
 
-    rows.append(("empty `for` loop", best_ns_per_iter(empty_loop, n, args.repeat)))
-    rows.append(("`with contextlib.nullcontext()`", best_ns_per_iter(nullcontext, n, args.repeat)))
-    rows.append(("`time.perf_counter_ns()` pair", best_ns_per_iter(perf_counter_pair, n, args.repeat)))
-    phase_ns = best_ns_per_iter(gpuscope_phase, n, args.repeat, s.flush)
-    rows.append(('`with s.phase("forward")` (gpuscope)', phase_ns))
-    rows.append(("`for x in s.steps(range(n))` (gpuscope)", best_ns_per_iter(gpuscope_steps, n, args.repeat, s.flush)))
-
-    nvtx_ns = record_ns = None
+    candidates = [
+        ("empty `for` loop", empty_loop, n),
+        ("`with contextlib.nullcontext()`", nullcontext, n),
+        ("`time.perf_counter_ns()` pair", perf_counter_pair, n),
+        (PHASE, gpuscope_phase, n),
+        ("`for x in s.steps(range(n))` (gpuscope)", gpuscope_steps, n),
+    ]
+    missing = []
     try:
         import nvtx
 
@@ -95,10 +102,9 @@ def main() -> int:
                 with nvtx.annotate("forward"):
                     pass
 
-        nvtx_ns = best_ns_per_iter(nvtx_annotate, n, args.repeat)
-        rows.append(('`with nvtx.annotate("forward")` (PyPI nvtx, no tool)', nvtx_ns))
+        candidates.append((NVTX, nvtx_annotate, n))
     except ImportError:
-        rows.append(("`nvtx.annotate` (not installed: pip install nvtx)", None))
+        missing.append("`nvtx.annotate` (not installed: pip install nvtx)")
     try:
         import torch
 
@@ -108,10 +114,13 @@ def main() -> int:
                 with rf("forward"):
                     pass
 
-        record_ns = best_ns_per_iter(record_function, max(n // 10, 1000), args.repeat)
-        rows.append(('`with torch.profiler.record_function("forward")` (no profiler)', record_ns))
+        candidates.append((RECORD, record_function, max(n // 10, 1000)))
     except ImportError:
-        rows.append(("`torch.profiler.record_function` (torch not installed)", None))
+        missing.append("`torch.profiler.record_function` (torch not installed)")
+
+    best = interleaved_best(candidates, args.repeat, s.flush)
+    rows = [(label, best[label]) for label, _, _ in candidates] + [(m, None) for m in missing]
+    phase_ns, nvtx_ns, record_ns = best[PHASE], best.get(NVTX), best.get(RECORD)
 
     summary = s.summary()
     if summary.misuse["dropped_records"] or summary.misuse["incomplete_steps"]:
