@@ -112,7 +112,9 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
       phases_(options.max_phases,
               [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); },
               session_tag_),
+      stream_(options.stream),
       queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
+      orphaned_markers_(backends_.device_timer != nullptr ? size_t{1} << 16 : 2),
       aggregator_(options.enabled ? options.window : 1, options.max_phases) {
   if (!status_.ok()) {
     source_reason_ = absl::StrCat("session disabled: ", status_.message());
@@ -125,6 +127,9 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
   SourceChoice choice = SelectSource(backends_);
   source_ = choice.source;
   source_reason_ = std::move(choice.reason);
+  timer_ = backends_.device_timer.get();  // null unless the events source won
+  events_on_.store(timer_ != nullptr, std::memory_order_relaxed);
+  aggregator_.SetDeviceTimer(timer_);
   if (source_ == Source::kHost) {
     LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
   }
@@ -140,7 +145,9 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
 
 SessionImpl::~SessionImpl() {
   Close();
-  if (!InForkedChild() && backends_.activity != nullptr) backends_.activity->Stop();
+  if (InForkedChild()) return;  // the parent's devices are not ours to touch
+  if (backends_.activity != nullptr) backends_.activity->Stop();
+  if (timer_ != nullptr) timer_->Stop();
 }
 
 absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
@@ -187,11 +194,11 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   step_frame_ = depth_;
   Frame& f = stack_[static_cast<size_t>(depth_)];
   f.serial = NextSerial();
-  f.begin_event = kNoEvent;
   f.name_id = 0;
   f.is_step = true;
   annotator_->PushStep(step_seq_ - 1);
   f.begin_ns = Now();
+  f.begin_event = RecordMarker();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -202,11 +209,11 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
   }
   Frame& f = stack_[static_cast<size_t>(depth_)];
   f.serial = NextSerial();
-  f.begin_event = kNoEvent;
   f.name_id = id;
   f.is_step = false;
   annotator_->PushPhase(id);
   f.begin_ns = Now();
+  f.begin_event = RecordMarker();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -252,16 +259,14 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
   if (out_of_order) out_of_order_end_.Increment();
   while (depth_ > d) {
     --depth_;
-    annotator_->Pop();
     const Frame& f = stack_[static_cast<size_t>(depth_)];
     uint16_t flags = depth_ == d ? 0 : kRecordAutoClosed;
-    if (!record) {
-      // A cancelled phase is simply not recorded; a cancelled step still
-      // sends its record, flagged, so the aggregator drops its phases.
-      if (!f.is_step) continue;
-      flags = static_cast<uint16_t>(flags | kRecordCancelled);
-    }
-    Emit(f, depth_, now, flags);
+    // A cancelled scope still sends its record, flagged: the aggregator then
+    // drops it (and a step's phases) and returns its markers to the pool.
+    if (!record) flags = static_cast<uint16_t>(flags | kRecordCancelled);
+    const uint32_t end_marker = RecordMarker();
+    annotator_->Pop();
+    Emit(f, depth_, now, flags, end_marker);
   }
   return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
 }
@@ -272,12 +277,17 @@ void SessionImpl::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
   step_tokens_ = tokens;
 }
 
-void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept {
+void SessionImpl::SetStream(uint64_t stream) noexcept {
+  if (CheckCaller() == ScopeStatus::kOk) stream_ = stream;
+}
+
+void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
+                       uint32_t end_marker) noexcept {
   Record r;
   r.begin_ns = frame.begin_ns;
   r.end_ns = end_ns;
   r.begin_event = frame.begin_event;
-  r.end_event = kNoEvent;
+  r.end_event = end_marker;
   r.flags = flags;
   if (frame.is_step) {
     r.kind = RecordKind::kStep;
@@ -304,6 +314,9 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
   if (!queue_.TryPush(r)) {
     dropped_records_.Increment();
     if (step_frame_ >= 0) step_incomplete_ = true;
+    // The markers must still go back to the pool: hand them over apart.
+    if (r.begin_event != kNoEvent) orphaned_markers_.TryPush(r.begin_event);
+    if (r.end_event != kNoEvent) orphaned_markers_.TryPush(r.end_event);
   }
 }
 
@@ -316,6 +329,9 @@ void SessionImpl::Pump() {
 }
 
 void SessionImpl::PumpLocked() {
+  if (timer_ != nullptr && events_on_.load(std::memory_order_relaxed)) {
+    if (absl::Status healthy = timer_->Maintain(); !healthy.ok()) LowerToHost(healthy);
+  }
   if (tsc_ == nullptr) {
     queue_.Drain([this](const Record& r) { aggregator_.Consume(r); });
   } else {
@@ -326,7 +342,22 @@ void SessionImpl::PumpLocked() {
       aggregator_.Consume(converted);
     });
   }
+  if (timer_ != nullptr) {
+    orphaned_markers_.Drain([this](uint32_t slot) { timer_->Release(slot); });
+    if (aggregator_.ResolvePending() == Aggregator::Resolution::kMarkerLost) {
+      LowerToHost(absl::DataLossError(absl::StrCat(timer_->name(), " lost a marker")));
+    }
+  }
   ReportNewMisuse();
+}
+
+void SessionImpl::LowerToHost(const absl::Status& why) {
+  if (!events_on_.exchange(false)) return;
+  aggregator_.DropPending();  // returns every outstanding marker to the pool
+  source_ = Source::kHost;
+  source_reason_ = absl::StrCat("lowered to host: ", timer_->name(), " failed (", why.message(),
+                                "); the training loop goes on, timed on the host only");
+  LogOnce(absl::StrCat("lowered-", timer_->name()), LogLevel::kWarning, source_reason_);
 }
 
 void SessionImpl::ReportNewMisuse() {
@@ -381,10 +412,14 @@ Summary SessionImpl::Summarize() {
     PumpLocked();
     aggregator_.Fill(phases_, &s);
     s.misuse.incomplete_steps = aggregator_.incomplete_steps();
+    s.source = source_;
+    s.source_reason = source_reason_;
+    if (source_ == Source::kHost) {  // lowered: what was measured before stays, labeled host
+      s.gpu_idle_pct.reset();
+      s.idle_by_cause.clear();
+    }
   }
   s.window = options_.window;
-  s.source = source_;
-  s.source_reason = source_reason_;
   s.misuse.out_of_order_end = out_of_order_end_.Get();
   s.misuse.stale_end = stale_end_.Get();
   s.misuse.nested_step = nested_step_.Get();
@@ -407,6 +442,12 @@ void SessionImpl::Close() {
   if (InForkedChild()) return;  // the parent's worker is not ours to touch
   if (registered_.exchange(false)) Worker::Get().Unregister(this);
   Flush();
+  if (timer_ != nullptr) {
+    // Markers of steps still waiting for the GPU go back to the pool: after
+    // Close() nothing asks for them again.
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    aggregator_.Abandon();
+  }
 }
 
 std::unique_ptr<Session> SessionTestPeer::Create(Options options, Backends backends) {
@@ -478,6 +519,10 @@ ScopeStatus Session::Cancel(ScopeToken token) noexcept {
 
 void Session::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
   if (recording()) impl_->SetStepCounts(samples, tokens);
+}
+
+void Session::SetStream(uint64_t stream) noexcept {
+  if (recording()) impl_->SetStream(stream);
 }
 
 Summary Session::Summarize() const { return impl_->Summarize(); }

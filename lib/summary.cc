@@ -36,7 +36,10 @@ using internal::JsonWriter;
 
 // Each struct's fields are listed once, in a Fields() function that a
 // visitor walks: JsonOut writes them, JsonIn reads them back. Adding a field
-// to the encoding is one line here.
+// to the encoding is one line here. Fields added after schema version 1 was
+// first written are kOptional: readers accept documents without them.
+
+constexpr bool kOptional = false;
 
 template <typename V, typename Q>
 void Fields(V& v, Q& q) {  // Quantiles
@@ -76,6 +79,8 @@ void PhaseFields(V& v, P& p) {
   v.Object("time", p.time, [](auto& sub, auto& q) { Fields(sub, q); });
   v.Int("outside_steps_count", p.outside_steps_count);
   v.Number("outside_steps_total", p.outside_steps_total);
+  v.Object("device", p.device, [](auto& sub, auto& q) { Fields(sub, q); }, kOptional);
+  v.Number("backlog_p50", p.backlog_p50, kOptional);
 }
 
 template <typename V, typename S>
@@ -90,6 +95,8 @@ void SummaryFields(V& v, S& s) {
   v.Number("window_time", s.window_time);
   v.Object("step_time", s.step_time, [](auto& sub, auto& q) { Fields(sub, q); });
   v.Object("lifetime_step_time", s.lifetime_step_time, [](auto& sub, auto& q) { Fields(sub, q); });
+  v.Int("gpu_steps", s.gpu_steps, kOptional);
+  v.Object("device_step_time", s.device_step_time, [](auto& sub, auto& q) { Fields(sub, q); }, kOptional);
   v.Array("phases", s.phases, [](auto& sub, auto& p) { PhaseFields(sub, p); });
   v.Optional("samples_per_second", s.samples_per_second);
   v.Optional("tokens_per_second", s.tokens_per_second);
@@ -104,8 +111,8 @@ class JsonOut {
  public:
   explicit JsonOut(JsonWriter& w) : w_(w) {}
 
-  void Int(std::string_view key, int64_t v) { w_.Key(key); w_.Int(v); }
-  void Number(std::string_view key, double v) { w_.Key(key); w_.Number(v); }
+  void Int(std::string_view key, int64_t v, bool = true) { w_.Key(key); w_.Int(v); }
+  void Number(std::string_view key, double v, bool = true) { w_.Key(key); w_.Number(v); }
   void Bool(std::string_view key, bool v) { w_.Key(key); w_.Bool(v); }
   void String(std::string_view key, const std::string& v) { w_.Key(key); w_.String(v); }
   void Source(std::string_view key, gpuscope::Source v) { w_.Key(key); w_.String(SourceName(v)); }
@@ -124,7 +131,7 @@ class JsonOut {
     w_.EndObject();
   }
   template <typename T, typename Fn>
-  void Object(std::string_view key, const T& value, Fn fields) {
+  void Object(std::string_view key, const T& value, Fn fields, bool = true) {
     w_.Key(key);
     w_.BeginObject();
     fields(*this, value);
@@ -154,8 +161,8 @@ class JsonIn {
   JsonIn(const JsonValue& obj, std::string path, absl::Status* status)
       : obj_(obj), path_(std::move(path)), status_(status) {}
 
-  void Int(std::string_view key, int64_t& out) {
-    if (const JsonValue* v = Get(key)) {
+  void Int(std::string_view key, int64_t& out, bool required = true) {
+    if (const JsonValue* v = Get(key, required)) {
       std::optional<int64_t> i = v->is_number() ? v->as_int64() : std::nullopt;
       if (i.has_value()) {
         out = *i;
@@ -164,8 +171,8 @@ class JsonIn {
       }
     }
   }
-  void Number(std::string_view key, double& out) {
-    if (const JsonValue* v = Get(key)) {
+  void Number(std::string_view key, double& out, bool required = true) {
+    if (const JsonValue* v = Get(key, required)) {
       if (v->is_number()) {
         out = v->as_number();
       } else {
@@ -226,8 +233,8 @@ class JsonIn {
     }
   }
   template <typename T, typename Fn>
-  void Object(std::string_view key, T& value, Fn fields) {
-    const JsonValue* v = Get(key);
+  void Object(std::string_view key, T& value, Fn fields, bool required = true) {
+    const JsonValue* v = Get(key, required);
     if (v == nullptr) return;
     if (!v->is_object()) return Fail(key, "must be an object");
     JsonIn sub(*v, absl::StrCat(path_, internal::ToAbsl(key), "."), status_);
@@ -253,10 +260,10 @@ class JsonIn {
   }
 
  private:
-  const JsonValue* Get(std::string_view key) {
+  const JsonValue* Get(std::string_view key, bool required = true) {
     if (!status_->ok()) return nullptr;
     const JsonValue* v = obj_.Find(key);
-    if (v == nullptr) Fail(key, "is missing");
+    if (v == nullptr && required) Fail(key, "is missing");
     return v;
   }
   void Fail(std::string_view key, std::string_view what) {

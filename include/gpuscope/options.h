@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "gpuscope/clock.h"
+#include "gpuscope/testing.h"
 
 namespace gpuscope {
 
@@ -64,6 +65,16 @@ struct Options {
   // How often the background worker drains the queue. 1 to 10000 ms.
   // `Session::Summarize()` drains too, so a summary is never stale.
   int flush_interval_ms = kDefaultFlushIntervalMs;
+
+  // The device stream scope boundaries are marked on (a CUstream as an
+  // integer; 0: the default stream). `Session::SetStream()` changes it
+  // between steps; Python follows torch's current stream.
+  uint64_t stream = 0;
+
+  // Testing: time the GPU side on this simulated device instead of a real
+  // GPU (gpuscope/testing.h). With GPUSCOPE_SIMULATE=1 in the environment,
+  // sessions without one get a fresh simulated device.
+  std::shared_ptr<SimulatedDevice> simulated_device = nullptr;
 
   // Options::Validate()
   //

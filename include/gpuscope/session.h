@@ -169,6 +169,13 @@ class Session {
   // open step. Hot path.
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
 
+  // Session::SetStream()
+  //
+  // The device stream (a CUstream as an integer; 0: the default stream) that
+  // scopes begun from now on are marked on. Hot path; recording thread.
+  // Python calls it with torch's current stream at every step.
+  void SetStream(uint64_t stream) noexcept;
+
   // Session::Summarize()
   //
   // A snapshot of the window and the run so far, including every step that

@@ -87,6 +87,13 @@ struct PhaseStats {
   double inclusive_share = 0;  // total / window step time: time inside it at any depth
   Quantiles time;          // per-step time, over the `steps` steps that have it
 
+  // With a GPU source, over the window steps whose device data is in: the
+  // per-step device time (events: span between its markers' completions)
+  // and the median device backlog when the phase began (events: how far the
+  // GPU lagged the host; near 0 at the start of `data` means it drained).
+  Quantiles device;
+  double backlog_p50 = 0;
+
   // Occurrences outside any step (evaluation or checkpointing between steps,
   // say), since the session started. Not part of any step's time.
   int64_t outside_steps_count = 0;
@@ -135,6 +142,11 @@ struct Summary {
   Quantiles step_time;            // exact over the window
   Quantiles lifetime_step_time;   // the whole run: p50..p99 within 1 %, the rest exact
 
+  // With a GPU source: window steps whose device data is in (the rest are
+  // pending or had a marker missing), and their per-step device span.
+  int64_t gpu_steps = 0;
+  Quantiles device_step_time;
+
   // Every phase seen in the window or outside steps, then "other" unless the
   // window is empty; ordered by share, then inclusive share, then name.
   std::vector<PhaseStats> phases;
@@ -143,7 +155,8 @@ struct Summary {
   std::optional<double> samples_per_second;
   std::optional<double> tokens_per_second;
 
-  // GPU idle percentage of step time, 0..100; nullopt with Source::kHost.
+  // GPU idle percentage of step time over the `gpu_steps` steps, 0..100;
+  // nullopt with Source::kHost. With Source::kEvents it is a lower bound.
   std::optional<double> gpu_idle_pct;
   // Idle percentage of step time by cause (a phase name, "other" or
   // "launch"); sums to gpu_idle_pct. Empty with Source::kHost.

@@ -2,13 +2,28 @@
 
 #include <utility>
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
+#include "sim/simulated_device.h"
 
 namespace gpuscope::internal {
+
+namespace {
+
+bool SimulateFromEnvironment() {
+  const char* env = std::getenv("GPUSCOPE_SIMULATE");
+  return env != nullptr && env[0] != '\0' && env[0] != '0';
+}
+
+}  // namespace
 
 Backends DefaultBackends(const Options& options) {
   Backends backends;
   backends.annotator = MakeNvtxAnnotator(options.max_phases);
+  std::shared_ptr<SimulatedDevice> sim = options.simulated_device;
+  if (sim == nullptr && SimulateFromEnvironment()) sim = std::make_shared<SimulatedDevice>();
+  if (sim != nullptr) backends.device_timer = MakeSimulatedTimer(sim, options.clock);
   return backends;
 }
 

@@ -1,11 +1,15 @@
 // DeviceTimer: completion markers on a GPU stream (CUDA events), the
 // `events` source of DESIGN.md §2.
 //
-// The recording thread records one marker per scope boundary; the background
-// worker later asks, without blocking, when each marker completed, mapped
-// onto the host clock. The CUDA driver implementation (dlopen'ed libcuda) and
-// the simulated device implement this; a session with no DeviceTimer has no
-// GPU timeline from events.
+// The recording thread records one marker per scope boundary on the
+// session's stream; the background side later asks, without blocking, when
+// each marker completed, mapped onto the host clock (CLOCK_MONOTONIC ns, or
+// the session's own clock). Markers come from a pool created and grown off
+// the hot path. Implemented over the CUDA driver API (dlopen'ed libcuda) and
+// by the simulated device; a session with no DeviceTimer has no events.
+//
+// Threads: Record() is the recording thread's; everything else runs under
+// the session's aggregator lock (one caller at a time).
 
 #ifndef GPUSCOPE_LIB_BACKENDS_DEVICE_TIMER_H_
 #define GPUSCOPE_LIB_BACKENDS_DEVICE_TIMER_H_
@@ -34,8 +38,8 @@ class DeviceTimer {
   // "cuda-events", "simulated", ...
   virtual absl::string_view name() const = 0;
 
-  // Off the hot path, once: OkStatus() if markers can be recorded; else why
-  // not (no driver, no device, no context), which lowers the session's source.
+  // Once, off the hot path: OkStatus() if markers can be recorded; else why
+  // not (no driver, no device), which lowers the session's source.
   virtual absl::Status Start() = 0;
 
   // Hot path: records a marker on `stream` and returns its slot, or
@@ -43,13 +47,28 @@ class DeviceTimer {
   // Never blocks, allocates or synchronizes.
   virtual uint32_t Record(StreamHandle stream) noexcept = 0;
 
-  // Worker: non-blocking completion query. On kComplete, `*host_ns` is the
+  // Non-blocking completion query. On kComplete, `*host_ns` is the
   // completion time on the host clock.
   virtual MarkerState Query(uint32_t slot, int64_t* host_ns) = 0;
 
-  // Worker: returns `slot` to the pool. Every recorded slot is released
-  // exactly once.
+  // Returns `slot` to the pool. Every recorded slot is released exactly once.
   virtual void Release(uint32_t slot) = 0;
+
+  // Every background pass: grows the pool when it runs low, refreshes the
+  // device-to-host clock mapping. A non-OK status means this device can no
+  // longer be timed (sticky error, destroyed context): the session lowers its
+  // source to host, saying why.
+  virtual absl::Status Maintain() = 0;
+
+  // How far a completion time may be from the truth (calibration), ns.
+  virtual int64_t accuracy_ns() const = 0;
+
+  // Markers recorded and not released.
+  virtual int64_t live_markers() const = 0;
+
+  // At session close, after every recorded marker was released: destroys the
+  // pool. No call follows.
+  virtual void Stop() = 0;
 };
 
 }  // namespace gpuscope::internal

@@ -4,6 +4,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/device_timeline.h"
 #include "core/phase_table.h"
 #include "core/quantiles.h"
 
@@ -16,11 +17,27 @@ Aggregator::Aggregator(int window, int max_phases)
   scratch_.reserve(64);
 }
 
+void Aggregator::ReleaseMarkers(const Record& r) {
+  if (timer_ == nullptr) return;
+  if (r.begin_event != kNoEvent) timer_->Release(r.begin_event);
+  if (r.end_event != kNoEvent) timer_->Release(r.end_event);
+}
+
+void Aggregator::DiscardScratch() {
+  for (const Record& r : scratch_) ReleaseMarkers(r);
+  scratch_.clear();
+  scratch_overflow_ = false;
+}
+
 void Aggregator::Consume(const Record& record) {
   const int64_t duration = std::max<int64_t>(0, record.end_ns - record.begin_ns);
   if (record.kind == RecordKind::kPhase) {
-    if (record.name_id >= phases_.size()) return;  // cannot happen: ids are checked on begin
+    if (record.name_id >= phases_.size() || (record.flags & kRecordCancelled) != 0) {
+      ReleaseMarkers(record);
+      return;
+    }
     if (record.step_seq == 0) {
+      ReleaseMarkers(record);  // phases outside steps are timed on the host only
       PhaseHistory& h = phases_[record.name_id];
       ++h.outside_count;
       h.outside_total_ns += duration;
@@ -29,30 +46,38 @@ void Aggregator::Consume(const Record& record) {
     if (record.step_seq != scratch_seq_) {
       // The previous step's own record never arrived (dropped): leave it out.
       if (!scratch_.empty() || scratch_overflow_) ++incomplete_steps_;
-      DropScratch();
+      DiscardScratch();
       scratch_seq_ = record.step_seq;
     }
     if (scratch_.size() >= kMaxRecordsPerStep) {
       scratch_overflow_ = true;
+      ReleaseMarkers(record);
       return;
     }
     scratch_.push_back(record);
     return;
   }
-  if (record.kind != RecordKind::kStep) return;
+  if (record.kind != RecordKind::kStep) {
+    ReleaseMarkers(record);
+    return;
+  }
   if (record.step_seq != scratch_seq_) {
     if (!scratch_.empty() || scratch_overflow_) ++incomplete_steps_;
-    DropScratch();
+    DiscardScratch();
     scratch_seq_ = record.step_seq;
   }
   if ((record.flags & kRecordCancelled) != 0) {
     // Not a step after all (the probe for an item that never came).
+    DiscardScratch();
+    ReleaseMarkers(record);
   } else if ((record.flags & kRecordIncomplete) != 0 || scratch_overflow_) {
     ++incomplete_steps_;
+    DiscardScratch();
+    ReleaseMarkers(record);
   } else {
-    FinishStep(record);
+    FinishStep(record);  // takes the markers of the step and its phases
+    scratch_.clear();
   }
-  DropScratch();
 }
 
 void Aggregator::FinishStep(const Record& step) {
@@ -105,10 +130,127 @@ void Aggregator::FinishStep(const Record& step) {
   s.top_level_ns = std::min(top_level, s.duration_ns());
   lifetime_.Add(s.duration_ns());
   ++completed_;
+  if (timer_ != nullptr) MakePending(step);
+}
+
+void Aggregator::MakePending(const Record& step) {
+  PendingStep p;
+  p.index = completed_ - 1;
+  bool complete = step.begin_event != kNoEvent && step.end_event != kNoEvent;
+  p.begin = {step.begin_event, step.begin_ns};
+  p.end = {step.end_event, std::max(step.end_ns, step.begin_ns)};
+  p.phases.reserve(scratch_.size());
+  for (const Record& r : scratch_) {
+    complete = complete && r.begin_event != kNoEvent && r.end_event != kNoEvent;
+    PendingPhase ph;
+    ph.id = r.name_id;
+    ph.depth = r.depth;
+    ph.begin = {r.begin_event, r.begin_ns};
+    ph.end = {r.end_event, std::max(r.end_ns, r.begin_ns)};
+    p.phases.push_back(ph);
+  }
+  if (!complete) {
+    // A marker is missing (pool empty, device error): no device numbers for
+    // this step; its other markers go straight back.
+    ++steps_without_markers_;
+    ReleaseMarkers(step);
+    for (const Record& r : scratch_) ReleaseMarkers(r);
+    return;
+  }
+  pending_.push_back(std::move(p));
+}
+
+void Aggregator::ReleaseMarkers(const PendingStep& p) {
+  timer_->Release(p.begin.slot);
+  timer_->Release(p.end.slot);
+  for (const PendingPhase& ph : p.phases) {
+    timer_->Release(ph.begin.slot);
+    timer_->Release(ph.end.slot);
+  }
+}
+
+Aggregator::Resolution Aggregator::ResolvePending() {
+  if (timer_ == nullptr) return Resolution::kOk;
+  while (!pending_.empty()) {
+    PendingStep& p = pending_.front();
+    // Markers complete in record order on a stream: ask in that order and
+    // stop at the first one still pending.
+    MarkerState state = MarkerState::kComplete;
+    const auto ask = [&](PendingMarker& m) {
+      if (m.done || state != MarkerState::kComplete) return;
+      int64_t t = 0;
+      state = timer_->Query(m.slot, &t);
+      if (state == MarkerState::kComplete) {
+        m.device_ns = std::max(t, m.host_ns);
+        m.done = true;
+      }
+    };
+    ask(p.begin);
+    for (PendingPhase& ph : p.phases) {
+      ask(ph.begin);
+      ask(ph.end);
+    }
+    ask(p.end);
+    if (state == MarkerState::kLost) return Resolution::kMarkerLost;
+    if (state == MarkerState::kPending) return Resolution::kOk;
+    ApplyDeviceResult(p);
+    ReleaseMarkers(p);
+    pending_.pop_front();
+  }
+  return Resolution::kOk;
+}
+
+void Aggregator::DropPending() {
+  for (const PendingStep& p : pending_) ReleaseMarkers(p);
+  pending_.clear();
+}
+
+PhaseSample* Aggregator::FindSample(uint16_t phase_id, uint64_t step_index) {
+  Ring<PhaseSample>& ring = phases_[phase_id].window;
+  for (size_t k = ring.size(); k-- > 0;) {
+    PhaseSample& sample = ring[k];
+    if (sample.step_index == step_index) return &sample;
+    if (sample.step_index < step_index) break;
+  }
+  return nullptr;
+}
+
+void Aggregator::ApplyDeviceResult(PendingStep& p) {
+  const uint64_t first = completed_ - steps_.size();
+  if (p.index < first) return;  // rolled out of the window before the GPU caught up
+  StepTimelineInput in;
+  in.begin = {p.begin.host_ns, p.begin.device_ns};
+  in.end = {p.end.host_ns, p.end.device_ns};
+  in.phases.reserve(p.phases.size());
+  for (const PendingPhase& ph : p.phases) {
+    in.phases.push_back({ph.id, ph.depth, ph.id == static_cast<uint16_t>(Phase::kData),
+                         {ph.begin.host_ns, ph.begin.device_ns},
+                         {ph.end.host_ns, ph.end.device_ns}});
+  }
+  const StepTimeline t = AnalyzeStepTimeline(in);
+  StepRecord& s = steps_[static_cast<size_t>(p.index - first)];
+  s.device_busy_ns = t.busy_upper_ns;
+  s.device_span_ns = t.device_span_ns;
+  s.backlog_begin_ns = t.backlog_begin_ns;
+  s.idle_other_ns = t.idle_other_ns;
+  // p.phases is in (phase id, begin) order: a phase's first occurrence
+  // comes first and gives its backlog.
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    PhaseSample* sample = FindSample(p.phases[i].id, p.index);
+    if (sample == nullptr) continue;
+    if (sample->device_ns < 0) {
+      sample->device_ns = 0;
+      sample->idle_ns = 0;
+      sample->backlog_ns = t.phases[i].backlog_begin_ns;
+    }
+    sample->device_ns += t.phases[i].device_span_ns;
+    sample->idle_ns += t.phases[i].idle_ns;
+  }
 }
 
 void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   out->window = static_cast<int64_t>(window_);
+  out->pending_steps = static_cast<int64_t>(pending_.size());
   out->steps = static_cast<int64_t>(steps_.size());
   out->total_steps = static_cast<int64_t>(completed_);
   out->lifetime_step_time = lifetime_.Summarize();
@@ -149,19 +291,44 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   if (have_tokens && tokens_ns > 0) {
     out->tokens_per_second = static_cast<double>(tokens) / (static_cast<double>(tokens_ns) * kNsToSeconds);
   }
+  // Device side, over the window's steps whose markers all completed.
+  std::vector<int64_t> device_spans;
+  int64_t gpu_window_ns = 0, gpu_idle_ns = 0, idle_other_ns = 0;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const StepRecord& s = steps_[i];
+    if (s.device_busy_ns < 0) continue;
+    device_spans.push_back(s.device_span_ns);
+    gpu_window_ns += s.duration_ns();
+    gpu_idle_ns += s.duration_ns() - s.device_busy_ns;
+    idle_other_ns += std::max<int64_t>(0, s.idle_other_ns);
+  }
+  out->gpu_steps = static_cast<int64_t>(device_spans.size());
+  out->device_step_time = ExactQuantiles(device_spans);
+  out->gpu_idle_pct.reset();
+  out->idle_by_cause.clear();
+  const auto pct_of_gpu_window = [&](int64_t ns) {
+    return 100.0 * static_cast<double>(ns) / static_cast<double>(gpu_window_ns);
+  };
+  if (gpu_window_ns > 0) {
+    out->gpu_idle_pct = pct_of_gpu_window(gpu_idle_ns);
+    if (idle_other_ns > 0) out->idle_by_cause[std::string(kOtherPhaseName)] = pct_of_gpu_window(idle_other_ns);
+  }
+
   const auto share_of = [&](int64_t ns) {
     return window_ns > 0 ? static_cast<double>(ns) / static_cast<double>(window_ns) : 0.0;
   };
 
   const uint64_t first_index = completed_ - steps_.size();
   out->phases.clear();
-  std::vector<int64_t> per_step;
+  std::vector<int64_t> per_step, per_step_device, backlogs;
   const int known = table.size();
   for (size_t id = 0; id < phases_.size() && id < static_cast<size_t>(known); ++id) {
     const PhaseHistory& h = phases_[id];
     per_step.clear();
+    per_step_device.clear();
+    backlogs.clear();
     PhaseStats ps;
-    int64_t total_ns = 0, top_ns = 0;
+    int64_t total_ns = 0, top_ns = 0, idle_ns = 0;
     for (size_t k = h.window.size(); k-- > 0;) {
       const PhaseSample& sample = h.window[k];
       if (sample.step_index < first_index) break;  // older than the window
@@ -170,7 +337,14 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
       top_ns += sample.top_ns;
       ps.count += sample.count;
       if (sample.top_count > 0) ps.top_level = true;
+      if (sample.device_ns >= 0) {
+        per_step_device.push_back(sample.device_ns);
+        backlogs.push_back(sample.backlog_ns);
+        idle_ns += sample.idle_ns;
+      }
     }
+    ps.device = ExactQuantiles(per_step_device);
+    ps.backlog_p50 = ExactQuantiles(backlogs).p50;
     if (per_step.empty() && h.outside_count == 0) continue;
     ps.name = std::string(table.Name(static_cast<uint16_t>(id)));
     ps.builtin = id < static_cast<size_t>(kNumBuiltinPhases);
@@ -181,6 +355,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     ps.time = ExactQuantiles(per_step);
     ps.outside_steps_count = h.outside_count;
     ps.outside_steps_total = static_cast<double>(h.outside_total_ns) * kNsToSeconds;
+    if (gpu_window_ns > 0 && idle_ns > 0) out->idle_by_cause[ps.name] = pct_of_gpu_window(idle_ns);
     out->phases.push_back(std::move(ps));
   }
   if (!steps_.empty()) {

@@ -9,8 +9,10 @@
 #define GPUSCOPE_LIB_CORE_AGGREGATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
+#include "backends/device_timer.h"
 #include "backends/telemetry.h"
 #include "core/log_histogram.h"
 #include "core/record.h"
@@ -31,7 +33,7 @@ struct StepRecord {
   int64_t tokens = -1;
   int64_t top_level_ns = 0;  // sum of top-level phase host time
 
-  int64_t device_busy_ns = -1;    // union of device activity within the step
+  int64_t device_busy_ns = -1;    // GPU busy within the step (events: an upper bound)
   int64_t device_span_ns = -1;    // events: first to last completion
   int64_t backlog_begin_ns = -1;  // events: device lag at the step's begin
   int64_t idle_other_ns = -1;     // idle with no phase open
@@ -46,8 +48,9 @@ struct PhaseSample {
   uint64_t step_index = 0;
   int64_t total_ns = 0;   // union of the phase's intervals in the step
   int64_t top_ns = 0;     // its top-level intervals' time (part of the breakdown)
-  int64_t device_ns = -1; // device time (events/CUPTI), -1: not measured
+  int64_t device_ns = -1; // device time (events: span; CUPTI: busy), -1: not measured
   int64_t idle_ns = -1;   // GPU idle charged to this phase
+  int64_t backlog_ns = -1;  // events: device lag at the phase's first begin
   uint32_t count = 0;     // occurrences
   uint32_t top_count = 0; // top-level occurrences
 };
@@ -60,8 +63,33 @@ class Aggregator {
 
   Aggregator(int window, int max_phases);
 
+  // The device timer whose markers records carry (null: none). Markers of
+  // records that do not make a step are released at once; a step's markers
+  // wait in a pending list until they all completed.
+  void SetDeviceTimer(DeviceTimer* timer) { timer_ = timer; }
+
   // Takes one record, in queue order.
   void Consume(const Record& record);
+
+  enum class Resolution { kOk, kMarkerLost };
+
+  // Non-blocking: for pending steps in order, asks the timer about their
+  // markers; a step whose markers all completed gets its device numbers and
+  // its markers back in the pool. Stops at the first step still waiting.
+  Resolution ResolvePending();
+
+  // Releases the markers of every pending step, which then keeps its host
+  // numbers only (the source was lowered, or the session closes).
+  void DropPending();
+
+  // At close: also drops the records of a step whose own record never came,
+  // returning their markers.
+  void Abandon() {
+    DiscardScratch();
+    DropPending();
+  }
+
+  int64_t pending_steps() const { return static_cast<int64_t>(pending_.size()); }
 
   // Fills the step, phase and throughput fields of `out`. Names come from
   // `phases`. Does not touch source, misuse or version fields.
@@ -78,11 +106,31 @@ class Aggregator {
     int64_t outside_total_ns = 0;
   };
 
+  // A step waiting for its markers. Slot kNoEvent never appears here.
+  struct PendingMarker {
+    uint32_t slot = kNoEvent;
+    int64_t host_ns = 0;
+    int64_t device_ns = 0;
+    bool done = false;
+  };
+  struct PendingPhase {
+    uint16_t id = 0;
+    uint8_t depth = 0;
+    PendingMarker begin, end;
+  };
+  struct PendingStep {
+    uint64_t index = 0;
+    PendingMarker begin, end;
+    std::vector<PendingPhase> phases;
+  };
+
   void FinishStep(const Record& step);
-  void DropScratch() {
-    scratch_.clear();
-    scratch_overflow_ = false;
-  }
+  void ReleaseMarkers(const Record& r);
+  void ReleaseMarkers(const PendingStep& p);
+  void MakePending(const Record& step);
+  void ApplyDeviceResult(PendingStep& p);
+  PhaseSample* FindSample(uint16_t phase_id, uint64_t step_index);
+  void DiscardScratch();  // drops the scratch records, releasing their markers
 
   const size_t window_;
   Ring<StepRecord> steps_;
@@ -90,6 +138,10 @@ class Aggregator {
   uint64_t completed_ = 0;
   int64_t incomplete_steps_ = 0;
   std::vector<PhaseHistory> phases_;  // indexed by phase id
+
+  DeviceTimer* timer_ = nullptr;
+  std::deque<PendingStep> pending_;
+  int64_t steps_without_markers_ = 0;  // steps whose markers could not all be recorded
 
   // Phase records of the step being assembled (`scratch_seq_`).
   std::vector<Record> scratch_;

@@ -40,11 +40,17 @@ class Ring {
   }
 
   // i = 0 is the oldest element kept, size() - 1 the newest.
-  const T& operator[](size_t i) const {
+  const T& operator[](size_t i) const { return slots_[Index(i)]; }
+  T& operator[](size_t i) { return slots_[Index(i)]; }
+
+ private:
+  size_t Index(size_t i) const {
     size_t idx = next_ + slots_.size() - size_ + i;
     if (idx >= slots_.size()) idx -= slots_.size();
-    return slots_[idx];
+    return idx;
   }
+
+ public:
 
  private:
   std::vector<T> slots_;

@@ -63,6 +63,7 @@ class SessionImpl final : public Pumpable {
   ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true); }
   ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false); }
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
+  void SetStream(uint64_t stream) noexcept;
 
   Summary Summarize();
   void Flush();
@@ -107,7 +108,15 @@ class SessionImpl final : public Pumpable {
   }
   ScopeToken OpenPhase(uint16_t id) noexcept;
   ScopeStatus Close(ScopeToken token, bool record) noexcept;
-  void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags) noexcept;
+  void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
+            uint32_t end_marker) noexcept;
+  // A device marker on the session's stream, or kNoEvent (no device timer,
+  // source lowered, pool empty).
+  uint32_t RecordMarker() noexcept {
+    if (timer_ == nullptr || !events_on_.load(std::memory_order_relaxed)) return kNoEvent;
+    return timer_->Record(stream_);
+  }
+  void LowerToHost(const absl::Status& why);  // requires agg_mu_
   void PumpLocked();  // requires agg_mu_
   void ReportNewMisuse();
 
@@ -120,8 +129,10 @@ class SessionImpl final : public Pumpable {
   const TscClock* const tsc_;    // non-null: scopes are stamped in TSC ticks
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
-  Source source_ = Source::kHost;
-  std::string source_reason_;
+  DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null
+  std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
+  Source source_ = Source::kHost;       // guarded by agg_mu_ after construction
+  std::string source_reason_;           // guarded by agg_mu_ after construction
   std::atomic<bool>* const recording_flag_;  // Session::recording_
   PhaseTable phases_;
 
@@ -134,7 +145,11 @@ class SessionImpl final : public Pumpable {
   int64_t step_tokens_ = -1;
   bool step_incomplete_ = false;
   uint32_t next_serial_ = 1;
+  uint64_t stream_ = 0;
   SpscQueue<Record> queue_;
+  // Markers of records the full queue dropped, for the background side to
+  // release (producer: the recording thread).
+  SpscQueue<uint32_t> orphaned_markers_;
 
   // ---- Shared, atomic.
   std::atomic<uint64_t> owner_thread_{0};

@@ -60,6 +60,18 @@ class SpscQueue {
     return static_cast<size_t>(head - tail);
   }
 
+  // Consumer only. Takes the oldest element into `*out`; false when empty.
+  bool TryPop(T* out) noexcept {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail == cached_head_) {
+      cached_head_ = head_.load(std::memory_order_acquire);
+      if (tail == cached_head_) return false;
+    }
+    *out = slots_[tail & mask_];
+    tail_.store(tail + 1, std::memory_order_release);
+    return true;
+  }
+
   // Either side; a snapshot.
   size_t SizeApprox() const {
     return static_cast<size_t>(head_.load(std::memory_order_acquire) -
@@ -75,6 +87,7 @@ class SpscQueue {
   alignas(kLine) std::atomic<uint64_t> head_{0};  // written by the producer
   uint64_t cached_tail_ = 0;                      // producer's last view of tail_
   alignas(kLine) std::atomic<uint64_t> tail_{0};  // written by the consumer
+  uint64_t cached_head_ = 0;                      // consumer's last view of head_ (TryPop)
 };
 
 }  // namespace gpuscope::internal

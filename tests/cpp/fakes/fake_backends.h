@@ -82,6 +82,10 @@ class FakeDeviceTimer final : public internal::DeviceTimer {
   uint32_t Record(internal::StreamHandle) noexcept override { return internal::kNoEvent; }
   internal::MarkerState Query(uint32_t, int64_t*) override { return internal::MarkerState::kLost; }
   void Release(uint32_t) override {}
+  absl::Status Maintain() override { return absl::OkStatus(); }
+  int64_t accuracy_ns() const override { return 0; }
+  int64_t live_markers() const override { return 0; }
+  void Stop() override {}
 
  private:
   absl::Status start_status_;

@@ -1,0 +1,98 @@
+// File: gpuscope/testing.h
+// -----------------------------------------------------------------------------
+//
+// A simulated GPU, so that every GPU code path of gpuscope runs (and is
+// tested) on machines without one. It models streams on which kernels of
+// given durations run in order, and device markers (what CUDA events are to
+// gpuscope) that complete when all work enqueued before them has run, exactly
+// as an in-order CUDA stream completes events. Faults can be injected.
+//
+// Time comes from the session's clock (`Options::clock`, usually a
+// `ManualClock`): a kernel launched at host time t on a stream that is busy
+// until u runs from max(t, u) for its duration; a marker recorded at t
+// completes at max(t, u) plus the configured latency.
+//
+// Example:
+//
+//   auto clock = std::make_shared<gpuscope::ManualClock>();
+//   auto gpu = std::make_shared<gpuscope::SimulatedDevice>();
+//   gpuscope::Session session(gpuscope::Options{.clock = clock, .simulated_device = gpu});
+//   {
+//     gpuscope::StepScope step(session);
+//     { gpuscope::PhaseScope p(session, gpuscope::Phase::kData); clock->Advance(30'000'000); }
+//     { gpuscope::PhaseScope p(session, gpuscope::Phase::kForward);
+//       gpu->Launch(10'000'000);        // a 10 ms kernel
+//       clock->Advance(10'000'000); }   // the host waits for it (a sync)
+//   }
+//   clock->Advance(1'000'000);
+//   // session.Summarize(): source "events", gpu_idle_pct 75, idle_by_cause {"data": 75}
+
+#ifndef GPUSCOPE_TESTING_H_
+#define GPUSCOPE_TESTING_H_
+
+#include <cstdint>
+#include <memory>
+
+namespace gpuscope {
+
+namespace internal {
+struct SimState;
+class SimulatedDeviceAccess;
+}  // namespace internal
+
+class SimulatedDevice {
+ public:
+  struct Config {
+    int64_t marker_latency_ns = 0;    // a marker on an idle stream completes this long after it is recorded
+    uint32_t initial_markers = 256;   // markers created when a session starts
+    uint32_t max_markers = 1 << 16;   // the pool grows up to this
+  };
+
+  enum class Fault : uint8_t {
+    kNone = 0,
+    kNoDriver,          // sessions that start from now on find no driver: source "host"
+    kStickyError,       // like CUDA_ERROR_ILLEGAL_ADDRESS: every marker is lost from now on
+    kContextDestroyed,  // like CUDA_ERROR_CONTEXT_IS_DESTROYED
+  };
+
+  SimulatedDevice();
+  explicit SimulatedDevice(Config config);
+  ~SimulatedDevice();
+
+  SimulatedDevice(const SimulatedDevice&) = delete;
+  SimulatedDevice& operator=(const SimulatedDevice&) = delete;
+
+  // SimulatedDevice::Launch()
+  //
+  // Enqueues a kernel of `duration_ns` on `stream` at the session clock's
+  // current time. Call it from the session's recording thread (where a
+  // framework would launch kernels). Before a session attaches, the clock is
+  // CLOCK_MONOTONIC.
+  void Launch(int64_t duration_ns, uint64_t stream = 0);
+
+  // SimulatedDevice::InjectFault()
+  //
+  // From now on the device behaves as `fault` says. Thread-safe.
+  void InjectFault(Fault fault);
+
+  // SimulatedDevice::BusyBetween()
+  //
+  // Ground truth for tests: nanoseconds of [begin_ns, end_ns) during which a
+  // kernel ran on `stream`.
+  int64_t BusyBetween(int64_t begin_ns, int64_t end_ns, uint64_t stream = 0) const;
+
+  // Markers recorded and not yet released: 0 once every session using the
+  // device has closed, or gpuscope leaked one.
+  int64_t live_markers() const;
+  int64_t markers_recorded() const;
+  // Markers the pool holds (it grows when it runs low).
+  uint32_t markers_created() const;
+
+ private:
+  friend class internal::SimulatedDeviceAccess;
+  std::shared_ptr<internal::SimState> state_;
+};
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_TESTING_H_

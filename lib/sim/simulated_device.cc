@@ -1,0 +1,141 @@
+#include "sim/simulated_device.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "backends/clock.h"
+
+namespace gpuscope {
+namespace internal {
+namespace {
+
+class SimulatedTimer final : public DeviceTimer {
+ public:
+  explicit SimulatedTimer(std::shared_ptr<SimState> state) : state_(std::move(state)) {}
+
+  absl::string_view name() const override { return "simulated device"; }
+
+  absl::Status Start() override {
+    if (state_->fault.load() == SimulatedDevice::Fault::kNoDriver) {
+      return absl::NotFoundError(
+          "libcuda.so.1: cannot open shared object file (simulated device: no driver)");
+    }
+    state_->pool.Grow(state_->config.initial_markers, [](SimSlot&) { return true; });
+    return absl::OkStatus();
+  }
+
+  uint32_t Record(StreamHandle stream) noexcept override {
+    if (Faulted()) return kNoEvent;  // as cuEventRecord fails after a sticky error
+    const uint32_t id = state_->pool.Acquire();
+    if (id == kNoEvent) return kNoEvent;
+    const int64_t now = state_->Now();
+    int64_t completion = now;
+    const auto it = state_->busy_until.find(stream);
+    if (it != state_->busy_until.end()) completion = std::max(completion, it->second);
+    state_->pool[id].completion_ns = completion + state_->config.marker_latency_ns;
+    state_->recorded.fetch_add(1, std::memory_order_relaxed);
+    return id;
+  }
+
+  MarkerState Query(uint32_t slot, int64_t* host_ns) override {
+    if (Faulted()) return MarkerState::kLost;
+    const int64_t completion = state_->pool[slot].completion_ns;
+    if (completion > state_->Now()) return MarkerState::kPending;
+    *host_ns = completion;
+    return MarkerState::kComplete;
+  }
+
+  void Release(uint32_t slot) override {
+    state_->pool.Release(slot);
+    state_->released.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  absl::Status Maintain() override {
+    switch (state_->fault.load()) {
+      case SimulatedDevice::Fault::kStickyError:
+        return absl::InternalError(
+            "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (simulated, "
+            "sticky: the context is unusable)");
+      case SimulatedDevice::Fault::kContextDestroyed:
+        return absl::FailedPreconditionError(
+            "CUDA_ERROR_CONTEXT_IS_DESTROYED (simulated)");
+      default:
+        break;
+    }
+    // Off the hot path: double the pool when under a quarter is free.
+    MarkerPool<SimSlot>& pool = state_->pool;
+    if (pool.free_approx() < pool.created() / 4 + 1) {
+      pool.Grow(std::max<uint32_t>(pool.created(), 64), [](SimSlot&) { return true; });
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t accuracy_ns() const override { return 0; }
+
+  int64_t live_markers() const override {
+    return state_->recorded.load() - state_->released.load();
+  }
+
+  void Stop() override {}
+
+ private:
+  bool Faulted() const {
+    const SimulatedDevice::Fault f = state_->fault.load(std::memory_order_relaxed);
+    return f == SimulatedDevice::Fault::kStickyError ||
+           f == SimulatedDevice::Fault::kContextDestroyed;
+  }
+
+  std::shared_ptr<SimState> state_;
+};
+
+}  // namespace
+
+int64_t SimState::Now() const noexcept {
+  return clock != nullptr ? clock->NowNs() : ReadMonotonicNs();
+}
+
+std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
+                                                std::shared_ptr<Clock> clock) {
+  const std::shared_ptr<SimState>& state = SimulatedDeviceAccess::State(*device);
+  if (!state->attached.exchange(true)) state->clock = std::move(clock);
+  return std::make_unique<SimulatedTimer>(state);
+}
+
+}  // namespace internal
+
+SimulatedDevice::SimulatedDevice() : SimulatedDevice(Config{}) {}
+
+SimulatedDevice::SimulatedDevice(Config config)
+    : state_(std::make_shared<internal::SimState>(config)) {}
+
+SimulatedDevice::~SimulatedDevice() = default;
+
+void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream) {
+  const int64_t now = state_->Now();
+  int64_t& busy = state_->busy_until[stream];
+  const int64_t begin = std::max(now, busy);
+  busy = begin + std::max<int64_t>(0, duration_ns);
+  state_->kernels[stream].push_back({begin, busy});
+}
+
+void SimulatedDevice::InjectFault(Fault fault) { state_->fault.store(fault); }
+
+int64_t SimulatedDevice::BusyBetween(int64_t begin_ns, int64_t end_ns, uint64_t stream) const {
+  const auto it = state_->kernels.find(stream);
+  if (it == state_->kernels.end()) return 0;
+  int64_t busy = 0;  // kernels on one stream never overlap
+  for (const internal::SimKernel& k : it->second) {
+    busy += std::max<int64_t>(0, std::min(end_ns, k.end_ns) - std::max(begin_ns, k.begin_ns));
+  }
+  return busy;
+}
+
+int64_t SimulatedDevice::live_markers() const {
+  return state_->recorded.load() - state_->released.load();
+}
+
+int64_t SimulatedDevice::markers_recorded() const { return state_->recorded.load(); }
+
+uint32_t SimulatedDevice::markers_created() const { return state_->pool.created(); }
+
+}  // namespace gpuscope

@@ -1,0 +1,63 @@
+// The simulated device behind gpuscope::SimulatedDevice: its shared state,
+// and the DeviceTimer a session runs on when given one.
+
+#ifndef GPUSCOPE_LIB_SIM_SIMULATED_DEVICE_H_
+#define GPUSCOPE_LIB_SIM_SIMULATED_DEVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/device_timer.h"
+#include "backends/marker_pool.h"
+#include "gpuscope/clock.h"
+#include "gpuscope/testing.h"
+
+namespace gpuscope::internal {
+
+struct SimSlot {
+  int64_t completion_ns = 0;  // written by the recording thread at Record()
+};
+
+struct SimKernel {
+  int64_t begin_ns;
+  int64_t end_ns;
+};
+
+struct SimState {
+  explicit SimState(SimulatedDevice::Config c) : config(c), pool(c.max_markers) {}
+
+  int64_t Now() const noexcept;
+
+  const SimulatedDevice::Config config;
+  std::atomic<SimulatedDevice::Fault> fault{SimulatedDevice::Fault::kNone};
+
+  // Set once, when the first session attaches (keeps its clock alive).
+  std::shared_ptr<Clock> clock;
+  std::atomic<bool> attached{false};
+
+  // Recording thread: when each stream's enqueued work ends; kernels run.
+  std::unordered_map<uint64_t, int64_t> busy_until;
+  std::unordered_map<uint64_t, std::vector<SimKernel>> kernels;
+
+  MarkerPool<SimSlot> pool;
+  std::atomic<int64_t> recorded{0};
+  std::atomic<int64_t> released{0};
+};
+
+// Builds the DeviceTimer for a session on `device`, reading `clock` (null:
+// CLOCK_MONOTONIC).
+std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
+                                                std::shared_ptr<Clock> clock);
+
+class SimulatedDeviceAccess {
+ public:
+  static const std::shared_ptr<SimState>& State(const SimulatedDevice& d) { return d.state_; }
+};
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_SIM_SIMULATED_DEVICE_H_

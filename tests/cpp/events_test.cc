@@ -1,0 +1,294 @@
+// The events source end to end on the simulated device: hand-computed idle
+// lower bounds, backlog, idle by cause, pending steps, faults that lower the
+// source to host, and no marker ever leaked.
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gpuscope/testing.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace gpuscope {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kMs;
+using testing::kUs;
+
+// A session on a ManualClock and a simulated GPU, recording the host windows
+// of its steps so tests can compute the true idle time.
+struct GpuLoop {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<SimulatedDevice> gpu;
+  std::unique_ptr<Session> session;
+  std::vector<std::pair<int64_t, int64_t>> windows;
+
+  explicit GpuLoop(SimulatedDevice::Config config = {}, Options options = {})
+      : gpu(std::make_shared<SimulatedDevice>(config)) {
+    options.clock = clock;
+    options.simulated_device = gpu;
+    session = std::make_unique<Session>(std::move(options));
+  }
+
+  template <typename Body>
+  void Step(Body body) {
+    const int64_t begin = clock->NowNs();
+    {
+      StepScope step(*session);
+      body();
+    }
+    windows.emplace_back(begin, clock->NowNs());
+  }
+  // A phase that launches a kernel (if kernel_ns > 0) and keeps the host
+  // busy for host_ns: host_ns >= kernel_ns models a host that waits for the
+  // kernel (.item(), a synchronizing copy).
+  void Phase(gpuscope::Phase p, int64_t host_ns, int64_t kernel_ns = 0) {
+    PhaseScope scope(*session, p);
+    if (kernel_ns > 0) gpu->Launch(kernel_ns);
+    clock->Advance(host_ns);
+  }
+  // Lets the GPU finish everything enqueued, then summarizes.
+  Summary DrainAndSummarize() {
+    clock->Advance(10'000 * kMs);
+    return session->Summarize();
+  }
+  double TrueIdlePct() const {
+    int64_t window = 0, busy = 0;
+    for (const auto& [b, e] : windows) {
+      window += e - b;
+      busy += gpu->BusyBetween(b, e);
+    }
+    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
+  }
+};
+
+// DESIGN's example: the host waits 30 ms in data, then the GPU works 10 ms
+// while the host waits for it: the truth is 75 % idle, the events lower
+// bound at least 70 %.
+TEST(EventsTest, StarvedLoopIdleLowerBoundIsNearTheTruth) {
+  GpuLoop loop;
+  for (int i = 0; i < 20; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 30 * kMs);
+      loop.Phase(Phase::kForward, 10 * kMs, /*kernel_ns=*/10 * kMs);  // host waits as long as the kernel runs
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.source, Source::kEvents) << s.source_reason;
+  EXPECT_THAT(s.source_reason, HasSubstr("lower bound"));
+  EXPECT_EQ(s.gpu_steps, 20);
+  EXPECT_EQ(s.pending_steps, 0);
+  ASSERT_TRUE(s.gpu_idle_pct.has_value());
+  EXPECT_DOUBLE_EQ(loop.TrueIdlePct(), 75.0);
+  EXPECT_GE(*s.gpu_idle_pct, 70.0);
+  EXPECT_LE(*s.gpu_idle_pct, loop.TrueIdlePct() + 1e-9);
+  // The idle time is charged to the phase the host was in: data.
+  ASSERT_EQ(s.idle_by_cause.count("data"), 1u);
+  EXPECT_NEAR(s.idle_by_cause.at("data"), 75.0, 1e-9);
+  double sum = 0;
+  for (const auto& [cause, pct] : s.idle_by_cause) sum += pct;
+  EXPECT_NEAR(sum, *s.gpu_idle_pct, 1e-9);
+  // The GPU had drained when data began; forward's device time is its kernel.
+  EXPECT_DOUBLE_EQ(s.FindPhase("data")->backlog_p50, 0.0);
+  EXPECT_DOUBLE_EQ(s.FindPhase("forward")->device.p50, 0.010);
+  EXPECT_DOUBLE_EQ(s.device_step_time.p50, 0.040);
+}
+
+// A saturated stream: the host enqueues 20 ms of work per 5 ms step and
+// never waits, so the GPU lags further behind at every boundary.
+TEST(EventsTest, SaturatedStreamHasBacklogEverywhereAndNoIdle) {
+  GpuLoop loop;
+  for (int i = 0; i < 20; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 1 * kMs);
+      loop.Phase(Phase::kForward, 4 * kMs, /*kernel_ns=*/20 * kMs);
+    });
+  }
+  // Before the GPU catches up, the steps wait for their markers.
+  const Summary before = loop.session->Summarize();
+  EXPECT_GT(before.pending_steps, 0);
+  EXPECT_LT(before.gpu_steps, 20);
+  EXPECT_EQ(before.steps, 20);  // host numbers do not wait
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.pending_steps, 0);
+  EXPECT_EQ(s.gpu_steps, 20);
+  // The only idle time is the first step's data phase, before any work: 1 ms of 100.
+  EXPECT_DOUBLE_EQ(loop.TrueIdlePct(), 1.0);
+  EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 1.0);
+  EXPECT_EQ(s.idle_by_cause.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.idle_by_cause.at("data"), 1.0);
+  EXPECT_GT(s.FindPhase("data")->backlog_p50, 0.0);
+  EXPECT_GT(s.FindPhase("forward")->backlog_p50, 0.0);
+}
+
+// Kernels launched asynchronously run into the next step's data phase: the
+// bound charges that time as busy and stays under the truth.
+TEST(EventsTest, AsyncWorkOverlappingTheNextDataPhaseCountsAsBusy) {
+  GpuLoop loop;
+  for (int i = 0; i < 10; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 30 * kMs);
+      loop.Phase(Phase::kForward, 1 * kMs, /*kernel_ns=*/12 * kMs);  // no sync
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  // Step 0 sees 1 ms of its kernel; each later step 11 ms of the previous
+  // one and 1 ms of its own: 109 of 310 ms busy.
+  const double truth = loop.TrueIdlePct();
+  EXPECT_NEAR(truth, 100.0 * 201 / 310, 1e-9);
+  EXPECT_LE(*s.gpu_idle_pct, truth + 1e-9);
+  EXPECT_GE(*s.gpu_idle_pct, truth - 10);
+  EXPECT_GT(s.FindPhase("data")->backlog_p50, 0.010);  // the previous step's kernel is running
+}
+
+// Soundness on random loops (no GPU work enqueued inside data): the events
+// idle % never exceeds the true idle %.
+TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthOnRandomLoops) {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 40; ++trial) {
+    GpuLoop loop;
+    const int steps = 5 + static_cast<int>(rng() % 20);
+    for (int i = 0; i < steps; ++i) {
+      loop.Step([&] {
+        loop.Phase(Phase::kData, static_cast<int64_t>(rng() % 20) * kMs);
+        const int phases = 1 + static_cast<int>(rng() % 4);
+        for (int p = 0; p < phases; ++p) {
+          const int64_t kernel = rng() % 3 == 0 ? 0 : static_cast<int64_t>(rng() % 15) * kMs;
+          int64_t host = static_cast<int64_t>(rng() % 8) * kMs + static_cast<int64_t>(rng() % 1000) * kUs;
+          if (rng() % 3 == 0) host += kernel;  // sometimes the host waits for it
+          loop.Phase(static_cast<Phase>(1 + rng() % 4), host, kernel);
+        }
+        if (rng() % 2) loop.clock->Advance(static_cast<int64_t>(rng() % 3) * kMs);  // "other"
+      });
+    }
+    const Summary s = loop.DrainAndSummarize();
+    ASSERT_TRUE(s.gpu_idle_pct.has_value());
+    ASSERT_EQ(s.gpu_steps, steps);
+    EXPECT_LE(*s.gpu_idle_pct, loop.TrueIdlePct() + 1e-6) << "trial " << trial;
+    EXPECT_GE(*s.gpu_idle_pct, 0.0);
+    double sum = 0;
+    for (const auto& [cause, pct] : s.idle_by_cause) sum += pct;
+    EXPECT_NEAR(sum, *s.gpu_idle_pct, 1e-6) << "trial " << trial;
+  }
+}
+
+TEST(EventsTest, NoMarkerIsLeakedWhateverTheLoopDoes) {
+  GpuLoop loop;
+  Session& s = *loop.session;
+  loop.Step([&] { loop.Phase(Phase::kForward, kMs, 2 * kMs); });
+  // Misuse, cancelled steps, phases outside steps, nested steps.
+  const ScopeToken a = s.BeginStep();
+  const ScopeToken b = s.BeginPhase(Phase::kData);
+  s.BeginPhase(Phase::kForward);
+  s.End(b);
+  s.End(a);
+  const ScopeToken probe = s.BeginStep();
+  { PhaseScope p(s, Phase::kData); }
+  s.Cancel(probe);
+  { PhaseScope p(s, Phase::kCheckpoint); loop.clock->Advance(kMs); }
+  { StepScope x(s); StepScope y(s); }
+  loop.DrainAndSummarize();
+  s.Close();
+  EXPECT_GT(loop.gpu->markers_recorded(), 10);
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+TEST(EventsTest, RecordsDroppedByAFullQueueStillReturnTheirMarkers) {
+  GpuLoop loop({}, Options{.queue_capacity = 64, .flush_interval_ms = 10000});
+  loop.Step([&] {
+    for (int i = 0; i < 500; ++i) loop.Phase(Phase::kForward, kUs, kUs);
+  });
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_GT(s.misuse.dropped_records, 0);
+  loop.session->Close();
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+TEST(EventsTest, StepsLeftWithoutMarkersWhenThePoolRunsOutAndThePoolGrows) {
+  GpuLoop loop(SimulatedDevice::Config{.initial_markers = 8, .max_markers = 64},
+               Options{.flush_interval_ms = 10000});
+  for (int i = 0; i < 20; ++i) {  // 6 markers per step, the GPU lagging: the pool runs dry
+    loop.Step([&] {
+      loop.Phase(Phase::kData, kMs);
+      loop.Phase(Phase::kForward, kMs, 50 * kMs);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.steps, 20);
+  EXPECT_LT(s.gpu_steps, 20);  // some steps have host numbers only
+  EXPECT_GT(s.gpu_steps, 0);
+  EXPECT_GT(loop.gpu->markers_created(), 8u);  // grown off the hot path
+  EXPECT_LE(loop.gpu->markers_created(), 64u);
+  loop.session->Close();
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+TEST(EventsTest, NoDriverMeansHostSourceAndSaysWhy) {
+  auto gpu = std::make_shared<SimulatedDevice>();
+  gpu->InjectFault(SimulatedDevice::Fault::kNoDriver);
+  auto clock = std::make_shared<ManualClock>();
+  Session session(Options{.clock = clock, .simulated_device = gpu});
+  { StepScope step(session); clock->Advance(kMs); }
+  const Summary s = session.Summarize();
+  EXPECT_EQ(s.source, Source::kHost);
+  EXPECT_THAT(s.source_reason, HasSubstr("libcuda.so.1"));
+  EXPECT_FALSE(s.gpu_idle_pct.has_value());
+  EXPECT_EQ(s.total_steps, 1);
+  EXPECT_EQ(gpu->markers_recorded(), 0);
+}
+
+class FaultTest : public ::testing::TestWithParam<SimulatedDevice::Fault> {};
+
+TEST_P(FaultTest, AFaultMidRunLowersTheSourceOnceAndTheLoopGoesOn) {
+  std::vector<std::string> warnings;
+  SetLogSink([&](LogLevel level, std::string_view m) {
+    if (level == LogLevel::kWarning) warnings.emplace_back(m);
+  });
+  GpuLoop loop;
+  for (int i = 0; i < 5; ++i) loop.Step([&] { loop.Phase(Phase::kForward, 2 * kMs, kMs); });
+  EXPECT_EQ(loop.DrainAndSummarize().source, Source::kEvents);
+  loop.gpu->InjectFault(GetParam());
+  for (int i = 0; i < 5; ++i) loop.Step([&] { loop.Phase(Phase::kForward, 2 * kMs, kMs); });
+  Summary s = loop.DrainAndSummarize();
+  for (int i = 0; i < 5; ++i) loop.Step([&] { loop.Phase(Phase::kForward, 2 * kMs, kMs); });
+  s = loop.DrainAndSummarize();
+  SetLogSink(nullptr);
+  EXPECT_EQ(s.source, Source::kHost);
+  EXPECT_THAT(s.source_reason, HasSubstr("lowered to host"));
+  EXPECT_THAT(s.source_reason, HasSubstr("CUDA_ERROR"));
+  EXPECT_FALSE(s.gpu_idle_pct.has_value());
+  EXPECT_EQ(s.total_steps, 15);  // the loop went on
+  EXPECT_EQ(s.pending_steps, 0);
+  EXPECT_EQ(std::count_if(warnings.begin(), warnings.end(),
+                          [](const std::string& w) { return w.find("lowered to host") != std::string::npos; }),
+            1);
+  loop.session->Close();
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, FaultTest,
+                         ::testing::Values(SimulatedDevice::Fault::kStickyError,
+                                           SimulatedDevice::Fault::kContextDestroyed));
+
+TEST(EventsTest, MarkersFollowTheSessionsStream) {
+  GpuLoop loop;
+  loop.session->SetStream(7);
+  for (int i = 0; i < 5; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 10 * kMs);
+      PhaseScope p(*loop.session, Phase::kForward);
+      loop.gpu->Launch(20 * kMs, /*stream=*/7);  // on the session's stream: markers wait for it
+      loop.gpu->Launch(50 * kMs, /*stream=*/0);  // another stream: markers do not see it
+      loop.clock->Advance(kMs);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_GT(s.FindPhase("data")->backlog_p50, 0.005);  // stream 7 lags: 20 ms per 11 ms step
+}
+
+}  // namespace
+}  // namespace gpuscope
