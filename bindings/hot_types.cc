@@ -12,12 +12,37 @@
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
 #include "gpuscope/session.h"
+#include "gpuscope/testing.h"
 #include "status_to_python.h"
 
 namespace gpuscope::python {
 namespace {
 
-PyObject* g_decorate = nullptr;  // gpuscope._session._decorate (strong ref)
+PyObject* g_decorate = nullptr;       // gpuscope._session._decorate (strong ref)
+PyObject* g_stream_getter = nullptr;  // gpuscope._session._torch_stream (strong ref)
+
+// Before each step of a session that times a device and was given no fixed
+// stream: marks go on the stream torch launches on now (about a microsecond,
+// once per step, and only once torch has initialized CUDA). False with a
+// Python error set if the getter raised.
+bool FollowTorchStream(Session* session, bool follow) {
+  if (!follow || g_stream_getter == nullptr || session == nullptr ||
+      session->source() == Source::kHost) {
+    return true;
+  }
+  PyObject* stream = PyObject_CallNoArgs(g_stream_getter);
+  if (stream == nullptr) return false;
+  if (PyLong_Check(stream)) {
+    const unsigned long long handle = PyLong_AsUnsignedLongLong(stream);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();  // not a stream handle: keep the current one
+    } else {
+      session->SetStream(handle);
+    }
+  }
+  Py_DECREF(stream);
+  return true;
+}
 
 // ---------------------------------------------------------------------------
 // The C++ session lives in a capsule shared by the _Session and every scope
@@ -321,6 +346,7 @@ struct StepScopeObject {
   StepOptions counts;
   ScopeToken token;
   bool entered;
+  bool follow_torch;
 };
 
 // One step scope per s.step() call, from a free list: a step costs no
@@ -346,6 +372,7 @@ PyObject* StepScopeEnter(PyObject* self, PyObject*) {
         "this step is already open: steps do not nest; end it before beginning the next one");
   }
   if (s->session != nullptr && s->session->recording()) {
+    if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
     const ScopeToken token = s->session->BeginStep(s->counts);
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
     s->token = token;
@@ -401,6 +428,7 @@ struct StepsIterObject {
   PyObject* samples;  // None, an int, or a callable(item) -> int
   PyObject* tokens;
   ScopeToken step;    // the open step
+  bool follow_torch;
 };
 
 void StepsIterFinish(StepsIterObject* s) {
@@ -447,6 +475,7 @@ PyObject* StepsIterNext(PyObject* self) {
   StepsIterFinish(s);
   const bool recording = s->session != nullptr && s->session->recording();
   if (recording) {
+    if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
     const ScopeToken step = s->session->BeginStep();
     if (!step.ok() && IsMisuse(step.status)) return RaiseMisuse(step.status);
     s->step = step;
@@ -509,6 +538,8 @@ struct SessionObject {
   PyObject* core;       // capsule owning the Session
   PyObject* phases;     // dict: name -> _PhaseScope
   PyObject* weakrefs;
+  PyObject* simulated;  // the SimulatedDevice it runs on, or nullptr
+  bool follow_torch;    // stream=None: follow torch's current CUDA stream
 };
 
 PyObject* SessionNew(PyTypeObject* type, PyObject*, PyObject*) {
@@ -518,6 +549,8 @@ PyObject* SessionNew(PyTypeObject* type, PyObject*, PyObject*) {
   s->session = nullptr;
   s->core = nullptr;
   s->weakrefs = nullptr;
+  s->simulated = nullptr;
+  s->follow_torch = false;
   s->phases = PyDict_New();
   if (s->phases == nullptr) {
     Py_DECREF(self);
@@ -532,17 +565,47 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(GpuscopeError(), "Session.__init__ called twice");
     return -1;
   }
-  static const char* kKeywords[] = {"window",     "enabled", "max_phases", "queue_capacity",
-                                    "flush_interval_ms", "clock", nullptr};
+  static const char* kKeywords[] = {"window",         "enabled",           "max_phases",
+                                    "queue_capacity", "flush_interval_ms", "clock",
+                                    "stream",         "simulated_device",  nullptr};
   Options options;
   int enabled = 1;
   PyObject* clock = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiO:Session", const_cast<char**>(kKeywords),
+  PyObject* stream = Py_None;
+  PyObject* simulated = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOO:Session", const_cast<char**>(kKeywords),
                                    &options.window, &enabled, &options.max_phases,
-                                   &options.queue_capacity, &options.flush_interval_ms, &clock)) {
+                                   &options.queue_capacity, &options.flush_interval_ms, &clock,
+                                   &stream, &simulated)) {
     return -1;
   }
   options.enabled = enabled != 0;
+  if (stream != Py_None) {
+    options.stream = PyLong_AsUnsignedLongLong(stream);
+    if (PyErr_Occurred()) {
+      PyErr_SetString(PyExc_TypeError, "stream must be a stream handle (an int >= 0) or None");
+      return -1;
+    }
+  }
+  s->follow_torch = stream == Py_None;
+  if (simulated == Py_True) {
+    simulated = pybind11::cast(std::make_shared<SimulatedDevice>()).release().ptr();
+  } else if (simulated == Py_False || simulated == Py_None) {
+    simulated = nullptr;
+  } else {
+    Py_INCREF(simulated);
+  }
+  if (simulated != nullptr) {
+    try {
+      options.simulated_device = pybind11::cast<std::shared_ptr<SimulatedDevice>>(pybind11::handle(simulated));
+    } catch (const pybind11::cast_error&) {
+      Py_DECREF(simulated);
+      PyErr_SetString(PyExc_TypeError,
+                      "simulated_device must be a gpuscope.testing.SimulatedDevice, True or None");
+      return -1;
+    }
+    Py_XSETREF(s->simulated, simulated);
+  }
   if (clock != Py_None) {
     try {
       options.clock = pybind11::cast<std::shared_ptr<ManualClock>>(pybind11::handle(clock));
@@ -576,6 +639,7 @@ void SessionDealloc(PyObject* self) {
   auto* s = reinterpret_cast<SessionObject*>(self);
   if (s->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
   Py_XDECREF(s->phases);
+  Py_XDECREF(s->simulated);
   Py_XDECREF(s->core);  // deletes the Session unless a scope still holds it
   Py_TYPE(self)->tp_free(self);
 }
@@ -700,6 +764,7 @@ PyObject* SessionStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs, P
   scope->counts = counts;
   scope->token = ScopeToken{};
   scope->entered = false;
+  scope->follow_torch = s->follow_torch;
   return reinterpret_cast<PyObject*>(scope);
 }
 
@@ -741,6 +806,7 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   Py_INCREF(tokens);
   iter->tokens = tokens;
   iter->step = ScopeToken{};
+  iter->follow_torch = s->follow_torch;
   return reinterpret_cast<PyObject*>(iter);
 }
 
@@ -772,6 +838,31 @@ PyObject* SessionFlush(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* SessionSetStream(PyObject* self, PyObject* stream) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  const unsigned long long handle = PyLong_AsUnsignedLongLong(stream);
+  if (PyErr_Occurred()) {
+    PyErr_SetString(PyExc_TypeError, "set_stream() takes a stream handle, an int >= 0");
+    return nullptr;
+  }
+  reinterpret_cast<SessionObject*>(self)->follow_torch = false;
+  session->SetStream(handle);
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionSimulated(PyObject* self, void*) {
+  PyObject* sim = reinterpret_cast<SessionObject*>(self)->simulated;
+  return Py_NewRef(sim != nullptr ? sim : Py_None);
+}
+
+PyObject* SessionSource(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  const std::string_view name = SourceName(session->source());
+  return PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+}
+
 PyObject* SessionRecording(PyObject* self, void*) {
   Session* session = reinterpret_cast<SessionObject*>(self)->session;
   return PyBool_FromLong(session != nullptr && session->recording());
@@ -801,6 +892,9 @@ PyMethodDef kSessionMethods[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "steps(iterable, samples=None, tokens=None) -> iterator; one step per item, next() is "
      "phase 'data'. samples/tokens: an int or a callable(batch) -> int."},
+    {"set_stream", SessionSetStream, METH_O,
+     "set_stream(handle) -> marks scopes from now on on this device stream (a CUstream as an "
+     "int), instead of following torch's current stream."},
     {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
@@ -811,6 +905,9 @@ PyGetSetDef kSessionGetSet[] = {
     {"recording", SessionRecording, nullptr, "Whether scopes record.", nullptr},
     {"window", SessionWindow, nullptr, "Steps kept for exact quantiles.", nullptr},
     {"status", SessionStatus, nullptr, "None, or why the session records nothing.", nullptr},
+    {"source", SessionSource, nullptr, "'cupti', 'events' or 'host', right now.", nullptr},
+    {"simulated_device", SessionSimulated, nullptr, "The SimulatedDevice it runs on, or None.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -842,6 +939,11 @@ Session* SessionOf(PyObject* obj) {
 void SetDecorator(PyObject* fn) {
   Py_XINCREF(fn);
   Py_XSETREF(g_decorate, fn);
+}
+
+void SetStreamGetter(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(g_stream_getter, fn);
 }
 
 bool AddHotTypes(PyObject* module) {

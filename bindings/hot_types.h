@@ -36,6 +36,10 @@ Session* SessionOf(PyObject* obj);
 // decorated function: gpuscope._session._decorate.
 void SetDecorator(PyObject* fn);
 
+// Installs the Python function that returns torch's current CUDA stream
+// handle (or None): gpuscope._session._torch_stream.
+void SetStreamGetter(PyObject* fn);
+
 }  // namespace gpuscope::python
 
 #endif  // GPUSCOPE_BINDINGS_HOT_TYPES_H_

@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "gpuscope/clock.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/report.h"
 #include "gpuscope/summary.h"
+#include "gpuscope/testing.h"
 #include "gpuscope/version.h"
 #include "hot_types.h"
 #include "status_to_python.h"
@@ -63,6 +65,44 @@ PYBIND11_MODULE(_gpuscope, m) {
       .def_property_readonly("now_ns", &ManualClock::NowNs);
 
   m.def("_set_decorator", [](py::object fn) { SetDecorator(fn.ptr()); });
+  m.def("_set_stream_getter", [](py::object fn) { SetStreamGetter(fn.ptr()); });
+
+  py::class_<SimulatedDevice, std::shared_ptr<SimulatedDevice>> sim(
+      m, "SimulatedDevice",
+      "A GPU model for tests and demos without a GPU: in-order streams, kernels of given "
+      "durations, markers that complete as CUDA events do, injectable faults. Times in ns on "
+      "the session's clock.");
+  sim.def(py::init([](int64_t marker_latency_ns, uint32_t initial_markers, uint32_t max_markers) {
+            if (initial_markers == 0 || max_markers < initial_markers) {
+              throw py::value_error("need 0 < initial_markers <= max_markers");
+            }
+            return std::make_shared<SimulatedDevice>(
+                SimulatedDevice::Config{marker_latency_ns, initial_markers, max_markers});
+          }),
+          py::kw_only(), py::arg("marker_latency_ns") = 0, py::arg("initial_markers") = 256,
+          py::arg("max_markers") = 1 << 16)
+      .def("launch", &SimulatedDevice::Launch, py::arg("duration_ns"), py::arg("stream") = 0,
+           "Enqueues a kernel of duration_ns on stream now (from the recording thread).")
+      .def("busy_between", &SimulatedDevice::BusyBetween, py::arg("begin_ns"), py::arg("end_ns"),
+           py::arg("stream") = 0, "Ground truth: ns of [begin, end) with a kernel running.")
+      .def(
+          "inject_fault",
+          [](SimulatedDevice& d, const std::string& fault) {
+            static const std::pair<const char*, SimulatedDevice::Fault> kFaults[] = {
+                {"none", SimulatedDevice::Fault::kNone},
+                {"no_driver", SimulatedDevice::Fault::kNoDriver},
+                {"sticky_error", SimulatedDevice::Fault::kStickyError},
+                {"context_destroyed", SimulatedDevice::Fault::kContextDestroyed}};
+            for (const auto& [name, value] : kFaults) {
+              if (fault == name) return d.InjectFault(value);
+            }
+            throw py::value_error(
+                "fault must be 'none', 'no_driver', 'sticky_error' or 'context_destroyed'");
+          },
+          py::arg("fault"))
+      .def_property_readonly("live_markers", &SimulatedDevice::live_markers)
+      .def_property_readonly("markers_recorded", &SimulatedDevice::markers_recorded)
+      .def_property_readonly("markers_created", &SimulatedDevice::markers_created);
 
   m.def(
       "diagnose_json",

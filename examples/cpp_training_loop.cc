@@ -5,11 +5,18 @@
 // decode), h2d copies a buffer, and the "model" does real arithmetic. The
 // report shows where each step's time went.
 //
-//   ./cpp_training_loop [--steps N] [--data-ms MS]
+//   ./cpp_training_loop [--steps N] [--data-ms MS] [--simulate-gpu 1]
+//
+// With --simulate-gpu 1 the loop also "launches" GPU kernels on gpuscope's
+// simulated device (forward 3 ms, backward 6 ms, optimizer 1 ms) and waits
+// for them at the end of each step, as a .item() would: the report then has
+// the events source's GPU idle lower bound, idle by cause and device times.
 
 #include <gpuscope/gpuscope.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +31,7 @@ namespace {
 struct Args {
   int steps = 200;
   int data_ms = 4;
+  bool simulate_gpu = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -33,6 +41,7 @@ Args ParseArgs(int argc, char** argv) {
     const int value = std::atoi(argv[i + 1]);
     if (flag == "--steps") args.steps = value;
     if (flag == "--data-ms") args.data_ms = value;
+    if (flag == "--simulate-gpu") args.simulate_gpu = value != 0;
   }
   return args;
 }
@@ -57,7 +66,17 @@ int main(int argc, char** argv) {
   constexpr int kBatch = 64;
   constexpr size_t kWidth = 256;
 
-  gpuscope::Session session(gpuscope::Options{.window = 512});
+  std::shared_ptr<gpuscope::SimulatedDevice> gpu;
+  if (args.simulate_gpu) gpu = std::make_shared<gpuscope::SimulatedDevice>();
+  gpuscope::Session session(gpuscope::Options{.window = 512, .simulated_device = gpu});
+  // Launches a simulated kernel; kernels run one after another, so the GPU
+  // is done when the last one queued is.
+  auto gpu_done = std::chrono::steady_clock::now();
+  auto launch = [&](int ms) {
+    if (gpu == nullptr) return gpu_done;
+    gpu->Launch(int64_t{ms} * 1'000'000);
+    return std::max(gpu_done, std::chrono::steady_clock::now()) + std::chrono::milliseconds(ms);
+  };
   // Custom names are registered once, outside the loop.
   const gpuscope::PhaseId attention = session.RegisterPhase("attention").value();
 
@@ -78,17 +97,24 @@ int main(int argc, char** argv) {
     }
     {
       gpuscope::PhaseScope p(session, gpuscope::Phase::kForward);
+      gpu_done = launch(3);
       loss += Layer(device_batch, weights);
       gpuscope::PhaseScope a(session, attention);  // nested: its own stats, not in the breakdown
       loss += Layer(device_batch, weights);
     }
     {
       gpuscope::PhaseScope p(session, gpuscope::Phase::kBackward);
+      gpu_done = launch(6);
       loss += Layer(device_batch, weights) + Layer(device_batch, weights);
     }
     {
       gpuscope::PhaseScope p(session, gpuscope::Phase::kOptimizer);
+      gpu_done = launch(1);
       for (float& w : weights) w *= 0.99999f;
+    }
+    if (gpu != nullptr) {
+      gpuscope::PhaseScope p(session, gpuscope::Phase::kSync);  // loss.item(): wait for the GPU
+      std::this_thread::sleep_until(gpu_done);
     }
   }
 

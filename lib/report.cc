@@ -2,7 +2,10 @@
 
 #include "gpuscope/diagnose.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -119,8 +122,24 @@ std::string FormatReport(const Summary& s) {
       absl::StrAppend(&out, "throughput  ", rates, "\n");
     }
     if (s.gpu_idle_pct.has_value()) {
-      absl::StrAppendFormat(&out, "GPU idle    %.1f%% of step time%s\n", *s.gpu_idle_pct,
-                            s.source == Source::kEvents ? " (lower bound, from events)" : "");
+      absl::StrAppendFormat(&out, "GPU idle    %s%.1f%% of step time (%d of %d steps%s)\n",
+                            s.source == Source::kEvents ? "at least " : "", *s.gpu_idle_pct,
+                            s.gpu_steps, s.steps,
+                            s.pending_steps > 0 ? absl::StrCat(", ", s.pending_steps, " pending") : "");
+      std::vector<std::pair<double, std::string>> causes;
+      for (const auto& [cause, pct] : s.idle_by_cause) causes.emplace_back(pct, cause);
+      std::sort(causes.rbegin(), causes.rend());
+      std::string line = "idle while";
+      for (const auto& [pct, cause] : causes) {
+        absl::StrAppendFormat(&line, " %s %.1f%%,", cause, pct);
+      }
+      if (!causes.empty()) {
+        line.pop_back();
+        AppendWrapped(&out, line, 12);
+      }
+    } else if (s.source != Source::kHost && s.pending_steps > 0) {
+      absl::StrAppendFormat(&out, "GPU idle    (%d steps waiting for the GPU to catch up)\n",
+                            s.pending_steps);
     }
 
     absl::StrAppendFormat(&out, "\nwhere the step time goes (window, host time)\n");
@@ -143,6 +162,23 @@ std::string FormatReport(const Summary& s) {
                             Percent(p.inclusive_share), Duration(p.time.p50), Duration(p.time.p95),
                             Duration(p.time.max), p.count);
     }
+  }
+  if (s.gpu_steps > 0) {
+    absl::StrAppendFormat(&out, "\nGPU time per step (%s)\n",
+                          s.source == Source::kEvents ? "events: span between the phase's markers"
+                                                      : internal::ToAbsl(SourceName(s.source)));
+    absl::StrAppendFormat(&out, "  %-24s %9s %9s %11s %8s\n", "phase", "p50", "p95", "backlog p50",
+                          "GPU idle");
+    for (const PhaseStats& p : s.phases) {
+      if (p.device.count == 0) continue;
+      const auto idle = s.idle_by_cause.find(p.name);
+      absl::StrAppendFormat(&out, "  %s %9s %9s %11s %7.1f%%\n", Fit(p.name, 24),
+                            Duration(p.device.p50), Duration(p.device.p95),
+                            Duration(p.backlog_p50),
+                            idle == s.idle_by_cause.end() ? 0.0 : idle->second);
+    }
+    absl::StrAppendFormat(&out, "  %s %9s %9s\n", Fit("(step)", 24), Duration(s.device_step_time.p50),
+                          Duration(s.device_step_time.p95));
   }
   bool outside_header = false;
   for (const PhaseStats& p : s.phases) {

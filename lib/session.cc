@@ -489,6 +489,7 @@ Session::~Session() = default;
 
 const absl::Status& Session::status() const { return impl_->status(); }
 const Options& Session::options() const { return impl_->options(); }
+Source Session::source() const noexcept { return impl_->source(); }
 
 absl::StatusOr<PhaseId> Session::RegisterPhase(std::string_view name) {
   return impl_->RegisterPhase(name);

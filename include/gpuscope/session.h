@@ -134,6 +134,13 @@ class Session {
   // Session::options()
   const Options& options() const;
 
+  // Session::source()
+  //
+  // Where the GPU side of this session's numbers comes from right now (it
+  // can be lowered to kHost while running, when the device fails).
+  // Thread-safe, one atomic load.
+  Source source() const noexcept;
+
   // Session::RegisterPhase()
   //
   // The id of phase `name`, registering it on first use; built-in names

@@ -52,7 +52,7 @@ class SessionImpl final : public Pumpable {
 
   const Options& options() const { return options_; }
   const absl::Status& status() const { return status_; }
-  Source source() const { return source_; }
+  Source source() const { return source_.load(std::memory_order_relaxed); }
 
   absl::StatusOr<PhaseId> RegisterPhase(std::string_view name);
 
@@ -131,7 +131,7 @@ class SessionImpl final : public Pumpable {
   Annotator* const annotator_;  // backends_.annotator, never null
   DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
-  Source source_ = Source::kHost;       // guarded by agg_mu_ after construction
+  std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction
   std::atomic<bool>* const recording_flag_;  // Session::recording_
   PhaseTable phases_;

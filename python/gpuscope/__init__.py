@@ -24,7 +24,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, Union
 
 from . import _gpuscope, testing
-from ._session import Session, _decorate
+from ._session import Session, _decorate, _torch_stream
 from ._summary import Finding, PhaseStats, Quantiles, Summary, diagnose_summary
 
 __version__: str = _gpuscope.__version__
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _gpuscope._set_decorator(_decorate)
+_gpuscope._set_stream_getter(_torch_stream)
 
 _default: Optional[Session] = None
 _default_lock = threading.Lock()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, List
+import sys
+from typing import Any, Callable, List, Optional
 
 from . import _gpuscope
 from ._summary import Finding, Summary, diagnose_summary
@@ -14,8 +15,17 @@ class Session(_gpuscope._Session):
     """Records the steps and phases of one training loop.
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=16384,
-    flush_interval_ms=10, clock=None)``; every argument has a default. Invalid
-    values raise ``ValueError``; ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
+    flush_interval_ms=10, clock=None, stream=None, simulated_device=None)``;
+    every argument has a default. Invalid values raise ``ValueError``;
+    ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
+
+    GPU timing: with a GPU source, scope boundaries are marked on a device
+    stream: ``stream=None`` follows torch's current CUDA stream (read once per
+    step, once torch has initialized CUDA); an int fixes it (``set_stream()``
+    changes it). ``simulated_device=True`` (or a
+    ``gpuscope.testing.SimulatedDevice``) times a simulated GPU instead, for
+    tests and demos; ``GPUSCOPE_SIMULATE=1`` does the same for every session.
+    ``s.source`` says which source is in use.
 
     One thread records into a session: the first one that opens a scope. Use
     it from another thread and ``GpuscopeError`` says so. ``summary()``,
@@ -53,6 +63,23 @@ class Session(_gpuscope._Session):
     def __repr__(self) -> str:
         state = "recording" if self.recording else "not recording"
         return f"<gpuscope.Session window={self.window} {state}>"
+
+
+def _torch_stream() -> Optional[int]:
+    """torch's current CUDA stream handle, or None. Never imports torch.
+
+    Called from C once per step of a session that times a device and follows
+    torch (``stream=None``).
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        return int(torch.cuda.current_stream().cuda_stream)
+    except Exception:  # an odd torch build: keep the current stream
+        return None
 
 
 def _decorate(cm: Any, fn: Callable[..., Any]) -> Callable[..., Any]:

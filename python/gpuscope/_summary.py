@@ -57,6 +57,8 @@ class PhaseStats:
     time: Quantiles
     outside_steps_count: int
     outside_steps_total: float
+    device: Optional[Quantiles] = None  # per-step GPU time (GPU source), else None
+    backlog_p50: Optional[float] = None  # median GPU lag when the phase began (events)
 
     @property
     def p50(self) -> float:
@@ -96,6 +98,8 @@ class PhaseStats:
             time=Quantiles._from_dict(d["time"]),
             outside_steps_count=d["outside_steps_count"],
             outside_steps_total=float(d["outside_steps_total"]),
+            device=Quantiles._from_dict(d["device"]) if d.get("device", {}).get("count") else None,
+            backlog_p50=float(d["backlog_p50"]) if d.get("device", {}).get("count") else None,
         )
 
 
@@ -104,9 +108,12 @@ class Summary:
 
     ``steps``: completed steps in the window; ``step_time``: exact quantiles
     over the window; ``phases``: name -> ``PhaseStats`` in breakdown order;
-    ``gpu_idle_pct``: 0..100 or None without a GPU timeline source;
-    ``idle_by_cause``: cause -> percent of step time; ``throughput``: samples/s
-    or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
+    ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower
+    bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU
+    data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``:
+    cause -> percent of step time, summing to ``gpu_idle_pct``;
+    ``device_step_time``: per-step GPU span (or None); ``throughput``:
+    samples/s or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
     """
 
     __slots__ = (
@@ -128,6 +135,8 @@ class Summary:
         "gpu_idle_pct",
         "idle_by_cause",
         "misuse",
+        "gpu_steps",
+        "device_step_time",
     )
 
     def __init__(self, json_text: str) -> None:
@@ -152,6 +161,10 @@ class Summary:
         self.gpu_idle_pct: Optional[float] = _float_or_none(d["gpu_idle_pct"])
         self.idle_by_cause: Dict[str, float] = {k: float(v) for k, v in d["idle_by_cause"].items()}
         self.misuse: Dict[str, int] = dict(d["misuse"])
+        self.gpu_steps: int = d.get("gpu_steps", 0)
+        self.device_step_time: Optional[Quantiles] = (
+            Quantiles._from_dict(d["device_step_time"]) if self.gpu_steps else None
+        )
 
     @classmethod
     def _from_json(cls, json_text: str) -> "Summary":
