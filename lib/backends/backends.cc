@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda_driver_timer.h"
+#include "core/worker.h"
 #include "sim/simulated_device.h"
 
 namespace gpuscope::internal {
@@ -23,7 +25,13 @@ Backends DefaultBackends(const Options& options) {
   backends.annotator = MakeNvtxAnnotator(options.max_phases);
   std::shared_ptr<SimulatedDevice> sim = options.simulated_device;
   if (sim == nullptr && SimulateFromEnvironment()) sim = std::make_shared<SimulatedDevice>();
-  if (sim != nullptr) backends.device_timer = MakeSimulatedTimer(sim, options.clock);
+  if (sim != nullptr) {
+    backends.device_timer = MakeSimulatedTimer(sim, options.clock);
+  } else if (options.clock == nullptr && g_fork_generation.load() == 0) {
+    // A real GPU times on CLOCK_MONOTONIC, so not with a custom clock; and
+    // CUDA is unusable in a forked child, so never there.
+    backends.device_timer = MakeCudaDriverTimer();
+  }
   return backends;
 }
 
