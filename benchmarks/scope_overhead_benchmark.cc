@@ -8,12 +8,16 @@
 // so these numbers are the recording thread's own cost. Each benchmark
 // reports `dropped`: it must be 0, or the numbers measure the drop path.
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "backends/clock.h"
 #include "backends/tsc.h"
 #include "benchmark/benchmark.h"
 #include "gpuscope/gpuscope.h"
+#include "gpuscope/testing.h"
+#include "sim/simulated_device.h"
 
 #if GPUSCOPE_HAVE_NVTX
 #include "nvtx3/nvToolsExt.h"
@@ -112,6 +116,65 @@ void BM_StepScope(benchmark::State& state) {
   Finish(state, session);
 }
 BENCHMARK(BM_StepScope);
+
+// A phase scope on the events source (the simulated device: two markers per
+// scope). Compare with BM_PhaseScope plus two BM_SimulatedMarkerRecord.
+void BM_PhaseScopeWithEvents(benchmark::State& state) {
+  constexpr uint32_t kMarkers = 1 << 16;
+  auto gpu = std::make_shared<SimulatedDevice>(
+      SimulatedDevice::Config{.initial_markers = kMarkers, .max_markers = kMarkers});
+  Options options = BenchOptions();
+  options.simulated_device = gpu;
+  Session session(options);
+  ScopeToken step = session.BeginStep();
+  int64_t n = 0;
+  const int64_t recorded_before = gpu->markers_recorded();
+  for (auto _ : state) {
+    { PhaseScope p(session, Phase::kForward); }
+    if (++n % kPhasesPerStep == 0) {
+      session.End(step);
+      step = session.BeginStep();
+    }
+    if (n % (kMarkers / 4) == 0) {  // markers complete at once here: draining returns them
+      state.PauseTiming();
+      session.Flush();
+      state.ResumeTiming();
+    }
+  }
+  session.End(step);
+  const double markers = static_cast<double>(gpu->markers_recorded() - recorded_before);
+  state.counters["markers_per_scope"] = markers / static_cast<double>(std::max<int64_t>(n, 1));
+  if (markers < 1.9 * static_cast<double>(n)) state.SkipWithError("scopes went without markers");
+  Finish(state, session);
+}
+BENCHMARK(BM_PhaseScopeWithEvents);
+
+// The simulated device's marker record alone (what a cuEventRecord is to a
+// real GPU): batches of 256 records, then their releases untimed; the time
+// reported is per record.
+void BM_SimulatedMarkerRecord(benchmark::State& state) {
+  constexpr int kBatch = 256;
+  auto gpu = std::make_shared<SimulatedDevice>();
+  std::unique_ptr<internal::DeviceTimer> timer = internal::MakeSimulatedTimer(gpu, nullptr);
+  if (!timer->Start().ok()) state.SkipWithError("simulated device did not start");
+  uint32_t slots[kBatch];
+  int64_t records = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < kBatch; ++i) slots[i] = timer->Record(0);
+    benchmark::DoNotOptimize(slots);
+    state.PauseTiming();
+    for (int i = 0; i < kBatch; ++i) {
+      if (slots[i] != internal::kNoEvent) timer->Release(slots[i]);
+      records += slots[i] != internal::kNoEvent;
+    }
+    state.ResumeTiming();
+  }
+  if (records != static_cast<int64_t>(state.iterations()) * kBatch) state.SkipWithError("pool ran out");
+  state.counters["ns_per_record"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kBatch,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_SimulatedMarkerRecord);
 
 void BM_PhaseScopeDisabled(benchmark::State& state) {
   Session session(Options{.enabled = false});

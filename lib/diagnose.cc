@@ -30,6 +30,9 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
                 {"data_p95_s", data->time.p95},
                 {"step_p50_s", s.step_time.p50}};
   if (s.samples_per_second.has_value()) f.evidence.emplace_back("samples_per_second", *s.samples_per_second);
+  if (const auto idle = s.idle_by_cause.find(data->name); idle != s.idle_by_cause.end()) {
+    f.evidence.emplace_back("gpu_idle_in_data_pct", idle->second);
+  }
   f.recommendation =
       "Feed the GPU faster: raise DataLoader num_workers (up to one per spare CPU core), set "
       "pin_memory=True and persistent_workers=True, raise prefetch_factor, and move decoding "
@@ -41,8 +44,11 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
     f.confidence =
         "medium: host timing only; if the loop waits for the GPU inside the data phase (a "
         "synchronizing copy, say), that wait counts as data time. A GPU source separates them.";
+  } else if (s.idle_by_cause.count(data->name) != 0) {
+    f.confidence = "high: the GPU was measured idle while the host waited for data";
   } else {
-    f.confidence = "high";
+    f.confidence = "medium: the GPU was not measured idle during data (it may have been "
+                   "finishing earlier work): the loader's wait may be hidden";
   }
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));

@@ -164,9 +164,10 @@ std::string FormatReport(const Summary& s) {
     }
   }
   if (s.gpu_steps > 0) {
-    absl::StrAppendFormat(&out, "\nGPU time per step (%s)\n",
+    absl::StrAppendFormat(&out, "\nGPU time per step (%s, +-%s)\n",
                           s.source == Source::kEvents ? "events: span between the phase's markers"
-                                                      : internal::ToAbsl(SourceName(s.source)));
+                                                      : internal::ToAbsl(SourceName(s.source)),
+                          Duration(s.gpu_clock_error));
     absl::StrAppendFormat(&out, "  %-24s %9s %9s %11s %8s\n", "phase", "p50", "p95", "backlog p50",
                           "GPU idle");
     for (const PhaseStats& p : s.phases) {

@@ -414,6 +414,9 @@ Summary SessionImpl::Summarize() {
     s.misuse.incomplete_steps = aggregator_.incomplete_steps();
     s.source = source_;
     s.source_reason = source_reason_;
+    if (timer_ != nullptr && source_ != Source::kHost) {
+      s.gpu_clock_error = static_cast<double>(timer_->accuracy_ns()) * 1e-9;
+    }
     if (source_ == Source::kHost) {  // lowered: what was measured before stays, labeled host
       s.gpu_idle_pct.reset();
       s.idle_by_cause.clear();

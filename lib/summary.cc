@@ -97,6 +97,7 @@ void SummaryFields(V& v, S& s) {
   v.Object("lifetime_step_time", s.lifetime_step_time, [](auto& sub, auto& q) { Fields(sub, q); });
   v.Int("gpu_steps", s.gpu_steps, kOptional);
   v.Object("device_step_time", s.device_step_time, [](auto& sub, auto& q) { Fields(sub, q); }, kOptional);
+  v.Number("gpu_clock_error", s.gpu_clock_error, kOptional);
   v.Array("phases", s.phases, [](auto& sub, auto& p) { PhaseFields(sub, p); });
   v.Optional("samples_per_second", s.samples_per_second);
   v.Optional("tokens_per_second", s.tokens_per_second);

@@ -146,6 +146,9 @@ struct Summary {
   // pending or had a marker missing), and their per-step device span.
   int64_t gpu_steps = 0;
   Quantiles device_step_time;
+  // How far device times may be off after mapping the device clock onto the
+  // host clock (events: half the calibration bracket), seconds.
+  double gpu_clock_error = 0;
 
   // Every phase seen in the window or outside steps, then "other" unless the
   // window is empty; ordered by share, then inclusive share, then name.

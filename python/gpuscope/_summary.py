@@ -137,6 +137,7 @@ class Summary:
         "misuse",
         "gpu_steps",
         "device_step_time",
+        "gpu_clock_error",
     )
 
     def __init__(self, json_text: str) -> None:
@@ -162,6 +163,7 @@ class Summary:
         self.idle_by_cause: Dict[str, float] = {k: float(v) for k, v in d["idle_by_cause"].items()}
         self.misuse: Dict[str, int] = dict(d["misuse"])
         self.gpu_steps: int = d.get("gpu_steps", 0)
+        self.gpu_clock_error: float = float(d.get("gpu_clock_error", 0.0))
         self.device_step_time: Optional[Quantiles] = (
             Quantiles._from_dict(d["device_step_time"]) if self.gpu_steps else None
         )

@@ -51,6 +51,19 @@ TEST(DiagnoseTest, InputBoundIsHighAtTwentyPercentOfStepTime) {
   EXPECT_EQ(fs.front().id, "input-bound");  // ranked first: it explains the most time
 }
 
+TEST(DiagnoseTest, InputBoundWithAGpuSourceCitesTheIdleTimeInData) {
+  Summary s = Loop(30, 70);
+  s.source = Source::kEvents;
+  s.gpu_idle_pct = 30;
+  s.idle_by_cause = {{"data", 30}};
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "input-bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_THAT(f->confidence, HasSubstr("high"));
+  EXPECT_EQ(f->source, "events");
+  EXPECT_EQ(f->evidence.back(), (std::pair<std::string, double>{"gpu_idle_in_data_pct", 30}));
+}
+
 TEST(DiagnoseTest, InputBoundIsModerateBetweenFiveAndTwentyPercent) {
   const std::vector<Finding> fs = Diagnose(Loop(10, 90));
   const Finding* f = Find(fs, "input-bound");

@@ -147,3 +147,21 @@ def test_environment_variable_simulates_a_gpu():
     env = dict(os.environ, GPUSCOPE_SIMULATE="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split()[0] == "events"
+
+
+def test_without_a_driver_import_and_sessions_work_on_host_timing():
+    code = (
+        "import gpuscope as gs\n"
+        "s = gs.Session()\n"
+        "for _ in s.steps(range(3)):\n"
+        "    with s.phase('forward'): pass\n"
+        "sm = s.summary()\n"
+        "print(s.source, sm.total_steps, sm.gpu_idle_pct)\n"
+        "print(sm.source_reason)\n"
+    )
+    env = dict(os.environ, GPUSCOPE_LIBCUDA="/nonexistent/no-such-libcuda.so.1")
+    env.pop("GPUSCOPE_SIMULATE", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    first, reason = out.stdout.splitlines()[:2]
+    assert first == "host 3 None"
+    assert "CUDA events unavailable" in reason and "no-such-libcuda.so.1" in reason
