@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -588,6 +589,12 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     }
   }
   s->follow_torch = stream == Py_None;
+  const char* simulate_env = std::getenv("GPUSCOPE_SIMULATE");
+  const bool simulating = (simulated != Py_None && simulated != Py_False) ||
+                          (simulate_env != nullptr && simulate_env[0] != '\0' && simulate_env[0] != '0');
+  if (stream == Py_None && simulating) {
+    options.stream = 0;  // simulated kernels launch on stream 0 unless told otherwise
+  }
   if (simulated == Py_True) {
     simulated = pybind11::cast(std::make_shared<SimulatedDevice>()).release().ptr();
   } else if (simulated == Py_False || simulated == Py_None) {

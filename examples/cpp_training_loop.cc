@@ -68,7 +68,10 @@ int main(int argc, char** argv) {
 
   std::shared_ptr<gpuscope::SimulatedDevice> gpu;
   if (args.simulate_gpu) gpu = std::make_shared<gpuscope::SimulatedDevice>();
-  gpuscope::Session session(gpuscope::Options{.window = 512, .simulated_device = gpu});
+  // A real trainer passes the CUstream its kernels run on; the simulation
+  // launches on stream 0.
+  gpuscope::Session session(gpuscope::Options{
+      .window = 512, .stream = gpu != nullptr ? 0 : gpuscope::kNoStream, .simulated_device = gpu});
   // Launches a simulated kernel; kernels run one after another, so the GPU
   // is done when the last one queued is.
   auto gpu_done = std::chrono::steady_clock::now();

@@ -147,7 +147,20 @@ SessionImpl::~SessionImpl() {
   Close();
   if (InForkedChild()) return;  // the parent's devices are not ours to touch
   if (backends_.activity != nullptr) backends_.activity->Stop();
-  if (timer_ != nullptr) timer_->Stop();
+  if (timer_ != nullptr) {
+    // Scopes cannot outlive the session: whatever they left is here now.
+    // Records that arrived after Close() and scopes still open return their
+    // markers, so that Stop() finds every marker back in the pool.
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    DrainQueueLocked();
+    orphaned_markers_.Drain([this](uint32_t slot) { timer_->Release(slot); });
+    for (int i = 0; i < depth_; ++i) {
+      const uint32_t slot = stack_[static_cast<size_t>(i)].begin_event;
+      if (slot != kNoEvent) timer_->Release(slot);
+    }
+    aggregator_.Abandon();
+    timer_->Stop();
+  }
 }
 
 absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
@@ -213,7 +226,8 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
   f.is_step = false;
   annotator_->PushPhase(id);
   f.begin_ns = Now();
-  f.begin_event = RecordMarker();
+  // Phases outside steps are timed on the host only: no marker.
+  f.begin_event = step_frame_ >= 0 ? RecordMarker() : kNoEvent;
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -264,7 +278,7 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
     // A cancelled scope still sends its record, flagged: the aggregator then
     // drops it (and a step's phases) and returns its markers to the pool.
     if (!record) flags = static_cast<uint16_t>(flags | kRecordCancelled);
-    const uint32_t end_marker = RecordMarker();
+    const uint32_t end_marker = f.begin_event != kNoEvent ? RecordMarker() : kNoEvent;
     annotator_->Pop();
     Emit(f, depth_, now, flags, end_marker);
   }
@@ -332,6 +346,17 @@ void SessionImpl::PumpLocked() {
   if (timer_ != nullptr && events_on_.load(std::memory_order_relaxed)) {
     if (absl::Status healthy = timer_->Maintain(); !healthy.ok()) LowerToHost(healthy);
   }
+  DrainQueueLocked();
+  if (timer_ != nullptr) {
+    orphaned_markers_.Drain([this](uint32_t slot) { timer_->Release(slot); });
+    if (aggregator_.ResolvePending() == Aggregator::Resolution::kMarkerLost) {
+      LowerToHost(absl::DataLossError(absl::StrCat(timer_->name(), " lost a marker")));
+    }
+  }
+  ReportNewMisuse();
+}
+
+void SessionImpl::DrainQueueLocked() {
   if (tsc_ == nullptr) {
     queue_.Drain([this](const Record& r) { aggregator_.Consume(r); });
   } else {
@@ -342,18 +367,14 @@ void SessionImpl::PumpLocked() {
       aggregator_.Consume(converted);
     });
   }
-  if (timer_ != nullptr) {
-    orphaned_markers_.Drain([this](uint32_t slot) { timer_->Release(slot); });
-    if (aggregator_.ResolvePending() == Aggregator::Resolution::kMarkerLost) {
-      LowerToHost(absl::DataLossError(absl::StrCat(timer_->name(), " lost a marker")));
-    }
-  }
-  ReportNewMisuse();
 }
 
 void SessionImpl::LowerToHost(const absl::Status& why) {
-  if (!events_on_.exchange(false)) return;
-  aggregator_.DropPending();  // returns every outstanding marker to the pool
+  if (source_ == Source::kHost) return;
+  events_on_.store(false);
+  // From now on every marker goes straight back to the pool, those of steps
+  // already waiting and those of records still in the queue alike.
+  aggregator_.StopResolving();
   source_ = Source::kHost;
   source_reason_ = absl::StrCat("lowered to host: ", timer_->name(), " failed (", why.message(),
                                 "); the training loop goes on, timed on the host only");
@@ -442,6 +463,7 @@ void SessionImpl::Flush() {
 void SessionImpl::Close() {
   if (closed_.exchange(true)) return;
   recording_flag_->store(false, std::memory_order_relaxed);
+  events_on_.store(false);  // scopes still open end without a marker
   if (InForkedChild()) return;  // the parent's worker is not ours to touch
   if (registered_.exchange(false)) Worker::Get().Unregister(this);
   Flush();

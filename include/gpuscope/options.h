@@ -27,6 +27,9 @@ inline constexpr int kDefaultQueueCapacity = 1 << 14;
 inline constexpr int kMaxQueueCapacity = 1 << 22;
 inline constexpr int kDefaultFlushIntervalMs = 10;
 
+// Options::stream when no stream is set: scopes carry no device markers.
+inline constexpr uint64_t kNoStream = ~uint64_t{0};
+
 // How many scopes (the step included) may be open at once on the recording
 // thread. A scope opened deeper than this is not recorded (and counted).
 inline constexpr int kMaxOpenScopes = 32;
@@ -66,10 +69,14 @@ struct Options {
   // `Session::Summarize()` drains too, so a summary is never stale.
   int flush_interval_ms = kDefaultFlushIntervalMs;
 
-  // The device stream scope boundaries are marked on (a CUstream as an
-  // integer; 0: the default stream). `Session::SetStream()` changes it
-  // between steps; Python follows torch's current stream.
-  uint64_t stream = 0;
+  // The device stream scope boundaries are marked on: a CUstream of the
+  // recording thread's context, as an integer (0 is the legacy default
+  // stream). kNoStream: none yet, no markers. `Session::SetStream()` changes
+  // it; Python follows torch's current stream. Not set by default because a
+  // marker on the legacy default stream would serialize a C++ trainer's own
+  // blocking streams with it: gpuscope never adds synchronization, so it
+  // marks only a stream it was given.
+  uint64_t stream = kNoStream;
 
   // Testing: time the GPU side on this simulated device instead of a real
   // GPU (gpuscope/testing.h). With GPUSCOPE_SIMULATE=1 in the environment,

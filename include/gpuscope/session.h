@@ -178,7 +178,8 @@ class Session {
 
   // Session::SetStream()
   //
-  // The device stream (a CUstream as an integer; 0: the default stream) that
+  // The device stream (a valid CUstream of the recording thread's context,
+  // as an integer; 0: the legacy default stream; kNoStream: none) that
   // scopes begun from now on are marked on. Hot path; recording thread.
   // Python calls it with torch's current stream at every step.
   void SetStream(uint64_t stream) noexcept;

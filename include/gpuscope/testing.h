@@ -16,7 +16,8 @@
 //
 //   auto clock = std::make_shared<gpuscope::ManualClock>();
 //   auto gpu = std::make_shared<gpuscope::SimulatedDevice>();
-//   gpuscope::Session session(gpuscope::Options{.clock = clock, .simulated_device = gpu});
+//   gpuscope::Session session(
+//       gpuscope::Options{.clock = clock, .stream = 0, .simulated_device = gpu});
 //   {
 //     gpuscope::StepScope step(session);
 //     { gpuscope::PhaseScope p(session, gpuscope::Phase::kData); clock->Advance(30'000'000); }
@@ -40,12 +41,15 @@ struct SimState;
 class SimulatedDeviceAccess;
 }  // namespace internal
 
+// A SimulatedDevice serves one session (the first one created with it; any
+// other falls back to host timing and says why), like a GPU context in use by
+// one training loop.
 class SimulatedDevice {
  public:
   struct Config {
     int64_t marker_latency_ns = 0;    // a marker on an idle stream completes this long after it is recorded
     uint32_t initial_markers = 256;   // markers created when a session starts
-    uint32_t max_markers = 1 << 16;   // the pool grows up to this
+    uint32_t max_markers = 1 << 16;   // the pool grows up to this (at most 65536)
   };
 
   enum class Fault : uint8_t {

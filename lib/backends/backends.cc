@@ -56,7 +56,8 @@ SourceChoice SelectSource(Backends& backends) {
     if (status.ok()) {
       choice.source = Source::kEvents;
       choice.reason = absl::StrCat(why, "using ", backends.device_timer->name(),
-                                   " (idle % is a lower bound)");
+                                   " (GPU idle % is a lower bound, assuming the data phase "
+                                   "enqueues no GPU work)");
       return choice;
     }
     absl::StrAppend(&why, backends.device_timer->name(), " unavailable: ", status.message(), "; ");

@@ -34,7 +34,7 @@ constexpr unsigned kEventDefault = 0;       // CU_EVENT_DEFAULT: timing enabled
 constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 
 struct Driver {
-  CUresult (*Init)(unsigned) = nullptr;
+  CUresult (*DriverGetVersion)(int*) = nullptr;
   CUresult (*GetErrorName)(CUresult, const char**) = nullptr;
   CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
@@ -60,7 +60,8 @@ absl::Status Bind(const DynLib& lib, Fn* out, std::initializer_list<const char*>
 absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
   Driver d;
   for (absl::Status s :
-       {Bind(lib, &d.Init, {"cuInit"}), Bind(lib, &d.GetErrorName, {"cuGetErrorName"}),
+       {Bind(lib, &d.DriverGetVersion, {"cuDriverGetVersion"}),
+        Bind(lib, &d.GetErrorName, {"cuGetErrorName"}),
         Bind(lib, &d.CtxGetCurrent, {"cuCtxGetCurrent"}),
         Bind(lib, &d.CtxPushCurrent, {"cuCtxPushCurrent_v2", "cuCtxPushCurrent"}),
         Bind(lib, &d.CtxPopCurrent, {"cuCtxPopCurrent_v2", "cuCtxPopCurrent"}),
@@ -129,11 +130,17 @@ class CudaDriverTimer final : public DeviceTimer {
 
   absl::string_view name() const override { return "CUDA events"; }
 
+  // Never calls cuInit: initializing CUDA is the framework's decision (a
+  // process that initialized CUDA cannot use it in children it forks, which
+  // DataLoader workers are). Until the recording thread has a context (and
+  // cuCtxGetCurrent answers NOT_INITIALIZED before anyone initialized CUDA),
+  // scopes carry no markers.
   absl::Status Start() override {
     absl::StatusOr<const Driver*> d = LoadDriver();
     if (!d.ok()) return d.status();
     d_ = *d;
-    return GPUSCOPE_CU_CALL(*d_, Init(0));
+    int version = 0;
+    return GPUSCOPE_CU_CALL(*d_, DriverGetVersion(&version));
   }
 
   uint32_t Record(StreamHandle stream) noexcept override {
@@ -156,6 +163,10 @@ class CudaDriverTimer final : public DeviceTimer {
   MarkerState Query(uint32_t slot, int64_t* host_ns) override {
     if (!error_.ok()) return MarkerState::kLost;
     ScopedContext in(*this);
+    if (!in.ok()) {
+      error_ = in.status();
+      return MarkerState::kLost;
+    }
     const CUevent ev = pool_[slot].event;
     const CUresult r = d_->EventQuery(ev);
     if (r == kCudaErrorNotReady) return MarkerState::kPending;
@@ -186,6 +197,10 @@ class CudaDriverTimer final : public DeviceTimer {
       return error_;
     }
     ScopedContext in(*this);
+    if (!in.ok()) {
+      error_ = in.status();
+      return error_;
+    }
     // A sticky error (an illegal address, a destroyed context) fails every
     // call from then on: probe with the calibration event.
     if (const CUresult r = d_->EventQuery(calib_event_); r != kCudaSuccess && r != kCudaErrorNotReady) {
@@ -200,7 +215,11 @@ class CudaDriverTimer final : public DeviceTimer {
       ++failures;
     });
     const uint64_t recorded = recorded_.load(std::memory_order_relaxed);
-    failing_passes_ = failures > 0 && recorded == recorded_at_last_pass_ ? failing_passes_ + 1 : 0;
+    if (recorded != recorded_at_last_pass_) {
+      failing_passes_ = 0;  // a record went through
+    } else if (failures > 0) {
+      ++failing_passes_;  // passes without scopes leave the count alone
+    }
     recorded_at_last_pass_ = recorded;
     if (failing_passes_ >= 3) {
       error_ = absl::FailedPreconditionError(absl::StrCat(
@@ -212,9 +231,10 @@ class CudaDriverTimer final : public DeviceTimer {
     if (pool_.free_approx() < pool_.created() / 4 + 1) {
       pool_.Grow(pool_.created(), [this](CudaSlot& slot) { return CreateEvent(&slot.event); });
     }
-    if (ReadMonotonicNs() - calib_taken_ns_ > kRecalibrateNs) {
-      // A failed refresh keeps the previous calibration; drift is slow.
-      (void)Calibrate();
+    if (const int64_t now = ReadMonotonicNs(); now - calib_taken_ns_ > kRecalibrateNs) {
+      // A failed refresh keeps the previous calibration (drift is slow) and
+      // is retried 10 s later, not at every pass.
+      if (!Calibrate().ok()) calib_taken_ns_ = now;
     }
     return absl::OkStatus();
   }
@@ -227,9 +247,10 @@ class CudaDriverTimer final : public DeviceTimer {
   }
 
   void Stop() override {
-    if (!armed_.load(std::memory_order_acquire)) return;
+    if (ctx_ == nullptr) return;  // never armed: nothing was created
+    // Whatever exists is destroyed, armed or not (an Arm() that failed half
+    // way). Errors are ignored: at exit the driver may be shut down already.
     ScopedContext in(*this);
-    // Errors are ignored: at exit the driver may already be shut down.
     pool_.ForEachCreated([this](CudaSlot& slot) {
       if (slot.event != nullptr) d_->EventDestroy(slot.event);
       slot.event = nullptr;
@@ -248,16 +269,20 @@ class CudaDriverTimer final : public DeviceTimer {
   class ScopedContext {
    public:
     explicit ScopedContext(CudaDriverTimer& t) : t_(t) {
-      pushed_ = t_.ctx_ != nullptr && t_.d_->CtxPushCurrent(t_.ctx_) == kCudaSuccess;
+      if (t_.ctx_ != nullptr) status_ = GPUSCOPE_CU_CALL(*t_.d_, CtxPushCurrent(t_.ctx_));
+      pushed_ = t_.ctx_ != nullptr && status_.ok();
     }
     ~ScopedContext() {
       CUcontext ignored = nullptr;
       if (pushed_) t_.d_->CtxPopCurrent(&ignored);
     }
+    bool ok() const { return status_.ok(); }
+    const absl::Status& status() const { return status_; }
 
    private:
     CudaDriverTimer& t_;
     bool pushed_ = false;
+    absl::Status status_;
   };
 
   // Recording thread, until armed: remembers the context current there.
@@ -275,6 +300,7 @@ class CudaDriverTimer final : public DeviceTimer {
   absl::Status Arm(CUcontext ctx) {
     ctx_ = ctx;
     ScopedContext in(*this);
+    if (!in.ok()) return in.status();
     if (absl::Status s = GPUSCOPE_CU_CALL(*d_, StreamCreate(&stream_, kStreamNonBlocking)); !s.ok()) {
       return s;
     }

@@ -149,10 +149,10 @@ void Aggregator::MakePending(const Record& step) {
     ph.end = {r.end_event, std::max(r.end_ns, r.begin_ns)};
     p.phases.push_back(ph);
   }
-  if (!complete) {
-    // A marker is missing (pool empty, device error): no device numbers for
-    // this step; its other markers go straight back.
-    ++steps_without_markers_;
+  if (!complete || !resolving_) {
+    // A marker is missing (pool empty, device error), or the source was
+    // lowered: no device numbers for this step; its markers go straight back.
+    if (resolving_) ++steps_without_markers_;
     ReleaseMarkers(step);
     for (const Record& r : scratch_) ReleaseMarkers(r);
     return;
@@ -170,7 +170,7 @@ void Aggregator::ReleaseMarkers(const PendingStep& p) {
 }
 
 Aggregator::Resolution Aggregator::ResolvePending() {
-  if (timer_ == nullptr) return Resolution::kOk;
+  if (timer_ == nullptr || !resolving_) return Resolution::kOk;
   while (!pending_.empty()) {
     PendingStep& p = pending_.front();
     // Markers complete in record order on a stream: ask in that order and
@@ -234,16 +234,24 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
   s.backlog_begin_ns = t.backlog_begin_ns;
   s.idle_other_ns = t.idle_other_ns;
   // p.phases is in (phase id, begin) order: a phase's first occurrence
-  // comes first and gives its backlog.
+  // comes first and gives its backlog; its device time is the union of its
+  // occurrences' spans (a phase nested in itself is not counted twice).
+  int64_t union_begin = 0, union_end = 0;
   for (size_t i = 0; i < p.phases.size(); ++i) {
     PhaseSample* sample = FindSample(p.phases[i].id, p.index);
     if (sample == nullptr) continue;
+    const int64_t b = p.phases[i].begin.device_ns;
+    const int64_t e = std::max(p.phases[i].end.device_ns, b);
     if (sample->device_ns < 0) {
       sample->device_ns = 0;
       sample->idle_ns = 0;
       sample->backlog_ns = t.phases[i].backlog_begin_ns;
+      union_begin = union_end = b;
     }
-    sample->device_ns += t.phases[i].device_span_ns;
+    if (b > union_end) union_begin = union_end = b;  // a gap: start a new piece
+    sample->device_ns += std::max<int64_t>(0, e - std::max(union_end, b));
+    union_end = std::max(union_end, e);
+    (void)union_begin;
     sample->idle_ns += t.phases[i].idle_ns;
   }
 }

@@ -82,6 +82,13 @@ class Aggregator {
   // numbers only (the source was lowered, or the session closes).
   void DropPending();
 
+  // The source was lowered: drops the pending steps, and from now on returns
+  // the markers of every step to the pool at once instead of waiting on them.
+  void StopResolving() {
+    resolving_ = false;
+    DropPending();
+  }
+
   // At close: also drops the records of a step whose own record never came,
   // returning their markers.
   void Abandon() {
@@ -140,6 +147,7 @@ class Aggregator {
   std::vector<PhaseHistory> phases_;  // indexed by phase id
 
   DeviceTimer* timer_ = nullptr;
+  bool resolving_ = true;
   std::deque<PendingStep> pending_;
   int64_t steps_without_markers_ = 0;  // steps whose markers could not all be recorded
 

@@ -54,11 +54,17 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
     return a.host_ns != b.host_ns ? a.host_ns < b.host_ns : a.device_ns < b.device_ns;
   });
 
+  // Whether `data` is the innermost phase open at host time t: a phase
+  // nested in data (a blocking .cuda() timed as h2d, say) may well wait for
+  // the GPU, so it does not count.
   const auto in_data = [&](int64_t t) {
+    const PhaseSpan* innermost = nullptr;
     for (const PhaseSpan& p : in.phases) {
-      if (p.is_data && p.begin.host_ns <= t && t < p.end.host_ns) return true;
+      if (p.begin.host_ns <= t && t < p.end.host_ns && (innermost == nullptr || p.depth > innermost->depth)) {
+        innermost = &p;
+      }
     }
-    return false;
+    return innermost != nullptr && innermost->is_data;
   };
 
   // Where the GPU may have been busy.

@@ -7,10 +7,11 @@
 // [max(c_i, h_i), c_{i+1}]: not before the earlier marker completed, not
 // before it was enqueued, and done by the time the later marker completed.
 // The union of those intervals bounds GPU busy time from above, so the idle
-// time it leaves is a lower bound. One stated assumption tightens it: the
-// `data` phase (waiting for the input pipeline) enqueues no work on the
-// recorded stream, unless its end marker shows otherwise (it completed later
-// than both the work before it and its own record time).
+// time it leaves is a lower bound. One stated assumption tightens it: while
+// `data` (waiting for the input pipeline) is the innermost open phase, no
+// work is enqueued on the recorded stream, unless the next marker shows
+// otherwise (it completed later than both the work before it and its own
+// record time). Phases nested in data are not covered by the assumption.
 //
 // Backlog at a boundary is c - h: how far the GPU lagged the host there.
 

@@ -113,11 +113,14 @@ class SessionImpl final : public Pumpable {
   // A device marker on the session's stream, or kNoEvent (no device timer,
   // source lowered, pool empty).
   uint32_t RecordMarker() noexcept {
-    if (timer_ == nullptr || !events_on_.load(std::memory_order_relaxed)) return kNoEvent;
+    if (timer_ == nullptr || stream_ == kNoStream || !events_on_.load(std::memory_order_relaxed)) {
+      return kNoEvent;
+    }
     return timer_->Record(stream_);
   }
   void LowerToHost(const absl::Status& why);  // requires agg_mu_
-  void PumpLocked();  // requires agg_mu_
+  void PumpLocked();        // requires agg_mu_
+  void DrainQueueLocked();  // requires agg_mu_: records into the aggregator
   void ReportNewMisuse();
 
   // ---- Immutable after construction.

@@ -11,7 +11,8 @@ namespace {
 
 class SimulatedTimer final : public DeviceTimer {
  public:
-  explicit SimulatedTimer(std::shared_ptr<SimState> state) : state_(std::move(state)) {}
+  SimulatedTimer(std::shared_ptr<SimState> state, bool owner)
+      : state_(std::move(state)), owner_(owner) {}
 
   absl::string_view name() const override { return "simulated device"; }
 
@@ -19,6 +20,10 @@ class SimulatedTimer final : public DeviceTimer {
     if (state_->fault.load() == SimulatedDevice::Fault::kNoDriver) {
       return absl::NotFoundError(
           "libcuda.so.1: cannot open shared object file (simulated device: no driver)");
+    }
+    if (!owner_) {
+      return absl::FailedPreconditionError(
+          "this SimulatedDevice already serves another session: give each session its own");
     }
     state_->pool.Grow(state_->config.initial_markers, [](SimSlot&) { return true; });
     return absl::OkStatus();
@@ -86,6 +91,7 @@ class SimulatedTimer final : public DeviceTimer {
   }
 
   std::shared_ptr<SimState> state_;
+  const bool owner_;  // the first session attached; others are refused at Start()
 };
 
 }  // namespace
@@ -97,16 +103,30 @@ int64_t SimState::Now() const noexcept {
 std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
                                                 std::shared_ptr<Clock> clock) {
   const std::shared_ptr<SimState>& state = SimulatedDeviceAccess::State(*device);
-  if (!state->attached.exchange(true)) state->clock = std::move(clock);
-  return std::make_unique<SimulatedTimer>(state);
+  const bool owner = !state->attached.exchange(true);
+  // The session's constructor happens before its recording thread uses the
+  // device, which orders this write before every read of the clock.
+  if (owner) state->clock = std::move(clock);
+  return std::make_unique<SimulatedTimer>(state, owner);
 }
 
 }  // namespace internal
 
 SimulatedDevice::SimulatedDevice() : SimulatedDevice(Config{}) {}
 
+namespace {
+
+SimulatedDevice::Config Clamped(SimulatedDevice::Config c) {
+  constexpr uint32_t kMaxMarkers = 1 << 16;  // the session's side rings hold this many
+  c.max_markers = std::clamp<uint32_t>(c.max_markers, 1, kMaxMarkers);
+  c.initial_markers = std::clamp<uint32_t>(c.initial_markers, 1, c.max_markers);
+  return c;
+}
+
+}  // namespace
+
 SimulatedDevice::SimulatedDevice(Config config)
-    : state_(std::make_shared<internal::SimState>(config)) {}
+    : state_(std::make_shared<internal::SimState>(Clamped(config))) {}
 
 SimulatedDevice::~SimulatedDevice() = default;
 

@@ -31,6 +31,7 @@ struct GpuLoop {
       : gpu(std::make_shared<SimulatedDevice>(config)) {
     options.clock = clock;
     options.simulated_device = gpu;
+    if (options.stream == kNoStream) options.stream = 0;  // the stream kernels are launched on
     session = std::make_unique<Session>(std::move(options));
   }
 
@@ -197,6 +198,88 @@ TEST(EventsTest, NoMarkerIsLeakedWhateverTheLoopDoes) {
   EXPECT_EQ(loop.gpu->live_markers(), 0);
 }
 
+// A phase nested in data may wait for the GPU (a blocking copy timed as
+// h2d): the data assumption does not cover it, so the bound stays sound.
+TEST(EventsTest, WorkInsideAPhaseNestedInDataIsNotAssumedAway) {
+  GpuLoop loop;
+  for (int i = 0; i < 10; ++i) {
+    loop.Step([&] {
+      {
+        PhaseScope data(*loop.session, Phase::kData);
+        loop.clock->Advance(5 * kMs);
+        loop.Phase(Phase::kH2D, 10 * kMs, /*kernel_ns=*/10 * kMs);  // the host waits for the copy
+      }
+      loop.Phase(Phase::kForward, 5 * kMs);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_DOUBLE_EQ(loop.TrueIdlePct(), 50.0);
+  EXPECT_LE(*s.gpu_idle_pct, 50.0 + 1e-9);
+}
+
+// Soundness with nesting: random loops whose data phases sometimes contain
+// nested phases that launch work and wait for it.
+TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthWithPhasesNestedInData) {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 40; ++trial) {
+    GpuLoop loop;
+    const int steps = 3 + static_cast<int>(rng() % 10);
+    for (int i = 0; i < steps; ++i) {
+      loop.Step([&] {
+        {
+          PhaseScope data(*loop.session, Phase::kData);
+          loop.clock->Advance(static_cast<int64_t>(rng() % 10) * kMs);
+          if (rng() % 2 == 0) {
+            const int64_t kernel = static_cast<int64_t>(1 + rng() % 8) * kMs;
+            loop.Phase(Phase::kH2D, kernel + static_cast<int64_t>(rng() % 3) * kMs, kernel);
+          }
+          loop.clock->Advance(static_cast<int64_t>(rng() % 5) * kMs);
+        }
+        const int64_t kernel = static_cast<int64_t>(rng() % 12) * kMs;
+        loop.Phase(Phase::kForward, static_cast<int64_t>(rng() % 6) * kMs + (rng() % 2 ? kernel : 0), kernel);
+      });
+    }
+    const Summary s = loop.DrainAndSummarize();
+    ASSERT_EQ(s.gpu_steps, steps);
+    EXPECT_LE(*s.gpu_idle_pct, loop.TrueIdlePct() + 1e-6) << "trial " << trial;
+  }
+}
+
+TEST(EventsTest, ClosingWithScopesOpenLeaksNoMarker) {
+  GpuLoop loop;
+  Session& s = *loop.session;
+  loop.Step([&] { loop.Phase(Phase::kForward, kMs, kMs); });
+  const ScopeToken step = s.BeginStep();
+  const ScopeToken phase = s.BeginPhase(Phase::kData);
+  s.Close();  // with a step and a phase open
+  s.End(phase);  // after close: no new marker
+  s.End(step);
+  const int64_t recorded = loop.gpu->markers_recorded();
+  loop.session.reset();  // the destructor returns whatever is left
+  EXPECT_EQ(loop.gpu->markers_recorded(), recorded);
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+TEST(EventsTest, AFaultWithRecordsStillQueuedLeavesNothingPending) {
+  GpuLoop loop({}, Options{.flush_interval_ms = 10000});
+  for (int i = 0; i < 5; ++i) loop.Step([&] { loop.Phase(Phase::kForward, kMs, 3 * kMs); });
+  loop.gpu->InjectFault(SimulatedDevice::Fault::kStickyError);  // before anything was drained
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.source, Source::kHost);
+  EXPECT_EQ(s.pending_steps, 0);
+  EXPECT_EQ(s.total_steps, 5);
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+  EXPECT_EQ(loop.session->Summarize().pending_steps, 0);
+}
+
+TEST(EventsTest, ASimulatedDeviceServesOneSession) {
+  GpuLoop loop;
+  Session second(Options{.clock = loop.clock, .stream = 0, .simulated_device = loop.gpu});
+  EXPECT_EQ(second.source(), Source::kHost);
+  EXPECT_THAT(second.Summarize().source_reason, HasSubstr("already serves another session"));
+  EXPECT_EQ(loop.session->source(), Source::kEvents);
+}
+
 TEST(EventsTest, RecordsDroppedByAFullQueueStillReturnTheirMarkers) {
   GpuLoop loop({}, Options{.queue_capacity = 64, .flush_interval_ms = 10000});
   loop.Step([&] {
@@ -231,7 +314,7 @@ TEST(EventsTest, NoDriverMeansHostSourceAndSaysWhy) {
   auto gpu = std::make_shared<SimulatedDevice>();
   gpu->InjectFault(SimulatedDevice::Fault::kNoDriver);
   auto clock = std::make_shared<ManualClock>();
-  Session session(Options{.clock = clock, .simulated_device = gpu});
+  Session session(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
   { StepScope step(session); clock->Advance(kMs); }
   const Summary s = session.Summarize();
   EXPECT_EQ(s.source, Source::kHost);

@@ -165,3 +165,18 @@ def test_without_a_driver_import_and_sessions_work_on_host_timing():
     first, reason = out.stdout.splitlines()[:2]
     assert first == "host 3 None"
     assert "CUDA events unavailable" in reason and "no-such-libcuda.so.1" in reason
+
+
+def test_closing_mid_loop_returns_every_marker(clock, gpu):
+    s = gs.Session(clock=clock, simulated_device=gpu)
+    it = s.steps(range(10))
+    for i in it:
+        with s.phase("forward"):
+            gpu.launch(MS)
+            clock.advance(2 * MS)
+        if i == 3:
+            break
+    s.close()  # the iterator still holds an open step
+    del it
+    del s
+    assert gpu.live_markers == 0
