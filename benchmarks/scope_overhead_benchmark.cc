@@ -125,6 +125,7 @@ void BM_PhaseScopeWithEvents(benchmark::State& state) {
       SimulatedDevice::Config{.initial_markers = kMarkers, .max_markers = kMarkers});
   Options options = BenchOptions();
   options.simulated_device = gpu;
+  options.stream = 0;  // the stream markers go on
   Session session(options);
   ScopeToken step = session.BeginStep();
   int64_t n = 0;
