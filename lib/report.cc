@@ -140,6 +140,12 @@ std::string FormatReport(const Summary& s) {
     } else if (s.source != Source::kHost && s.pending_steps > 0) {
       absl::StrAppendFormat(&out, "GPU idle    (%d steps waiting for the GPU to catch up)\n",
                             s.pending_steps);
+    } else if (s.source == Source::kEvents) {
+      AppendWrapped(&out,
+                    "GPU idle    (no step has device markers yet: is a stream set "
+                    "(Options::stream, SetStream), and has CUDA been initialized on the "
+                    "recording thread?)",
+                    0);
     }
 
     absl::StrAppendFormat(&out, "\nwhere the step time goes (window, host time)\n");

@@ -375,3 +375,21 @@ TEST(EventsTest, MarkersFollowTheSessionsStream) {
 
 }  // namespace
 }  // namespace gpuscope
+
+namespace gpuscope {
+namespace {
+
+TEST(EventsReportTest, SaysWhyThereAreNoGpuNumbersYet) {
+  auto gpu = std::make_shared<SimulatedDevice>();
+  auto clock = std::make_shared<ManualClock>();
+  Session session(Options{.clock = clock, .simulated_device = gpu});  // no stream given
+  { StepScope step(session); clock->Advance(testing::kMs); }
+  const Summary s = session.Summarize();
+  EXPECT_EQ(s.source, Source::kEvents);
+  EXPECT_EQ(s.gpu_steps, 0);
+  EXPECT_EQ(gpu->markers_recorded(), 0);  // nothing marked without a stream
+  EXPECT_THAT(FormatReport(s), ::testing::HasSubstr("is a stream set"));
+}
+
+}  // namespace
+}  // namespace gpuscope
