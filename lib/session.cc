@@ -210,8 +210,12 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   f.name_id = 0;
   f.is_step = true;
   annotator_->PushStep(step_seq_ - 1);
-  f.begin_ns = Now();
+  // The marker first, then the clock: a boundary's host time is never
+  // before its marker was enqueued, so an idle GPU completes the marker no
+  // later than that time (plus its latency) even if this thread is preempted
+  // in between.
   f.begin_event = RecordMarker();
+  f.begin_ns = Now();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -225,9 +229,9 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
   f.name_id = id;
   f.is_step = false;
   annotator_->PushPhase(id);
-  f.begin_ns = Now();
   // Phases outside steps are timed on the host only: no marker.
   f.begin_event = step_frame_ >= 0 ? RecordMarker() : kNoEvent;
+  f.begin_ns = Now();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -268,9 +272,15 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
     stale_end_.Increment();  // ended twice, or closed with an enclosing scope
     return ScopeStatus::kAlreadyEnded;
   }
-  const int64_t now = Now();
   const bool out_of_order = d + 1 != depth_;
   if (out_of_order) out_of_order_end_.Increment();
+  // End markers first (innermost first, as the scopes close), then one clock
+  // read for all of them: see BeginStep() for why the clock comes last.
+  uint32_t end_markers[kMaxOpenScopes];
+  for (int i = depth_ - 1; i >= d; --i) {
+    end_markers[i] = stack_[static_cast<size_t>(i)].begin_event != kNoEvent ? RecordMarker() : kNoEvent;
+  }
+  const int64_t now = Now();
   while (depth_ > d) {
     --depth_;
     const Frame& f = stack_[static_cast<size_t>(depth_)];
@@ -278,9 +288,8 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
     // A cancelled scope still sends its record, flagged: the aggregator then
     // drops it (and a step's phases) and returns its markers to the pool.
     if (!record) flags = static_cast<uint16_t>(flags | kRecordCancelled);
-    const uint32_t end_marker = f.begin_event != kNoEvent ? RecordMarker() : kNoEvent;
     annotator_->Pop();
-    Emit(f, depth_, now, flags, end_marker);
+    Emit(f, depth_, now, flags, end_markers[depth_]);
   }
   return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
 }

@@ -68,7 +68,7 @@ Worker& Worker::Get() {
 }
 
 bool Worker::Register(Pumpable* p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!started_) {
     try {
       thread_ = std::thread([this] { Run(); });
@@ -81,6 +81,10 @@ bool Worker::Register(Pumpable* p) {
     }
     thread_.detach();
     started_ = true;
+    // Wait until the thread is in its loop: a fork() from now on finds it
+    // either waiting or held by the prepare handler, never half-started
+    // (inside the allocator, say, which the child would inherit locked).
+    running_cv_.wait(lock, [this] { return running_; });
   }
   sessions_.push_back(p);
   interval_ = std::chrono::milliseconds(p->flush_interval_ms());
@@ -97,8 +101,10 @@ void Worker::Unregister(Pumpable* p) {
 }
 
 void Worker::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
   const TscClock* tsc = TscClock::Get();
+  std::unique_lock<std::mutex> lock(mu_);
+  running_ = true;
+  running_cv_.notify_all();
   for (;;) {
     cv_.wait_for(lock, interval_);
     if (tsc != nullptr) tsc->Refine();

@@ -50,7 +50,8 @@ void RecordUntilArmed(Session& s) {
 TEST(CudaDriverTimerTest, EndToEndAgainstAFakeDriver) {
   // Before any context exists on the recording thread: events source chosen,
   // but nothing to mark yet.
-  Session session(Options{.flush_interval_ms = 1, .stream = 0});
+  // A window of 8: the starved steps below push the empty arming steps out.
+  Session session(Options{.window = 8, .flush_interval_ms = 1, .stream = 0});
   EXPECT_EQ(session.source(), Source::kEvents) << session.Summarize().source_reason;
   { StepScope step(session); }
   EXPECT_EQ(fake_cuda_records(), 0);
@@ -75,10 +76,13 @@ TEST(CudaDriverTimerTest, EndToEndAgainstAFakeDriver) {
   EXPECT_EQ(s.source, Source::kEvents);
   ASSERT_TRUE(s.gpu_idle_pct.has_value());
   ASSERT_TRUE(s.idle_by_cause.count("data"));
-  // The GPU is idle during data (20 of 32 ms in the 8 real steps; the empty
-  // steps before them dilute it) and never in forward, which waits for its
-  // kernel: all the idle time is charged to data.
-  EXPECT_GT(s.idle_by_cause.at("data"), 20.0);
+  // The GPU is idle during data (20 of about 32 ms a step) and never in
+  // forward, which waits for its kernel: the idle time is charged to data,
+  // and most of data's time is idle. (Sleeps overrun on a loaded machine, so
+  // only ratios are checked.)
+  ASSERT_EQ(s.gpu_steps, 8);
+  const double data_idle_s = s.idle_by_cause.at("data") / 100 * s.window_time;
+  EXPECT_GT(data_idle_s, 0.8 * s.FindPhase("data")->total);
   EXPECT_EQ(s.idle_by_cause.count("forward"), 0u);
   const PhaseStats* fwd = s.FindPhase("forward");
   ASSERT_NE(fwd, nullptr);
