@@ -19,11 +19,6 @@ inline int64_t ReadMonotonicNs() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// Reads `custom` if set, else CLOCK_MONOTONIC.
-inline int64_t ReadClock(const Clock* custom) noexcept {
-  return custom == nullptr ? ReadMonotonicNs() : custom->NowNs();
-}
-
 }  // namespace gpuscope::internal
 
 #endif  // GPUSCOPE_LIB_BACKENDS_CLOCK_H_

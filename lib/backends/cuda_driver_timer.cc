@@ -183,10 +183,7 @@ class CudaDriverTimer final : public DeviceTimer {
     return MarkerState::kComplete;
   }
 
-  void Release(uint32_t slot) override {
-    pool_.Release(slot);
-    released_.fetch_add(1, std::memory_order_relaxed);
-  }
+  void Release(uint32_t slot) override { pool_.Release(slot); }
 
   absl::Status Maintain() override {
     if (!error_.ok()) return error_;
@@ -241,10 +238,6 @@ class CudaDriverTimer final : public DeviceTimer {
 
   int64_t accuracy_ns() const override { return accuracy_ns_; }
 
-  int64_t live_markers() const override {
-    return static_cast<int64_t>(recorded_.load(std::memory_order_relaxed) -
-                                released_.load(std::memory_order_relaxed));
-  }
 
   void Stop() override {
     if (ctx_ == nullptr) return;  // never armed: nothing was created
@@ -367,7 +360,6 @@ class CudaDriverTimer final : public DeviceTimer {
   int64_t accuracy_ns_ = 0;
   int failing_passes_ = 0;
   uint64_t recorded_at_last_pass_ = 0;
-  std::atomic<uint64_t> released_{0};
   absl::Status error_;
 };
 

@@ -63,9 +63,6 @@ class DeviceTimer {
   // How far a completion time may be from the truth (calibration), ns.
   virtual int64_t accuracy_ns() const = 0;
 
-  // Markers recorded and not released.
-  virtual int64_t live_markers() const = 0;
-
   // At session close, after every recorded marker was released: destroys the
   // pool. No call follows.
   virtual void Stop() = 0;

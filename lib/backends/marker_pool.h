@@ -67,7 +67,6 @@ class MarkerPool {
   const Slot& operator[](uint32_t id) const { return slots_[id]; }
 
   uint32_t created() const { return created_.load(std::memory_order_relaxed); }
-  uint32_t max() const { return max_; }
   uint32_t free_approx() const { return static_cast<uint32_t>(free_.SizeApprox()); }
 
  private:

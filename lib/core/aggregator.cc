@@ -152,7 +152,6 @@ void Aggregator::MakePending(const Record& step) {
   if (!complete || !resolving_) {
     // A marker is missing (pool empty, device error), or the source was
     // lowered: no device numbers for this step; its markers go straight back.
-    if (resolving_) ++steps_without_markers_;
     ReleaseMarkers(step);
     for (const Record& r : scratch_) ReleaseMarkers(r);
     return;
@@ -236,7 +235,7 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
   // p.phases is in (phase id, begin) order: a phase's first occurrence
   // comes first and gives its backlog; its device time is the union of its
   // occurrences' spans (a phase nested in itself is not counted twice).
-  int64_t union_begin = 0, union_end = 0;
+  int64_t union_end = 0;
   for (size_t i = 0; i < p.phases.size(); ++i) {
     PhaseSample* sample = FindSample(p.phases[i].id, p.index);
     if (sample == nullptr) continue;
@@ -246,12 +245,11 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
       sample->device_ns = 0;
       sample->idle_ns = 0;
       sample->backlog_ns = t.phases[i].backlog_begin_ns;
-      union_begin = union_end = b;
+      union_end = b;
     }
-    if (b > union_end) union_begin = union_end = b;  // a gap: start a new piece
+    if (b > union_end) union_end = b;  // a gap: start a new piece
     sample->device_ns += std::max<int64_t>(0, e - std::max(union_end, b));
     union_end = std::max(union_end, e);
-    (void)union_begin;
     sample->idle_ns += t.phases[i].idle_ns;
   }
 }

@@ -96,7 +96,6 @@ class Aggregator {
     DropPending();
   }
 
-  int64_t pending_steps() const { return static_cast<int64_t>(pending_.size()); }
 
   // Fills the step, phase and throughput fields of `out`. Names come from
   // `phases`. Does not touch source, misuse or version fields.
@@ -104,7 +103,6 @@ class Aggregator {
 
   uint64_t completed_steps() const { return completed_; }
   int64_t incomplete_steps() const { return incomplete_steps_; }
-  const Ring<StepRecord>& steps() const { return steps_; }
 
  private:
   struct PhaseHistory {
@@ -149,7 +147,6 @@ class Aggregator {
   DeviceTimer* timer_ = nullptr;
   bool resolving_ = true;
   std::deque<PendingStep> pending_;
-  int64_t steps_without_markers_ = 0;  // steps whose markers could not all be recorded
 
   // Phase records of the step being assembled (`scratch_seq_`).
   std::vector<Record> scratch_;

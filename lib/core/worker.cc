@@ -109,7 +109,6 @@ void Worker::Run() {
     cv_.wait_for(lock, interval_);
     if (tsc != nullptr) tsc->Refine();
     for (Pumpable* p : sessions_) p->Pump();
-    passes_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -49,9 +49,6 @@ class Worker {
   // (it waits for a pass in progress). Thread-safe.
   void Unregister(Pumpable* p);
 
-  // Passes over all sessions so far (for tests and benchmarks).
-  uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
-
   // pthread_atfork handlers: the parent holds its worker between passes
   // across fork(); the child abandons it.
   static void OnForkPrepare();
@@ -72,7 +69,6 @@ class Worker {
   bool running_ = false;                 // the thread has entered its loop
   std::condition_variable running_cv_;   // signals running_
   std::thread thread_;  // never joined: the worker lives until the process ends
-  std::atomic<uint64_t> passes_{0};
 };
 
 }  // namespace gpuscope::internal

@@ -77,9 +77,6 @@ class SimulatedTimer final : public DeviceTimer {
 
   int64_t accuracy_ns() const override { return 0; }
 
-  int64_t live_markers() const override {
-    return state_->recorded.load() - state_->released.load();
-  }
 
   void Stop() override {}
 

@@ -84,7 +84,6 @@ class FakeDeviceTimer final : public internal::DeviceTimer {
   void Release(uint32_t) override {}
   absl::Status Maintain() override { return absl::OkStatus(); }
   int64_t accuracy_ns() const override { return 0; }
-  int64_t live_markers() const override { return 0; }
   void Stop() override {}
 
  private:
