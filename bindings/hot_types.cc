@@ -242,6 +242,8 @@ struct PhaseScopeObject {
   PyObject* core;    // the session capsule, or nullptr for a scope that records nothing
   Session* session;  // borrowed from `core`
   PhaseId id;
+  bool has_stream;   // s.phase(name, stream=...): marks go on `stream`
+  uint64_t stream;
   int depth;         // tokens[0..depth) are open (the same name may nest)
   ScopeToken tokens[kMaxOpenScopes];
   Py_ssize_t overflow;  // open levels beyond kMaxOpenScopes (recorded by nobody)
@@ -259,7 +261,7 @@ PyObject* PhaseScopeEnter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<PhaseScopeObject*>(self);
   ScopeToken token;
   if (s->session != nullptr && s->session->recording()) {
-    token = s->session->BeginPhase(s->id);
+    token = s->has_stream ? s->session->BeginPhase(s->id, Stream(s->stream)) : s->session->BeginPhase(s->id);
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
   }
   if (s->depth >= kMaxOpenScopes) {
@@ -323,13 +325,16 @@ PyTypeObject PhaseScopeType = [] {
   return t;
 }();
 
-PyObject* NewPhaseScope(PyObject* core, Session* session, PhaseId id, PyObject* name) {
+PyObject* NewPhaseScope(PyObject* core, Session* session, PhaseId id, PyObject* name,
+                        const uint64_t* stream = nullptr) {
   auto* s = PyObject_New(PhaseScopeObject, &PhaseScopeType);
   if (s == nullptr) return nullptr;
   Py_XINCREF(core);
   s->core = core;
   s->session = session;
   s->id = id;
+  s->has_stream = stream != nullptr;
+  s->stream = stream != nullptr ? *stream : 0;
   s->depth = 0;
   s->overflow = 0;
   Py_INCREF(name);
@@ -658,8 +663,85 @@ Session* Checked(SessionObject* s) {
   return s->session;
 }
 
-// s.phase(name) -> the cached scope for `name`.
-PyObject* SessionPhase(PyObject* self, PyObject* name) {
+// A stream argument as a handle: an int >= 0, or an object with an int
+// `cuda_stream` (torch.cuda.Stream, ExternalStream). False with a TypeError.
+bool StreamHandleOf(PyObject* stream, uint64_t* out) {
+  PyObject* value = stream;
+  Py_INCREF(value);
+  if (!PyLong_Check(value)) {
+    Py_SETREF(value, PyObject_GetAttrString(stream, "cuda_stream"));
+    if (value == nullptr) PyErr_Clear();
+  }
+  bool ok = value != nullptr && PyLong_Check(value);
+  if (ok) {
+    *out = PyLong_AsUnsignedLongLong(value);
+    ok = !(*out == static_cast<unsigned long long>(-1) && PyErr_Occurred());
+    if (!ok) PyErr_Clear();
+  }
+  Py_XDECREF(value);
+  if (!ok) {
+    PyErr_Format(PyExc_TypeError,
+                 "stream must be a torch.cuda.Stream, a stream handle (an int >= 0) or None, not "
+                 "%.100s",
+                 Py_TYPE(stream)->tp_name);
+  }
+  return ok;
+}
+
+PyObject* SessionPhaseNamed(PyObject* self, PyObject* name);
+
+// s.phase(name, stream=None) -> the cached scope for `name` (and `stream`).
+PyObject* SessionPhase(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs == 1 && nkw == 0) return SessionPhaseNamed(self, args[0]);  // the hot path
+  PyObject* name = nargs >= 1 ? args[0] : nullptr;
+  PyObject* stream = nargs >= 2 ? args[1] : nullptr;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    PyObject** slot = nullptr;
+    if (PyUnicode_CompareWithASCIIString(key, "name") == 0) slot = &name;
+    if (PyUnicode_CompareWithASCIIString(key, "stream") == 0) slot = &stream;
+    if (slot == nullptr || *slot != nullptr) {
+      PyErr_Format(PyExc_TypeError, "phase() got an unexpected or repeated keyword argument %R", key);
+      return nullptr;
+    }
+    *slot = args[nargs + i];
+  }
+  if (name == nullptr || nargs > 2) {
+    PyErr_SetString(PyExc_TypeError, "phase() takes a name and an optional stream: phase(name, stream=None)");
+    return nullptr;
+  }
+  if (stream == nullptr || stream == Py_None) return SessionPhaseNamed(self, name);
+  uint64_t handle = 0;
+  if (!StreamHandleOf(stream, &handle)) return nullptr;
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  PyObject* key = Py_BuildValue("(OK)", name, static_cast<unsigned long long>(handle));
+  if (key == nullptr) return nullptr;
+  PyObject* cached = PyDict_GetItemWithError(s->phases, key);
+  if (cached != nullptr) {
+    Py_DECREF(key);
+    Py_INCREF(cached);
+    return cached;
+  }
+  // The scope without a stream gives the id (and checks the name).
+  PyObject* plain = PyErr_Occurred() ? nullptr : SessionPhaseNamed(self, name);
+  if (plain == nullptr) {
+    Py_DECREF(key);
+    return nullptr;
+  }
+  auto* p = reinterpret_cast<PhaseScopeObject*>(plain);
+  PyObject* scope = NewPhaseScope(p->core, p->session, p->id, name, &handle);
+  Py_DECREF(plain);
+  if (scope == nullptr || PyDict_SetItem(s->phases, key, scope) < 0) {
+    Py_DECREF(key);
+    Py_XDECREF(scope);
+    return nullptr;
+  }
+  Py_DECREF(key);
+  return scope;
+}
+
+PyObject* SessionPhaseNamed(PyObject* self, PyObject* name) {
   auto* s = reinterpret_cast<SessionObject*>(self);
   PyObject* cached = PyDict_GetItemWithError(s->phases, name);
   if (cached != nullptr) {
@@ -848,11 +930,8 @@ PyObject* SessionFlush(PyObject* self, PyObject*) {
 PyObject* SessionSetStream(PyObject* self, PyObject* stream) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
-  const unsigned long long handle = PyLong_AsUnsignedLongLong(stream);
-  if (PyErr_Occurred()) {
-    PyErr_SetString(PyExc_TypeError, "set_stream() takes a stream handle, an int >= 0");
-    return nullptr;
-  }
+  uint64_t handle = 0;
+  if (!StreamHandleOf(stream, &handle)) return nullptr;
   reinterpret_cast<SessionObject*>(self)->follow_torch = false;
   session->SetStream(handle);
   Py_RETURN_NONE;
@@ -890,8 +969,11 @@ PyObject* SessionStatus(PyObject* self, void*) {
 }
 
 PyMethodDef kSessionMethods[] = {
-    {"phase", SessionPhase, METH_O,
-     "phase(name) -> context manager / decorator for phase `name` (cached per name)."},
+    {"phase", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionPhase)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "phase(name, stream=None) -> context manager / decorator for phase `name` (cached per name "
+     "and stream). `stream` (a torch.cuda.Stream or a handle): the stream this phase's GPU work "
+     "goes on, when it is not the session's (a copy stream, another device's stream)."},
     {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionStep)),
      METH_FASTCALL | METH_KEYWORDS,
      "step(samples=None, tokens=None) -> context manager / decorator for one step."},
@@ -900,8 +982,8 @@ PyMethodDef kSessionMethods[] = {
      "steps(iterable, samples=None, tokens=None) -> iterator; one step per item, next() is "
      "phase 'data'. samples/tokens: an int or a callable(batch) -> int."},
     {"set_stream", SessionSetStream, METH_O,
-     "set_stream(handle) -> marks scopes from now on on this device stream (a CUstream as an "
-     "int), instead of following torch's current stream."},
+     "set_stream(stream) -> marks steps and phases from now on on this device stream (a "
+     "torch.cuda.Stream, or a CUstream as an int), instead of following torch's current stream."},
     {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},

@@ -83,6 +83,11 @@ PYBIND11_MODULE(_gpuscope, m) {
           py::arg("max_markers") = 1 << 16)
       .def("launch", &SimulatedDevice::Launch, py::arg("duration_ns"), py::arg("stream") = 0,
            "Enqueues a kernel of duration_ns on stream now (from the recording thread).")
+      .def("place_stream", &SimulatedDevice::PlaceStream, py::arg("stream"), py::arg("device"),
+           "Puts `stream` on device ordinal `device` (streams start on device 0).")
+      .def("device_busy_between", &SimulatedDevice::DeviceBusyBetween, py::arg("begin_ns"),
+           py::arg("end_ns"), py::arg("device") = 0,
+           "Ground truth: ns of [begin_ns, end_ns) in which any stream of `device` ran a kernel.")
       .def("busy_between", &SimulatedDevice::BusyBetween, py::arg("begin_ns"), py::arg("end_ns"),
            py::arg("stream") = 0, "Ground truth: ns of [begin, end) with a kernel running.")
       .def(

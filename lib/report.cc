@@ -137,6 +137,16 @@ std::string FormatReport(const Summary& s) {
         line.pop_back();
         AppendWrapped(&out, line, 12);
       }
+      if (s.devices.size() > 1) {
+        std::string per_device = absl::StrFormat("per device:");
+        for (const DeviceStats& d : s.devices) {
+          if (!d.gpu_idle_pct.has_value()) continue;
+          absl::StrAppendFormat(&per_device, " device %d %.1f%%,", d.device, *d.gpu_idle_pct);
+        }
+        per_device.back() = ' ';
+        absl::StrAppendFormat(&per_device, "(the line above is their mean)");
+        AppendWrapped(&out, per_device, 12);
+      }
     } else if (s.source != Source::kHost && s.pending_steps > 0) {
       absl::StrAppendFormat(&out, "GPU idle    (%d steps waiting for the GPU to catch up)\n",
                             s.pending_steps);

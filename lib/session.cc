@@ -214,12 +214,13 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   // before its marker was enqueued, so an idle GPU completes the marker no
   // later than that time (plus its latency) even if this thread is preempted
   // in between.
-  f.begin_event = RecordMarker();
+  f.stream = stream_;
+  f.begin_event = RecordMarker(f.stream);
   f.begin_ns = Now();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
-ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
+ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream) noexcept {
   if (depth_ >= kMaxOpenScopes) {
     too_deep_.Increment();
     return {0, 0, ScopeStatus::kTooDeep};
@@ -229,24 +230,26 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id) noexcept {
   f.name_id = id;
   f.is_step = false;
   annotator_->PushPhase(id);
-  // Phases outside steps are timed on the host only: no marker.
-  f.begin_event = step_frame_ >= 0 ? RecordMarker() : kNoEvent;
+  // Phases outside steps, or in a step without markers, are timed on the
+  // host only: no marker.
+  f.stream = stream;
+  f.begin_event = step_frame_ >= 0 && stack_[static_cast<size_t>(step_frame_)].begin_event != kNoEvent
+                      ? RecordMarker(stream)
+                      : kNoEvent;
   f.begin_ns = Now();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
-ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
-  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+std::optional<uint16_t> SessionImpl::Validate(PhaseId phase) noexcept {
   if (phase.value() >= phases_.size() ||
       (!phase.builtin() && phase.session_tag() != session_tag_)) {  // another session's id
     invalid_phase_.Increment();
-    return {0, 0, ScopeStatus::kInvalidPhase};
+    return std::nullopt;
   }
-  return OpenPhase(phase.value());
+  return phase.value();
 }
 
-ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
-  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+std::optional<uint16_t> SessionImpl::LookUp(std::string_view name) noexcept {
   std::optional<PhaseId> id = phases_.Find(name);
   if (!id.has_value() && !phases_.full() && PhaseNameProblem(name) == nullptr) {
     // First use of a custom name: registration locks and allocates, once.
@@ -255,9 +258,33 @@ ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
   }
   if (!id.has_value()) {
     invalid_phase_.Increment();
-    return {0, 0, ScopeStatus::kInvalidPhase};
+    return std::nullopt;
   }
-  return OpenPhase(id->value());
+  return id->value();
+}
+
+ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  const std::optional<uint16_t> id = Validate(phase);
+  return id.has_value() ? OpenPhase(*id, stream_) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+}
+
+ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  const std::optional<uint16_t> id = LookUp(name);
+  return id.has_value() ? OpenPhase(*id, stream_) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+}
+
+ScopeToken SessionImpl::BeginPhase(PhaseId phase, uint64_t stream) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  const std::optional<uint16_t> id = Validate(phase);
+  return id.has_value() ? OpenPhase(*id, stream) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+}
+
+ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexcept {
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
+  const std::optional<uint16_t> id = LookUp(name);
+  return id.has_value() ? OpenPhase(*id, stream) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
@@ -278,7 +305,8 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
   // read for all of them: see BeginStep() for why the clock comes last.
   uint32_t end_markers[kMaxOpenScopes];
   for (int i = depth_ - 1; i >= d; --i) {
-    end_markers[i] = stack_[static_cast<size_t>(i)].begin_event != kNoEvent ? RecordMarker() : kNoEvent;
+    const Frame& f = stack_[static_cast<size_t>(i)];
+    end_markers[i] = f.begin_event != kNoEvent ? RecordMarker(f.stream) : kNoEvent;
   }
   const int64_t now = Now();
   while (depth_ > d) {
@@ -542,6 +570,16 @@ ScopeToken Session::BeginPhase(PhaseId phase) noexcept {
 ScopeToken Session::BeginPhase(std::string_view name) noexcept {
   if (!recording()) return {};
   return impl_->BeginPhase(name);
+}
+
+ScopeToken Session::BeginPhase(PhaseId phase, Stream stream) noexcept {
+  if (!recording()) return {};
+  return impl_->BeginPhase(phase, stream.handle());
+}
+
+ScopeToken Session::BeginPhase(std::string_view name, Stream stream) noexcept {
+  if (!recording()) return {};
+  return impl_->BeginPhase(name, stream.handle());
 }
 
 ScopeStatus Session::End(ScopeToken token) noexcept {

@@ -1,5 +1,6 @@
 #include "gpuscope/summary.h"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -83,6 +84,13 @@ void PhaseFields(V& v, P& p) {
   v.Number("backlog_p50", p.backlog_p50, kOptional);
 }
 
+template <typename V, typename D>
+void DeviceFields(V& v, D& d) {
+  v.Int("device", d.device);
+  v.Int("gpu_steps", d.gpu_steps);
+  v.Optional("gpu_idle_pct", d.gpu_idle_pct);
+}
+
 template <typename V, typename S>
 void SummaryFields(V& v, S& s) {
   v.String("version", s.version);
@@ -103,6 +111,7 @@ void SummaryFields(V& v, S& s) {
   v.Optional("tokens_per_second", s.tokens_per_second);
   v.Optional("gpu_idle_pct", s.gpu_idle_pct);
   v.NumberMap("idle_by_cause", s.idle_by_cause);
+  v.Array("devices", s.devices, [](auto& sub, auto& d) { DeviceFields(sub, d); }, kOptional);
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
 }
 
@@ -139,7 +148,7 @@ class JsonOut {
     w_.EndObject();
   }
   template <typename T, typename Fn>
-  void Array(std::string_view key, const std::vector<T>& values, Fn fields) {
+  void Array(std::string_view key, const std::vector<T>& values, Fn fields, bool = true) {
     w_.Key(key);
     w_.BeginArray();
     for (const T& value : values) {
@@ -171,6 +180,13 @@ class JsonIn {
         Fail(key, "must be an integer");
       }
     }
+  }
+  void Int(std::string_view key, int& out, bool required = true) {
+    int64_t wide = out;
+    Int(key, wide, required);
+    if (!status_->ok()) return;
+    if (wide < INT32_MIN || wide > INT32_MAX) return Fail(key, "is out of range");
+    out = static_cast<int>(wide);
   }
   void Number(std::string_view key, double& out, bool required = true) {
     if (const JsonValue* v = Get(key, required)) {
@@ -242,8 +258,8 @@ class JsonIn {
     fields(sub, value);
   }
   template <typename T, typename Fn>
-  void Array(std::string_view key, std::vector<T>& values, Fn fields) {
-    const JsonValue* v = Get(key);
+  void Array(std::string_view key, std::vector<T>& values, Fn fields, bool required = true) {
+    const JsonValue* v = Get(key, required);
     if (v == nullptr) return;
     if (!v->is_array()) return Fail(key, "must be an array");
     values.clear();

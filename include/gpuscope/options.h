@@ -30,6 +30,27 @@ inline constexpr int kDefaultFlushIntervalMs = 10;
 // Options::stream when no stream is set: scopes carry no device markers.
 inline constexpr uint64_t kNoStream = ~uint64_t{0};
 
+// Stream
+//
+// A device stream, as scopes name it: a CUstream or cudaStream_t, or its
+// value as an integer (0: the legacy default stream). A stream belongs to one
+// device; a session may mark streams of several devices and reports each
+// device apart (Summary::devices).
+//
+//   gpuscope::PhaseScope p(session, gpuscope::Phase::kH2D, copy_stream);
+class Stream {
+ public:
+  constexpr Stream(uint64_t handle) noexcept : handle_(handle) {}  // NOLINT(google-explicit-constructor)
+  template <typename T>
+  Stream(T* handle) noexcept  // NOLINT(google-explicit-constructor)
+      : handle_(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle))) {}
+
+  constexpr uint64_t handle() const noexcept { return handle_; }
+
+ private:
+  uint64_t handle_;
+};
+
 // How many scopes (the step included) may be open at once on the recording
 // thread. A scope opened deeper than this is not recorded (and counted).
 inline constexpr int kMaxOpenScopes = 32;
@@ -69,10 +90,11 @@ struct Options {
   // `Session::Summarize()` drains too, so a summary is never stale.
   int flush_interval_ms = kDefaultFlushIntervalMs;
 
-  // The device stream scope boundaries are marked on: a CUstream of the
-  // recording thread's context, as an integer (0 is the legacy default
-  // stream). kNoStream: none yet, no markers. `Session::SetStream()` changes
-  // it; Python follows torch's current stream. Not set by default because a
+  // The device stream steps, and phases that name none, are marked on: a
+  // CUstream as an integer (0 is the legacy default stream of the recording
+  // thread's current context). kNoStream: none yet, no markers: a step has
+  // GPU numbers only when it is marked. `Session::SetStream()` changes it;
+  // Python follows torch's current stream; phases may name other streams. Not set by default because a
   // marker on the legacy default stream would serialize a C++ trainer's own
   // blocking streams with it: gpuscope never adds synchronization, so it
   // marks only a stream it was given.

@@ -25,6 +25,9 @@
 //     { gpuscope::PhaseScope p(session, gpuscope::Phase::kForward); Forward(); }
 //     { gpuscope::PhaseScope p(session, "attention"); Attention(); }  // custom
 //   }
+//
+// A phase may name the stream its GPU work goes on, when that is not the
+// session's: `PhaseScope p(session, Phase::kH2D, copy_stream);`.
 
 #ifndef GPUSCOPE_SCOPES_H_
 #define GPUSCOPE_SCOPES_H_
@@ -86,6 +89,19 @@ class PhaseScope {
   }
   PhaseScope(Session& session, const char* name) noexcept
       : PhaseScope(session, std::string_view(name != nullptr ? name : "")) {}
+  // A phase whose GPU work goes on `stream` (see Session::BeginPhase).
+  PhaseScope(Session& session, PhaseId phase, Stream stream) noexcept
+      : session_(session.recording() ? &session : nullptr) {
+    if (session_ != nullptr) token_ = session_->BeginPhase(phase, stream);
+  }
+  PhaseScope(Session& session, Phase phase, Stream stream) noexcept
+      : PhaseScope(session, PhaseId(phase), stream) {}
+  PhaseScope(Session& session, std::string_view name, Stream stream) noexcept
+      : session_(session.recording() ? &session : nullptr) {
+    if (session_ != nullptr) token_ = session_->BeginPhase(name, stream);
+  }
+  PhaseScope(Session& session, const char* name, Stream stream) noexcept
+      : PhaseScope(session, std::string_view(name != nullptr ? name : ""), stream) {}
   ~PhaseScope() {
     if (session_ != nullptr) session_->End(token_);
   }

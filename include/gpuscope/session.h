@@ -162,6 +162,17 @@ class Session {
   ScopeToken BeginPhase(std::string_view name) noexcept;
   ScopeStatus End(ScopeToken token) noexcept;
 
+  // Session::BeginPhase(phase, stream)
+  //
+  // A phase whose GPU work goes on `stream` (a copy stream, another device's
+  // stream) rather than the session's: its begin and end markers are
+  // recorded there, and its device time is that stream's. Work may go on
+  // such a stream only while a phase naming it is open (docs/definitions.md
+  // "Events"). Phases get markers only inside a step that has them (the
+  // session has a stream). Hot path.
+  ScopeToken BeginPhase(PhaseId phase, Stream stream) noexcept;
+  ScopeToken BeginPhase(std::string_view name, Stream stream) noexcept;
+
   // Session::Cancel()
   //
   // Closes the scope of `token` (and any opened inside it) without recording
@@ -178,10 +189,11 @@ class Session {
 
   // Session::SetStream()
   //
-  // The device stream (a valid CUstream of the recording thread's context,
-  // as an integer; 0: the legacy default stream; kNoStream: none) that
-  // scopes begun from now on are marked on. Hot path; recording thread.
-  // Python calls it with torch's current stream at every step.
+  // The device stream (a valid CUstream as an integer; 0: the legacy default
+  // stream of the thread's current context; kNoStream: none) that steps,
+  // and phases that name no stream, begun from now on are marked on. Hot
+  // path; recording thread. Python calls it with torch's current stream at
+  // every step.
   void SetStream(uint64_t stream) noexcept;
 
   // Session::Summarize()

@@ -125,6 +125,20 @@ struct MisuseCounts {
   bool operator==(const MisuseCounts&) const = default;
 };
 
+// DeviceStats
+//
+// One GPU's share of a session that marks streams of several devices (or of
+// one: then it repeats the summary's own numbers).
+struct DeviceStats {
+  int device = 0;          // CUDA device ordinal
+  int64_t gpu_steps = 0;   // window steps in which the device was timed
+  // Idle percentage of those steps' time on this device, 0..100 (with
+  // Source::kEvents a lower bound).
+  std::optional<double> gpu_idle_pct;
+
+  bool operator==(const DeviceStats&) const = default;
+};
+
 // Summary
 //
 // A snapshot; copying it is safe and it refers to nothing in the session.
@@ -160,10 +174,14 @@ struct Summary {
 
   // GPU idle percentage of step time over the `gpu_steps` steps, 0..100;
   // nullopt with Source::kHost. With Source::kEvents it is a lower bound.
+  // With several devices, of their combined time (each step counted once
+  // per device timed in it): the mean of the devices' idle.
   std::optional<double> gpu_idle_pct;
   // Idle percentage of step time by cause (a phase name, "other" or
   // "launch"); sums to gpu_idle_pct. Empty with Source::kHost.
   std::map<std::string, double> idle_by_cause;
+  // Per device timed in the window, by ordinal. Empty with Source::kHost.
+  std::vector<DeviceStats> devices;
 
   MisuseCounts misuse;
 

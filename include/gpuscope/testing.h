@@ -3,7 +3,8 @@
 //
 // A simulated GPU, so that every GPU code path of gpuscope runs (and is
 // tested) on machines without one. It models streams on which kernels of
-// given durations run in order, and device markers (what CUDA events are to
+// given durations run in order (streams may be placed on other device
+// ordinals, to model a process that drives several GPUs), and device markers (what CUDA events are to
 // gpuscope) that complete when all work enqueued before them has run, exactly
 // as an in-order CUDA stream completes events. Faults can be injected.
 //
@@ -74,6 +75,13 @@ class SimulatedDevice {
   // CLOCK_MONOTONIC.
   void Launch(int64_t duration_ns, uint64_t stream = 0);
 
+  // SimulatedDevice::PlaceStream()
+  //
+  // Puts `stream` on device ordinal `device` (every stream starts on device
+  // 0), as a CUDA stream belongs to one device. Call it before the stream's
+  // first marker or kernel, from the recording thread.
+  void PlaceStream(uint64_t stream, int device);
+
   // SimulatedDevice::InjectFault()
   //
   // From now on the device behaves as `fault` says. Thread-safe.
@@ -84,6 +92,12 @@ class SimulatedDevice {
   // Ground truth for tests: nanoseconds of [begin_ns, end_ns) during which a
   // kernel ran on `stream`.
   int64_t BusyBetween(int64_t begin_ns, int64_t end_ns, uint64_t stream = 0) const;
+
+  // SimulatedDevice::DeviceBusyBetween()
+  //
+  // Ground truth for tests: nanoseconds of [begin_ns, end_ns) during which a
+  // kernel ran on any stream of device `device`.
+  int64_t DeviceBusyBetween(int64_t begin_ns, int64_t end_ns, int device = 0) const;
 
   // Markers recorded and not yet released: 0 once every session using the
   // device has closed, or gpuscope leaked one.

@@ -2,7 +2,7 @@
 // `events` source of DESIGN.md §2.
 //
 // The recording thread records one marker per scope boundary on the
-// session's stream; the background side later asks, without blocking, when
+// scope's stream; the background side later asks, without blocking, when
 // each marker completed, mapped onto the host clock (CLOCK_MONOTONIC ns, or
 // the session's own clock). Markers come from a pool created and grown off
 // the hot path. Implemented over the CUDA driver API (dlopen'ed libcuda) and
@@ -46,6 +46,14 @@ class DeviceTimer {
   // kNoEvent (record.h) when none could be recorded (pool exhausted, error).
   // Never blocks, allocates or synchronizes.
   virtual uint32_t Record(StreamHandle stream) noexcept = 0;
+
+  // The lane (a stream of one device, numbered by the timer from 0) the
+  // marker in `slot` was recorded on. Valid from Record() to Release().
+  virtual uint16_t LaneOf(uint32_t slot) const = 0;
+
+  // The device ordinal of `lane`, or -1 while not known yet (a context the
+  // background side has not seen).
+  virtual int LaneDevice(uint16_t lane) const = 0;
 
   // Non-blocking completion query. On kComplete, `*host_ns` is the
   // completion time on the host clock.

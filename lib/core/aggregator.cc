@@ -1,6 +1,7 @@
 #include "core/aggregator.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -25,14 +26,72 @@ void Aggregator::ReleaseMarkers(const Record& r) {
 
 void Aggregator::DiscardScratch() {
   for (const Record& r : scratch_) ReleaseMarkers(r);
+  for (const Record& r : cancelled_) ReleaseMarkers(r);
   scratch_.clear();
+  cancelled_.clear();
   scratch_overflow_ = false;
+}
+
+bool Aggregator::ScratchHasMarkers() const {
+  if (scratch_overflow_) return true;  // records left out may have had some
+  for (const std::vector<Record>* v : {&scratch_, &cancelled_}) {
+    for (const Record& r : *v) {
+      if (r.begin_event != kNoEvent || r.end_event != kNoEvent) return true;
+    }
+  }
+  return false;
+}
+
+void Aggregator::QueueForget() {
+  if (timer_ == nullptr || !resolving_) return;
+  if (pending_.empty()) {
+    ForgetLanes();
+    return;
+  }
+  PendingStep forget;
+  forget.kind = PendingStep::Kind::kForget;
+  pending_.push_back(std::move(forget));
+}
+
+void Aggregator::ForgetLanes() {
+  if (timer_ == nullptr) return;
+  for (LanePast& p : lane_past_) {
+    if (p.state == LanePast::State::kKnown) p.state = LanePast::State::kUnknown;
+  }
+  lane_default_ = LanePast::State::kUnknown;
+}
+
+void Aggregator::RememberLanes(const PendingStep& p) {
+  const auto remember = [this](const PendingMarker& m) {
+    if (m.lane >= lane_past_.size()) lane_past_.resize(m.lane + size_t{1}, LanePast{lane_default_, {}});
+    LanePast& past = lane_past_[m.lane];
+    const Boundary b{m.host_ns, m.device_ns, m.lane};
+    if (past.state != LanePast::State::kKnown || past.last.host_ns < b.host_ns ||
+        (past.last.host_ns == b.host_ns && past.last.device_ns <= b.device_ns)) {
+      past = {LanePast::State::kKnown, b};
+    }
+  };
+  remember(p.begin);
+  remember(p.end);
+  for (const PendingPhase& ph : p.phases) {
+    remember(ph.begin);
+    remember(ph.end);
+  }
+}
+
+Aggregator::PendingMarker Aggregator::Pending(uint32_t slot, int64_t host_ns) const {
+  PendingMarker m;
+  m.slot = slot;
+  m.host_ns = host_ns;
+  if (slot != kNoEvent && timer_ != nullptr) m.lane = timer_->LaneOf(slot);
+  return m;
 }
 
 void Aggregator::Consume(const Record& record) {
   const int64_t duration = std::max<int64_t>(0, record.end_ns - record.begin_ns);
   if (record.kind == RecordKind::kPhase) {
-    if (record.name_id >= phases_.size() || (record.flags & kRecordCancelled) != 0) {
+    const bool cancelled = (record.flags & kRecordCancelled) != 0;
+    if (record.name_id >= phases_.size() || (cancelled && record.step_seq == 0)) {
       ReleaseMarkers(record);
       return;
     }
@@ -46,15 +105,18 @@ void Aggregator::Consume(const Record& record) {
     if (record.step_seq != scratch_seq_) {
       // The previous step's own record never arrived (dropped): leave it out.
       if (!scratch_.empty() || scratch_overflow_) ++incomplete_steps_;
+      if (ScratchHasMarkers()) QueueForget();
       DiscardScratch();
       scratch_seq_ = record.step_seq;
     }
-    if (scratch_.size() >= kMaxRecordsPerStep) {
+    if (scratch_.size() + cancelled_.size() >= kMaxRecordsPerStep) {
       scratch_overflow_ = true;
       ReleaseMarkers(record);
       return;
     }
-    scratch_.push_back(record);
+    // A cancelled phase is no part of the step, but its markers tell where
+    // its stream stands.
+    (cancelled ? cancelled_ : scratch_).push_back(record);
     return;
   }
   if (record.kind != RecordKind::kStep) {
@@ -63,18 +125,28 @@ void Aggregator::Consume(const Record& record) {
   }
   if (record.step_seq != scratch_seq_) {
     if (!scratch_.empty() || scratch_overflow_) ++incomplete_steps_;
+    if (ScratchHasMarkers()) QueueForget();
     DiscardScratch();
     scratch_seq_ = record.step_seq;
   }
   if ((record.flags & kRecordCancelled) != 0) {
-    // Not a step after all (the probe for an item that never came).
+    // Not a step after all (the probe for an item that never came); its
+    // markers still say where each lane stands.
+    if (timer_ != nullptr) MakePending(record, PendingStep::Kind::kHistoryOnly);
     DiscardScratch();
-    ReleaseMarkers(record);
   } else if ((record.flags & kRecordIncomplete) != 0 || scratch_overflow_) {
     ++incomplete_steps_;
+    QueueForget();  // records of it were dropped, markers with them
     DiscardScratch();
     ReleaseMarkers(record);
   } else {
+    if (!cancelled_.empty()) {
+      // Phases cancelled in a step that was not: their markers bracket work
+      // this step's analysis cannot place.
+      for (const Record& r : cancelled_) ReleaseMarkers(r);
+      if (timer_ != nullptr) QueueForget();
+      cancelled_.clear();
+    }
     FinishStep(record);  // takes the markers of the step and its phases
     scratch_.clear();
   }
@@ -89,6 +161,7 @@ void Aggregator::FinishStep(const Record& step) {
   s.samples = step.samples;
   s.tokens = step.tokens;
   s.device_busy_ns = -1;
+  s.num_devices = 0;
   s.device_span_ns = -1;
   s.backlog_begin_ns = -1;
   s.idle_other_ns = -1;
@@ -130,36 +203,51 @@ void Aggregator::FinishStep(const Record& step) {
   s.top_level_ns = std::min(top_level, s.duration_ns());
   lifetime_.Add(s.duration_ns());
   ++completed_;
-  if (timer_ != nullptr) MakePending(step);
+  if (timer_ != nullptr) MakePending(step, PendingStep::Kind::kAnalyze);
 }
 
-void Aggregator::MakePending(const Record& step) {
+// Takes the markers of `step` and of the scratch records (which stay in
+// scratch_, without their markers' ownership).
+void Aggregator::MakePending(const Record& step, PendingStep::Kind kind) {
   PendingStep p;
+  p.kind = kind;
   p.index = completed_ - 1;
   bool complete = step.begin_event != kNoEvent && step.end_event != kNoEvent;
-  p.begin = {step.begin_event, step.begin_ns};
-  p.end = {step.end_event, std::max(step.end_ns, step.begin_ns)};
-  p.phases.reserve(scratch_.size());
-  for (const Record& r : scratch_) {
-    complete = complete && r.begin_event != kNoEvent && r.end_event != kNoEvent;
-    PendingPhase ph;
-    ph.id = r.name_id;
-    ph.depth = r.depth;
-    ph.begin = {r.begin_event, r.begin_ns};
-    ph.end = {r.end_event, std::max(r.end_ns, r.begin_ns)};
-    p.phases.push_back(ph);
+  bool any = step.begin_event != kNoEvent || step.end_event != kNoEvent;
+  p.begin = Pending(step.begin_event, step.begin_ns);
+  p.end = Pending(step.end_event, std::max(step.end_ns, step.begin_ns));
+  // A cancelled step's history includes its cancelled phases.
+  const bool with_cancelled = kind == PendingStep::Kind::kHistoryOnly;
+  p.phases.reserve(scratch_.size() + (with_cancelled ? cancelled_.size() : 0));
+  for (const std::vector<Record>* v : {&scratch_, &cancelled_}) {
+    if (v == &cancelled_ && !with_cancelled) break;
+    for (const Record& r : *v) {
+      complete = complete && r.begin_event != kNoEvent && r.end_event != kNoEvent;
+      any = any || r.begin_event != kNoEvent || r.end_event != kNoEvent;
+      PendingPhase ph;
+      ph.id = r.name_id;
+      ph.depth = r.depth;
+      ph.begin = Pending(r.begin_event, r.begin_ns);
+      ph.end = Pending(r.end_event, std::max(r.end_ns, r.begin_ns));
+      p.phases.push_back(ph);
+    }
   }
   if (!complete || !resolving_) {
     // A marker is missing (pool empty, device error), or the source was
     // lowered: no device numbers for this step; its markers go straight back.
+    if (any) QueueForget();
     ReleaseMarkers(step);
-    for (const Record& r : scratch_) ReleaseMarkers(r);
+    DiscardScratch();
     return;
   }
   pending_.push_back(std::move(p));
+  // The markers are the pending step's now.
+  scratch_.clear();
+  if (with_cancelled) cancelled_.clear();
 }
 
 void Aggregator::ReleaseMarkers(const PendingStep& p) {
+  if (p.kind == PendingStep::Kind::kForget) return;  // holds none
   timer_->Release(p.begin.slot);
   timer_->Release(p.end.slot);
   for (const PendingPhase& ph : p.phases) {
@@ -172,6 +260,11 @@ Aggregator::Resolution Aggregator::ResolvePending() {
   if (timer_ == nullptr || !resolving_) return Resolution::kOk;
   while (!pending_.empty()) {
     PendingStep& p = pending_.front();
+    if (p.kind == PendingStep::Kind::kForget) {
+      ForgetLanes();
+      pending_.pop_front();
+      continue;
+    }
     // Markers complete in record order on a stream: ask in that order and
     // stop at the first one still pending.
     MarkerState state = MarkerState::kComplete;
@@ -192,7 +285,11 @@ Aggregator::Resolution Aggregator::ResolvePending() {
     ask(p.end);
     if (state == MarkerState::kLost) return Resolution::kMarkerLost;
     if (state == MarkerState::kPending) return Resolution::kOk;
-    ApplyDeviceResult(p);
+    if (p.kind == PendingStep::Kind::kAnalyze) {
+      ApplyDeviceResult(p);
+    } else {
+      RememberLanes(p);
+    }
     ReleaseMarkers(p);
     pending_.pop_front();
   }
@@ -216,18 +313,33 @@ PhaseSample* Aggregator::FindSample(uint16_t phase_id, uint64_t step_index) {
 
 void Aggregator::ApplyDeviceResult(PendingStep& p) {
   const uint64_t first = completed_ - steps_.size();
-  if (p.index < first) return;  // rolled out of the window before the GPU caught up
+  if (p.index < first) {  // rolled out of the window before the GPU caught up
+    RememberLanes(p);
+    return;
+  }
+  const auto boundary = [](const PendingMarker& m) { return Boundary{m.host_ns, m.device_ns, m.lane}; };
   StepTimelineInput in;
-  in.begin = {p.begin.host_ns, p.begin.device_ns};
-  in.end = {p.end.host_ns, p.end.device_ns};
+  in.begin = boundary(p.begin);
+  in.end = boundary(p.end);
   in.phases.reserve(p.phases.size());
+  uint16_t lanes = static_cast<uint16_t>(std::max(p.begin.lane, p.end.lane) + 1);
   for (const PendingPhase& ph : p.phases) {
     in.phases.push_back({ph.id, ph.depth, ph.id == static_cast<uint16_t>(Phase::kData),
-                         {ph.begin.host_ns, ph.begin.device_ns},
-                         {ph.end.host_ns, ph.end.device_ns}});
+                         boundary(ph.begin), boundary(ph.end)});
+    lanes = std::max({lanes, static_cast<uint16_t>(ph.begin.lane + 1), static_cast<uint16_t>(ph.end.lane + 1)});
+  }
+  in.past = lane_past_;
+  in.past.resize(std::max<size_t>(in.past.size(), lanes), LanePast{lane_default_, {}});
+  in.lane_device.resize(in.past.size());
+  for (size_t lane = 0; lane < in.lane_device.size(); ++lane) {
+    in.lane_device[lane] = std::max(0, timer_->LaneDevice(static_cast<uint16_t>(lane)));
   }
   const StepTimeline t = AnalyzeStepTimeline(in);
+  RememberLanes(p);
   StepRecord& s = steps_[static_cast<size_t>(p.index - first)];
+  if (t.devices.size() > kMaxDevicesPerStep) return;  // more devices than a step keeps
+  s.num_devices = static_cast<uint8_t>(t.devices.size());
+  for (size_t i = 0; i < t.devices.size(); ++i) s.devices[i] = {t.devices[i].device, t.devices[i].busy_upper_ns};
   s.device_busy_ns = t.busy_upper_ns;
   s.device_span_ns = t.device_span_ns;
   s.backlog_begin_ns = t.backlog_begin_ns;
@@ -256,7 +368,9 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
 
 void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   out->window = static_cast<int64_t>(window_);
-  out->pending_steps = static_cast<int64_t>(pending_.size());
+  out->pending_steps = std::count_if(pending_.begin(), pending_.end(), [](const PendingStep& p) {
+    return p.kind == PendingStep::Kind::kAnalyze;
+  });
   out->steps = static_cast<int64_t>(steps_.size());
   out->total_steps = static_cast<int64_t>(completed_);
   out->lifetime_step_time = lifetime_.Summarize();
@@ -298,15 +412,37 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     out->tokens_per_second = static_cast<double>(tokens) / (static_cast<double>(tokens_ns) * kNsToSeconds);
   }
   // Device side, over the window's steps whose markers all completed.
+  // Time is counted once per device timed in a step.
   std::vector<int64_t> device_spans;
   int64_t gpu_window_ns = 0, gpu_idle_ns = 0, idle_other_ns = 0;
+  struct PerDevice {
+    int64_t steps = 0, window_ns = 0, busy_ns = 0;
+  };
+  std::map<int, PerDevice> per_device;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const StepRecord& s = steps_[i];
     if (s.device_busy_ns < 0) continue;
     device_spans.push_back(s.device_span_ns);
-    gpu_window_ns += s.duration_ns();
-    gpu_idle_ns += s.duration_ns() - s.device_busy_ns;
+    const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
+    gpu_window_ns += device_window;
+    gpu_idle_ns += device_window - s.device_busy_ns;
     idle_other_ns += std::max<int64_t>(0, s.idle_other_ns);
+    for (size_t d = 0; d < s.num_devices; ++d) {
+      PerDevice& pd = per_device[s.devices[d].device];
+      ++pd.steps;
+      pd.window_ns += s.duration_ns();
+      pd.busy_ns += s.devices[d].busy_ns;
+    }
+  }
+  out->devices.clear();
+  for (const auto& [device, pd] : per_device) {
+    DeviceStats ds;
+    ds.device = device;
+    ds.gpu_steps = pd.steps;
+    if (pd.window_ns > 0) {
+      ds.gpu_idle_pct = 100.0 * static_cast<double>(pd.window_ns - pd.busy_ns) / static_cast<double>(pd.window_ns);
+    }
+    out->devices.push_back(ds);
   }
   out->gpu_steps = static_cast<int64_t>(device_spans.size());
   out->device_step_time = ExactQuantiles(device_spans);

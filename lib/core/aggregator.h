@@ -8,12 +8,14 @@
 #ifndef GPUSCOPE_LIB_CORE_AGGREGATOR_H_
 #define GPUSCOPE_LIB_CORE_AGGREGATOR_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <vector>
 
 #include "backends/device_timer.h"
 #include "backends/telemetry.h"
+#include "core/device_timeline.h"
 #include "core/log_histogram.h"
 #include "core/record.h"
 #include "core/ring.h"
@@ -22,6 +24,16 @@
 namespace gpuscope::internal {
 
 class PhaseTable;
+
+// One device's busy time in a step.
+struct DeviceBusy {
+  int device = 0;
+  int64_t busy_ns = 0;  // events: an upper bound
+};
+
+// Devices a step keeps numbers for; a step on more is left without GPU
+// numbers.
+inline constexpr size_t kMaxDevicesPerStep = 8;
 
 // One completed step. Device, idle and telemetry fields are filled by the
 // GPU sources when a session has them; -1 / NaN mean "not measured".
@@ -33,7 +45,9 @@ struct StepRecord {
   int64_t tokens = -1;
   int64_t top_level_ns = 0;  // sum of top-level phase host time
 
-  int64_t device_busy_ns = -1;    // GPU busy within the step (events: an upper bound)
+  int64_t device_busy_ns = -1;    // GPU busy within the step, summed over `devices`
+  std::array<DeviceBusy, kMaxDevicesPerStep> devices{};
+  uint8_t num_devices = 0;        // devices timed in the step
   int64_t device_span_ns = -1;    // events: first to last completion
   int64_t backlog_begin_ns = -1;  // events: device lag at the step's begin
   int64_t idle_other_ns = -1;     // idle with no phase open
@@ -116,6 +130,7 @@ class Aggregator {
     uint32_t slot = kNoEvent;
     int64_t host_ns = 0;
     int64_t device_ns = 0;
+    uint16_t lane = 0;
     bool done = false;
   };
   struct PendingPhase {
@@ -124,6 +139,12 @@ class Aggregator {
     PendingMarker begin, end;
   };
   struct PendingStep {
+    enum class Kind : uint8_t {
+      kAnalyze,      // a step of the window: device numbers once its markers completed
+      kHistoryOnly,  // a cancelled step: its markers only tell where each lane stands
+      kForget,       // markers went missing here: lane history is unknown from now on
+    };
+    Kind kind = Kind::kAnalyze;
     uint64_t index = 0;
     PendingMarker begin, end;
     std::vector<PendingPhase> phases;
@@ -132,10 +153,17 @@ class Aggregator {
   void FinishStep(const Record& step);
   void ReleaseMarkers(const Record& r);
   void ReleaseMarkers(const PendingStep& p);
-  void MakePending(const Record& step);
+  void MakePending(const Record& step, PendingStep::Kind kind);
+  // Forgets lane history once the steps pending now are resolved.
+  void QueueForget();
   void ApplyDeviceResult(PendingStep& p);
   PhaseSample* FindSample(uint16_t phase_id, uint64_t step_index);
   void DiscardScratch();  // drops the scratch records, releasing their markers
+  PendingMarker Pending(uint32_t slot, int64_t host_ns) const;
+  // Markers went missing: what ran on each lane before is unknown.
+  void ForgetLanes();
+  bool ScratchHasMarkers() const;
+  void RememberLanes(const PendingStep& p);  // each lane's last marker in `p`
 
   const size_t window_;
   Ring<StepRecord> steps_;
@@ -147,9 +175,15 @@ class Aggregator {
   DeviceTimer* timer_ = nullptr;
   bool resolving_ = true;
   std::deque<PendingStep> pending_;
+  // Per lane, its last marker before the next step to be analyzed; lanes
+  // past the end are in state `lane_default_`.
+  std::vector<LanePast> lane_past_;
+  LanePast::State lane_default_ = LanePast::State::kNone;
 
-  // Phase records of the step being assembled (`scratch_seq_`).
+  // Phase records of the step being assembled (`scratch_seq_`), and its
+  // cancelled phases (kept for their markers).
   std::vector<Record> scratch_;
+  std::vector<Record> cancelled_;
   uint64_t scratch_seq_ = 0;
   bool scratch_overflow_ = false;
 };

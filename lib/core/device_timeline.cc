@@ -1,6 +1,7 @@
 #include "core/device_timeline.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 namespace gpuscope::internal {
@@ -26,6 +27,12 @@ std::vector<Interval> Union(std::vector<Interval> v) {
   return out;
 }
 
+// Whether marker `b`, following `a` on its lane, shows work enqueued between
+// them: it completed later than both the work before it and its own record.
+bool ShowsWork(const Boundary& a, const Boundary& b) {
+  return b.device_ns > std::max(a.device_ns, b.host_ns) + kMarkerSlackNs;
+}
+
 }  // namespace
 
 StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
@@ -37,22 +44,18 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
   out.device_span_ns = std::max<int64_t>(0, in.end.device_ns - in.begin.device_ns);
   out.backlog_begin_ns = std::max<int64_t>(0, in.begin.device_ns - in.begin.host_ns);
 
-  // Every marker of the step in record order (host time, then device time:
-  // both grow along an in-order stream).
-  std::vector<Boundary> marks;
-  marks.reserve(2 + 2 * in.phases.size());
-  marks.push_back(in.begin);
-  marks.push_back(in.end);
+  // Every marker of the step, by lane, each lane in record order (host time,
+  // then device time: both grow along an in-order stream).
+  std::map<uint16_t, std::vector<Boundary>> lanes;
+  lanes[in.begin.lane].push_back(in.begin);
+  lanes[in.end.lane].push_back(in.end);
   for (size_t i = 0; i < in.phases.size(); ++i) {
     const PhaseSpan& p = in.phases[i];
-    marks.push_back(p.begin);
-    marks.push_back(p.end);
+    lanes[p.begin.lane].push_back(p.begin);
+    lanes[p.end.lane].push_back(p.end);
     out.phases[i].device_span_ns = std::max<int64_t>(0, p.end.device_ns - p.begin.device_ns);
     out.phases[i].backlog_begin_ns = std::max<int64_t>(0, p.begin.device_ns - p.begin.host_ns);
   }
-  std::sort(marks.begin(), marks.end(), [](const Boundary& a, const Boundary& b) {
-    return a.host_ns != b.host_ns ? a.host_ns < b.host_ns : a.device_ns < b.device_ns;
-  });
 
   // Whether `data` is the innermost phase open at host time t: a phase
   // nested in data (a blocking .cuda() timed as h2d, say) may well wait for
@@ -66,65 +69,131 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
     }
     return innermost != nullptr && innermost->is_data;
   };
-
-  // Where the GPU may have been busy.
-  std::vector<Interval> maybe_busy;
-  maybe_busy.push_back({in.begin.host_ns, in.begin.device_ns});  // earlier work still running
-  for (size_t i = 0; i + 1 < marks.size(); ++i) {
-    const Boundary& a = marks[i];
-    const Boundary& b = marks[i + 1];
-    const int64_t lo = std::max(a.device_ns, a.host_ns);
-    const int64_t hi = b.device_ns;
-    if (hi <= lo) continue;
-    const bool work_shown = b.device_ns > std::max(a.device_ns, b.host_ns) + kMarkerSlackNs;
-    if (b.host_ns > a.host_ns && in_data(a.host_ns + (b.host_ns - a.host_ns) / 2) && !work_shown) {
-      continue;  // the input pipeline enqueues no GPU work (the stated assumption)
+  // Whether a scope recorded on `lane` is open over all of [t0, t1]: the
+  // step on its own lane, or a phase that named the lane.
+  const auto scope_open = [&](uint16_t lane, int64_t t0, int64_t t1) {
+    if (lane == in.begin.lane) return true;  // the step spans every pair of its markers
+    for (const PhaseSpan& p : in.phases) {
+      if (p.begin.lane == lane && p.begin.host_ns <= t0 && t1 <= p.end.host_ns) return true;
     }
-    maybe_busy.push_back({lo, hi});
-  }
-  std::vector<Interval> busy = Union(std::move(maybe_busy));
+    return false;
+  };
+  const auto device_of = [&](uint16_t lane) {
+    return lane < in.lane_device.size() ? in.lane_device[lane] : 0;
+  };
 
-  // Clip to the window; what is left of the window is idle.
-  std::vector<Interval> idle;
-  int64_t cursor = w_begin;
-  for (const Interval& b : busy) {
-    const int64_t lo = std::max(b.begin, w_begin);
-    const int64_t hi = std::min(b.end, w_end);
-    if (hi <= lo) continue;
-    out.busy_upper_ns += hi - lo;
-    if (lo > cursor) idle.push_back({cursor, lo});
-    cursor = std::max(cursor, hi);
+  // Where each device may have been busy.
+  std::map<int, std::vector<Interval>> maybe_busy;
+  for (auto& [lane, marks] : lanes) {
+    std::sort(marks.begin(), marks.end(), [](const Boundary& a, const Boundary& b) {
+      return a.host_ns != b.host_ns ? a.host_ns < b.host_ns : a.device_ns < b.device_ns;
+    });
+    std::vector<Interval>& busy = maybe_busy[device_of(lane)];
+    const Boundary& first = marks.front();
+    const LanePast past = lane < in.past.size() ? in.past[lane] : LanePast{};
+    switch (past.state) {
+      case LanePast::State::kNone:  // nothing earlier: only the first marker's own wait
+        busy.push_back({first.host_ns, first.device_ns});
+        break;
+      case LanePast::State::kUnknown:  // earlier work may have run from the window's begin
+        busy.push_back({w_begin, first.device_ns});
+        break;
+      case LanePast::State::kKnown:
+        // Work before the previous marker ran until it completed; work between
+        // it and the first marker only if the first marker shows some.
+        busy.push_back({w_begin, past.last.device_ns});
+        busy.push_back({first.host_ns, first.device_ns});
+        if (ShowsWork(past.last, first)) {
+          busy.push_back({std::max(past.last.device_ns, past.last.host_ns), first.device_ns});
+        }
+        break;
+    }
+    for (size_t i = 0; i + 1 < marks.size(); ++i) {
+      const Boundary& a = marks[i];
+      const Boundary& b = marks[i + 1];
+      const int64_t lo = std::max(a.device_ns, a.host_ns);
+      const int64_t hi = b.device_ns;
+      if (hi <= lo) continue;
+      if (!ShowsWork(a, b)) {
+        // The stated assumptions: nothing is enqueued while the input pipeline
+        // runs, nor on a named stream while no scope on it is open.
+        if (b.host_ns > a.host_ns && in_data(a.host_ns + (b.host_ns - a.host_ns) / 2)) continue;
+        if (!scope_open(lane, a.host_ns, b.host_ns)) continue;
+      }
+      busy.push_back({lo, hi});
+    }
+    out.lane_last.push_back(marks.back());
   }
-  if (w_end > cursor) idle.push_back({cursor, w_end});
-  out.idle_lower_ns = out.window_ns - out.busy_upper_ns;
 
-  // Charge each idle piece to the innermost phase open over it.
+  // Lanes with no marker in this step: work enqueued before their last
+  // marker may still run into the window. With unknown history, a lane of a
+  // device the step uses may have been busy throughout.
+  for (size_t lane = 0; lane < in.past.size(); ++lane) {
+    const LanePast& past = in.past[lane];
+    if (lanes.count(static_cast<uint16_t>(lane)) != 0) continue;
+    const int device = device_of(static_cast<uint16_t>(lane));
+    if (past.state == LanePast::State::kKnown && past.last.device_ns > w_begin) {
+      maybe_busy[device].push_back({w_begin, past.last.device_ns});
+    }
+  }
+  for (size_t lane = 0; lane < in.past.size(); ++lane) {
+    if (in.past[lane].state != LanePast::State::kUnknown) continue;
+    if (lanes.count(static_cast<uint16_t>(lane)) != 0) continue;
+    const auto it = maybe_busy.find(device_of(static_cast<uint16_t>(lane)));
+    if (it != maybe_busy.end()) it->second.push_back({w_begin, w_end});
+  }
+
+  // Phase boundaries, where the innermost open phase may change.
   std::vector<int64_t> cuts;
   for (const PhaseSpan& p : in.phases) {
     cuts.push_back(p.begin.host_ns);
     cuts.push_back(p.end.host_ns);
   }
   std::sort(cuts.begin(), cuts.end());
-  for (const Interval& gap : idle) {
-    int64_t x = gap.begin;
-    while (x < gap.end) {
-      const auto next_cut = std::upper_bound(cuts.begin(), cuts.end(), x);
-      const int64_t y = next_cut == cuts.end() ? gap.end : std::min(gap.end, *next_cut);
-      int innermost = -1;
-      for (size_t i = 0; i < in.phases.size(); ++i) {
-        const PhaseSpan& p = in.phases[i];
-        if (p.begin.host_ns <= x && x < p.end.host_ns &&
-            (innermost < 0 || p.depth > in.phases[static_cast<size_t>(innermost)].depth)) {
-          innermost = static_cast<int>(i);
-        }
-      }
-      if (innermost < 0) {
-        out.idle_other_ns += y - x;
-      } else {
-        out.phases[static_cast<size_t>(innermost)].idle_ns += y - x;
-      }
-      x = y;
+
+  for (auto& [device, maybe] : maybe_busy) {
+    DeviceIdle d;
+    d.device = device;
+    // Clip to the window; what is left of the window is idle.
+    std::vector<Interval> idle;
+    int64_t cursor = w_begin;
+    for (const Interval& b : Union(std::move(maybe))) {
+      const int64_t lo = std::max(b.begin, w_begin);
+      const int64_t hi = std::min(b.end, w_end);
+      if (hi <= lo) continue;
+      d.busy_upper_ns += hi - lo;
+      if (lo > cursor) idle.push_back({cursor, lo});
+      cursor = std::max(cursor, hi);
     }
+    if (w_end > cursor) idle.push_back({cursor, w_end});
+    d.idle_lower_ns = out.window_ns - d.busy_upper_ns;
+
+    // Charge each idle piece to the innermost phase open over it.
+    for (const Interval& gap : idle) {
+      int64_t x = gap.begin;
+      while (x < gap.end) {
+        const auto next_cut = std::upper_bound(cuts.begin(), cuts.end(), x);
+        const int64_t y = next_cut == cuts.end() ? gap.end : std::min(gap.end, *next_cut);
+        int innermost = -1;
+        for (size_t i = 0; i < in.phases.size(); ++i) {
+          const PhaseSpan& p = in.phases[i];
+          if (p.begin.host_ns <= x && x < p.end.host_ns &&
+              (innermost < 0 || p.depth > in.phases[static_cast<size_t>(innermost)].depth)) {
+            innermost = static_cast<int>(i);
+          }
+        }
+        if (innermost < 0) {
+          d.idle_other_ns += y - x;
+        } else {
+          out.phases[static_cast<size_t>(innermost)].idle_ns += y - x;
+        }
+        x = y;
+      }
+    }
+    out.busy_upper_ns += d.busy_upper_ns;
+    out.idle_lower_ns += d.idle_lower_ns;
+    out.idle_other_ns += d.idle_other_ns;
+    out.devices.push_back(d);
   }
   return out;
 }

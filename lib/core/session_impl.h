@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include <pthread.h>
@@ -60,6 +61,8 @@ class SessionImpl final : public Pumpable {
   ScopeToken BeginStep(const StepOptions& step) noexcept;
   ScopeToken BeginPhase(PhaseId phase) noexcept;
   ScopeToken BeginPhase(std::string_view name) noexcept;
+  ScopeToken BeginPhase(PhaseId phase, uint64_t stream) noexcept;
+  ScopeToken BeginPhase(std::string_view name, uint64_t stream) noexcept;
   ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true); }
   ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false); }
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
@@ -77,6 +80,7 @@ class SessionImpl final : public Pumpable {
  private:
   struct Frame {
     int64_t begin_ns;
+    uint64_t stream;  // where its markers go
     uint32_t serial;
     uint32_t begin_event;
     uint16_t name_id;
@@ -106,17 +110,20 @@ class SessionImpl final : public Pumpable {
     const uint32_t s = next_serial_++;
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
   }
-  ScopeToken OpenPhase(uint16_t id) noexcept;
+  ScopeToken OpenPhase(uint16_t id, uint64_t stream) noexcept;
+  // The phase id of `name`, registering it on first use; nullopt if invalid.
+  std::optional<uint16_t> LookUp(std::string_view name) noexcept;
+  std::optional<uint16_t> Validate(PhaseId phase) noexcept;
   ScopeStatus Close(ScopeToken token, bool record) noexcept;
   void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
             uint32_t end_marker) noexcept;
-  // A device marker on the session's stream, or kNoEvent (no device timer,
+  // A device marker on `stream`, or kNoEvent (no device timer, no stream,
   // source lowered, pool empty).
-  uint32_t RecordMarker() noexcept {
-    if (timer_ == nullptr || stream_ == kNoStream || !events_on_.load(std::memory_order_relaxed)) {
+  uint32_t RecordMarker(uint64_t stream) noexcept {
+    if (timer_ == nullptr || stream == kNoStream || !events_on_.load(std::memory_order_relaxed)) {
       return kNoEvent;
     }
-    return timer_->Record(stream_);
+    return timer_->Record(stream);
   }
   void LowerToHost(const absl::Status& why);  // requires agg_mu_
   void PumpLocked();        // requires agg_mu_

@@ -31,8 +31,12 @@ class SimulatedTimer final : public DeviceTimer {
 
   uint32_t Record(StreamHandle stream) noexcept override {
     if (Faulted()) return kNoEvent;  // as cuEventRecord fails after a sticky error
+    const uint16_t lane =
+        state_->lanes.Find(static_cast<uint64_t>(state_->DeviceOf(stream)), stream);
+    if (lane == LaneTable::kNoLane) return kNoEvent;
     const uint32_t id = state_->pool.Acquire();
     if (id == kNoEvent) return kNoEvent;
+    state_->pool[id].lane = lane;
     const int64_t now = state_->Now();
     int64_t completion = now;
     const auto it = state_->busy_until.find(stream);
@@ -40,6 +44,12 @@ class SimulatedTimer final : public DeviceTimer {
     state_->pool[id].completion_ns = completion + state_->config.marker_latency_ns;
     state_->recorded.fetch_add(1, std::memory_order_relaxed);
     return id;
+  }
+
+  uint16_t LaneOf(uint32_t slot) const override { return state_->pool[slot].lane; }
+
+  int LaneDevice(uint16_t lane) const override {
+    return static_cast<int>(state_->lanes.context(lane));
   }
 
   MarkerState Query(uint32_t slot, int64_t* host_ns) override {
@@ -135,6 +145,10 @@ void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream) {
   state_->kernels[stream].push_back({begin, busy});
 }
 
+void SimulatedDevice::PlaceStream(uint64_t stream, int device) {
+  state_->stream_device[stream] = std::max(0, device);
+}
+
 void SimulatedDevice::InjectFault(Fault fault) { state_->fault.store(fault); }
 
 int64_t SimulatedDevice::BusyBetween(int64_t begin_ns, int64_t end_ns, uint64_t stream) const {
@@ -143,6 +157,28 @@ int64_t SimulatedDevice::BusyBetween(int64_t begin_ns, int64_t end_ns, uint64_t 
   int64_t busy = 0;  // kernels on one stream never overlap
   for (const internal::SimKernel& k : it->second) {
     busy += std::max<int64_t>(0, std::min(end_ns, k.end_ns) - std::max(begin_ns, k.begin_ns));
+  }
+  return busy;
+}
+
+int64_t SimulatedDevice::DeviceBusyBetween(int64_t begin_ns, int64_t end_ns, int device) const {
+  // Kernels of the device's streams may overlap: merge them.
+  std::vector<internal::SimKernel> ks;
+  for (const auto& [stream, kernels] : state_->kernels) {
+    if (state_->DeviceOf(stream) != device) continue;
+    for (const internal::SimKernel& k : kernels) {
+      const int64_t b = std::max(begin_ns, k.begin_ns);
+      const int64_t e = std::min(end_ns, k.end_ns);
+      if (e > b) ks.push_back({b, e});
+    }
+  }
+  std::sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
+  int64_t busy = 0;
+  int64_t cursor = begin_ns;
+  for (const internal::SimKernel& k : ks) {
+    const int64_t b = std::max(cursor, k.begin_ns);
+    if (k.end_ns > b) busy += k.end_ns - b;
+    cursor = std::max(cursor, k.end_ns);
   }
   return busy;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/device_timer.h"
+#include "backends/lane_table.h"
 #include "backends/marker_pool.h"
 #include "gpuscope/clock.h"
 #include "gpuscope/testing.h"
@@ -20,6 +21,7 @@ namespace gpuscope::internal {
 
 struct SimSlot {
   int64_t completion_ns = 0;  // written by the recording thread at Record()
+  uint16_t lane = 0;          // likewise
 };
 
 struct SimKernel {
@@ -42,6 +44,14 @@ struct SimState {
   // Recording thread: when each stream's enqueued work ends; kernels run.
   std::unordered_map<uint64_t, int64_t> busy_until;
   std::unordered_map<uint64_t, std::vector<SimKernel>> kernels;
+  std::unordered_map<uint64_t, int> stream_device;  // PlaceStream(); absent: device 0
+
+  int DeviceOf(uint64_t stream) const {
+    const auto it = stream_device.find(stream);
+    return it != stream_device.end() ? it->second : 0;
+  }
+
+  LaneTable lanes;
 
   MarkerPool<SimSlot> pool;
   std::atomic<int64_t> recorded{0};

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, U
 
 from . import _gpuscope, testing
 from ._session import Session, _decorate, _torch_stream
-from ._summary import Finding, PhaseStats, Quantiles, Summary, diagnose_summary
+from ._summary import DeviceStats, Finding, PhaseStats, Quantiles, Summary, diagnose_summary
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -75,9 +75,14 @@ def step(samples: Optional[int] = None, tokens: Optional[int] = None) -> Any:
     return default_session().step(samples, tokens)
 
 
-def phase(name: str) -> Any:
-    """A phase of the default session: ``with gs.phase("forward"): ...``."""
-    return default_session().phase(name)
+def phase(name: str, stream: Any = None) -> Any:
+    """A phase of the default session: ``with gs.phase("forward"): ...``.
+
+    ``stream``: the stream this phase's GPU work goes on when it is not the
+    session's (see ``Session.phase``)."""
+    if stream is None:
+        return default_session().phase(name)
+    return default_session().phase(name, stream)
 
 
 def steps(iterable: Iterable[T], samples: Count = None, tokens: Count = None) -> Iterator[T]:

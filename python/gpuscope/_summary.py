@@ -103,6 +103,27 @@ class PhaseStats:
         )
 
 
+class DeviceStats:
+    """One GPU's share of a session (``Summary.devices``): ``device`` (the
+    CUDA ordinal), ``gpu_steps`` (window steps it was timed in) and
+    ``gpu_idle_pct`` (0..100 over those steps; a lower bound with
+    ``"events"``)."""
+
+    __slots__ = ("device", "gpu_steps", "gpu_idle_pct")
+
+    def __init__(self, device: int, gpu_steps: int, gpu_idle_pct: Optional[float]) -> None:
+        self.device = device
+        self.gpu_steps = gpu_steps
+        self.gpu_idle_pct = gpu_idle_pct
+
+    @classmethod
+    def _from_dict(cls, d: Dict[str, Any]) -> "DeviceStats":
+        return cls(int(d["device"]), int(d["gpu_steps"]), _float_or_none(d["gpu_idle_pct"]))
+
+    def __repr__(self) -> str:
+        return f"DeviceStats(device={self.device}, gpu_steps={self.gpu_steps}, gpu_idle_pct={self.gpu_idle_pct})"
+
+
 class Summary:
     """What a session knows at one moment (``Session.summary()``).
 
@@ -111,7 +132,9 @@ class Summary:
     ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower
     bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU
     data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``:
-    cause -> percent of step time, summing to ``gpu_idle_pct``;
+    cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``:
+    a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their
+    mean);
     ``device_step_time``: per-step GPU span (or None); ``throughput``:
     samples/s or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
     """
@@ -138,6 +161,7 @@ class Summary:
         "gpu_steps",
         "device_step_time",
         "gpu_clock_error",
+        "devices",
     )
 
     def __init__(self, json_text: str) -> None:
@@ -164,6 +188,7 @@ class Summary:
         self.misuse: Dict[str, int] = dict(d["misuse"])
         self.gpu_steps: int = d.get("gpu_steps", 0)
         self.gpu_clock_error: float = float(d.get("gpu_clock_error", 0.0))
+        self.devices: List[DeviceStats] = [DeviceStats._from_dict(x) for x in d.get("devices", [])]
         self.device_step_time: Optional[Quantiles] = (
             Quantiles._from_dict(d["device_step_time"]) if self.gpu_steps else None
         )

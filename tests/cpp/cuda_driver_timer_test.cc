@@ -26,6 +26,9 @@ void fake_cuda_set_sticky_error(int result);
 int64_t fake_cuda_live_events();
 int64_t fake_cuda_records();
 void fake_cuda_launch(uintptr_t stream, int64_t duration_ns);
+void fake_cuda_set_device(int device);
+uintptr_t fake_cuda_create_stream(int device);
+int64_t fake_cuda_wrong_context_records();
 }
 
 namespace gpuscope {
@@ -105,6 +108,71 @@ TEST(CudaDriverTimerTest, EndToEndAgainstAFakeDriver) {
   session.Close();
   EXPECT_EQ(fake_cuda_init_calls(), 0) << "gpuscope must never initialize CUDA itself";
   EXPECT_EQ(fake_cuda_push_balance(), 0) << "every context push is popped";
+}
+
+// A process that drives two GPUs from one thread: the session's stream is
+// device 0's default stream; a phase names a stream of device 1 while device
+// 0 is still current. Each context gets its own events (an event recorded on
+// another context's stream fails), and the summary has both devices.
+TEST(CudaDriverTimerTest, StreamsOfTwoDevicesInOneSession) {
+  fake_cuda_set_device(1);  // the framework touched device 1 ...
+  fake_cuda_create_context();  // ... and device 0 is current again
+  const uintptr_t stage2 = fake_cuda_create_stream(1);
+  Session session(Options{.window = 8, .flush_interval_ms = 1, .stream = 0});
+  for (int i = 0; i < 2000 && session.Summarize().devices.size() < 2; ++i) {
+    StepScope step(session);
+    PhaseScope p(session, "stage2", Stream(stage2));
+    SleepMs(1);
+  }
+  ASSERT_EQ(session.Summarize().devices.size(), 2u) << "device 1's context was never armed";
+  for (int i = 0; i < 8; ++i) {
+    StepScope step(session);
+    { PhaseScope p(session, Phase::kData); SleepMs(10); }
+    {
+      PhaseScope p(session, "stage2", Stream(stage2));
+      fake_cuda_launch(stage2, 10'000'000);  // device 1 works 10 ms; the host waits
+      SleepMs(12);
+    }
+  }
+  SleepMs(30);
+  const Summary s = session.Summarize();
+  EXPECT_EQ(s.source, Source::kEvents) << s.source_reason;
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.devices[0].device, 0);
+  EXPECT_EQ(s.devices[1].device, 1);
+  EXPECT_EQ(s.devices[1].gpu_steps, 8);
+  // Both devices idle through data (about 10 of 22 ms a step); device 1
+  // then works 10 ms. (Device 0's bound cannot tell its stream's quiet tail
+  // from work: the step spans it.) Loose bounds: sleeps overrun.
+  const double data_pct = 100 * s.FindPhase("data")->total / s.window_time;
+  for (const DeviceStats& d : s.devices) {
+    EXPECT_GT(*d.gpu_idle_pct, 0.8 * data_pct) << "device " << d.device;
+  }
+  EXPECT_LT(*s.devices[1].gpu_idle_pct, 100 - 100 * 8 * 0.010 / s.window_time);
+  const PhaseStats* stage = s.FindPhase("stage2");
+  ASSERT_NE(stage, nullptr);
+  EXPECT_GT(stage->device.p50, 0.009);
+  EXPECT_LT(stage->device.p50, 0.030);
+  EXPECT_EQ(fake_cuda_wrong_context_records(), 0) << "an event was recorded on another context's stream";
+  session.Close();
+  EXPECT_EQ(fake_cuda_push_balance(), 0);
+}
+
+TEST(CudaDriverTimerTest, ClosingDestroysEveryEventOfEveryContext) {
+  fake_cuda_set_device(1);
+  fake_cuda_create_context();
+  const uintptr_t other = fake_cuda_create_stream(1);
+  {
+    Session session(Options{.flush_interval_ms = 1, .stream = 0});
+    for (int i = 0; i < 2000 && session.Summarize().devices.size() < 2; ++i) {
+      StepScope step(session);
+      PhaseScope p(session, Phase::kForward, Stream(other));
+      SleepMs(1);
+    }
+    ASSERT_EQ(session.Summarize().devices.size(), 2u);
+    EXPECT_GT(fake_cuda_live_events(), 0);
+  }
+  EXPECT_EQ(fake_cuda_live_events(), 0);
 }
 
 TEST(CudaDriverTimerTest, RecordsFailingPassAfterPassLowerTheSource) {

@@ -57,6 +57,14 @@ struct GpuLoop {
     clock->Advance(10'000 * kMs);
     return session->Summarize();
   }
+  double TrueIdlePctOnDevice(int device) const {
+    int64_t window = 0, busy = 0;
+    for (const auto& [b, e] : windows) {
+      window += e - b;
+      busy += gpu->DeviceBusyBetween(b, e, device);
+    }
+    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
+  }
   double TrueIdlePct() const {
     int64_t window = 0, busy = 0;
     for (const auto& [b, e] : windows) {
@@ -371,6 +379,125 @@ TEST(EventsTest, MarkersFollowTheSessionsStream) {
   }
   const Summary s = loop.DrainAndSummarize();
   EXPECT_GT(s.FindPhase("data")->backlog_p50, 0.005);  // stream 7 lags: 20 ms per 11 ms step
+}
+
+// A copy stream and a second device, hand-computed. Per 50 ms step: data
+// 30 ms (no GPU work); h2d on copy stream 1 (device 0), a 2 ms copy the host
+// waits for; forward on the session's stream 0, an 8 ms kernel the host
+// waits for; stage2 on stream 7 of device 1, a 10 ms kernel the host waits
+// for. Truth: each device is busy 10 of 50 ms, 80 % idle.
+//   device 0: the bound sees data's 30 ms idle; [40, 50] on stream 0 cannot
+//             be told from work (the step spans it): 60 % idle at least.
+//   device 1: its stream's markers show exactly [40, 50]: 80 %.
+TEST(EventsTest, CopyStreamAndSecondDeviceGivePerDeviceNumbers) {
+  GpuLoop loop;
+  loop.gpu->PlaceStream(7, /*device=*/1);
+  for (int i = 0; i < 10; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 30 * kMs);
+      {
+        PhaseScope p(*loop.session, Phase::kH2D, Stream(1));
+        loop.gpu->Launch(2 * kMs, /*stream=*/1);
+        loop.clock->Advance(2 * kMs);
+      }
+      loop.Phase(Phase::kForward, 8 * kMs, /*kernel_ns=*/8 * kMs);
+      {
+        PhaseScope p(*loop.session, "stage2", Stream(7));
+        loop.gpu->Launch(10 * kMs, /*stream=*/7);
+        loop.clock->Advance(10 * kMs);
+      }
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.source, Source::kEvents);
+  ASSERT_EQ(s.gpu_steps, 10);
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.devices[0].device, 0);
+  EXPECT_EQ(s.devices[0].gpu_steps, 10);
+  EXPECT_NEAR(*s.devices[0].gpu_idle_pct, 60.0, 1e-9);
+  EXPECT_EQ(s.devices[1].device, 1);
+  EXPECT_NEAR(*s.devices[1].gpu_idle_pct, 80.0, 1e-9);
+  // Never above the truth, per device.
+  for (const DeviceStats& d : s.devices) {
+    int64_t window = 0, busy = 0;
+    for (const auto& [b, e] : loop.windows) {
+      window += e - b;
+      busy += loop.gpu->DeviceBusyBetween(b, e, d.device);
+    }
+    EXPECT_LE(*d.gpu_idle_pct, 100.0 * static_cast<double>(window - busy) / static_cast<double>(window) + 1e-9);
+  }
+  // The session's numbers are over both devices' time: their mean, and the
+  // causes sum to it (device 1 idles in data, h2d and forward too).
+  EXPECT_NEAR(*s.gpu_idle_pct, 70.0, 1e-9);
+  EXPECT_NEAR(s.idle_by_cause.at("data"), 60.0, 1e-9);
+  EXPECT_NEAR(s.idle_by_cause.at("h2d"), 2.0, 1e-9);
+  EXPECT_NEAR(s.idle_by_cause.at("forward"), 8.0, 1e-9);
+  EXPECT_EQ(s.idle_by_cause.count("stage2"), 0u);
+  // Each phase's device time is its own stream's.
+  EXPECT_NEAR(s.FindPhase("h2d")->device.p50, 0.002, 1e-9);
+  EXPECT_NEAR(s.FindPhase("stage2")->device.p50, 0.010, 1e-9);
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+// As steps() ends a loop: a probe step whose data phase never got an item
+// is cancelled, while the steps before it still wait to be analyzed. That
+// must not change their numbers (the worker never pumps here: one drain
+// sees the steps and the cancelled probe together).
+TEST(EventsTest, ACancelledProbeStepLeavesPendingStepsAlone) {
+  GpuLoop loop(SimulatedDevice::Config{}, Options{.flush_interval_ms = 10000});
+  loop.gpu->PlaceStream(7, /*device=*/1);
+  for (int i = 0; i < 10; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 30 * kMs);
+      loop.Phase(Phase::kForward, 10 * kMs, /*kernel_ns=*/10 * kMs);
+      PhaseScope p(*loop.session, "stage2", Stream(7));
+      loop.gpu->Launch(10 * kMs, /*stream=*/7);
+      loop.clock->Advance(10 * kMs);
+    });
+  }
+  const ScopeToken probe = loop.session->BeginStep();
+  loop.session->BeginPhase(Phase::kData, Stream(7));
+  loop.clock->Advance(kMs);
+  EXPECT_EQ(loop.session->Cancel(probe), ScopeStatus::kEndedOutOfOrder);
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.gpu_steps, 10);
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_NEAR(*s.devices[0].gpu_idle_pct, 60.0, 1e-9);  // data 30 of 50 ms
+  EXPECT_NEAR(*s.devices[1].gpu_idle_pct, 80.0, 1e-9);  // busy 10 of 50 ms
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+TEST(EventsTest, ACopyStreamBacklogCarriesIntoTheNextStep) {
+  // The copy stream's 40 ms transfer, enqueued without waiting, runs 25 ms
+  // into the next step's data phase: that part of data is not idle.
+  GpuLoop loop;
+  for (int i = 0; i < 4; ++i) {
+    loop.Step([&] {
+      loop.Phase(Phase::kData, 30 * kMs);
+      {
+        PhaseScope p(*loop.session, Phase::kH2D, Stream(1));
+        loop.gpu->Launch(40 * kMs, /*stream=*/1);
+        loop.clock->Advance(kMs);
+      }
+      loop.Phase(Phase::kForward, 14 * kMs);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.gpu_steps, 4);
+  ASSERT_EQ(s.devices.size(), 1u);
+  EXPECT_LE(*s.gpu_idle_pct, loop.TrueIdlePctOnDevice(0) + 1e-9);
+  EXPECT_GT(*s.gpu_idle_pct, 20.0);  // data's first 30 ms of step 1 at least
+}
+
+TEST(EventsTest, PhasesInAStepWithoutMarkersRecordNone) {
+  GpuLoop loop(SimulatedDevice::Config{}, Options{.stream = kNoStream});
+  loop.session->SetStream(kNoStream);
+  loop.Step([&] {
+    PhaseScope p(*loop.session, Phase::kH2D, Stream(1));
+    loop.clock->Advance(kMs);
+  });
+  EXPECT_EQ(loop.gpu->markers_recorded(), 0);
+  EXPECT_EQ(loop.session->Summarize().gpu_steps, 0);
 }
 
 }  // namespace

@@ -180,3 +180,59 @@ def test_closing_mid_loop_returns_every_marker(clock, gpu):
     del it
     del s
     assert gpu.live_markers == 0
+
+
+def test_phases_on_a_copy_stream_and_a_second_device(clock, gpu):
+    """Per 50 ms step: data 30 ms; h2d on copy stream 1 (a 2 ms copy), forward
+    8 ms on stream 0, stage2 10 ms on stream 7 of device 1, each waited for.
+    Device 1's markers show its idle exactly (80 %); device 0's bound cannot
+    tell the step's tail from work (60 %); the session's number is their mean."""
+    gpu.place_stream(7, 1)
+    copy_stream = types.SimpleNamespace(cuda_stream=1)  # as a torch.cuda.Stream looks
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+
+    def loader():
+        for i in range(10):
+            clock.advance(30 * MS)
+            yield i
+
+    for _ in s.steps(loader()):
+        with s.phase("h2d", stream=copy_stream):
+            gpu.launch(2 * MS, 1)
+            clock.advance(2 * MS)
+        with s.phase("forward"):
+            gpu.launch(8 * MS, 0)
+            clock.advance(8 * MS)
+        with s.phase("stage2", 7):
+            gpu.launch(10 * MS, 7)
+            clock.advance(10 * MS)
+    clock.advance(1000 * MS)
+    sm = s.summary()
+    assert [d.device for d in sm.devices] == [0, 1]
+    assert sm.devices[0].gpu_idle_pct == pytest.approx(60.0)
+    assert sm.devices[1].gpu_idle_pct == pytest.approx(80.0)
+    assert sm.devices[1].gpu_steps == 10
+    assert sm.gpu_idle_pct == pytest.approx(70.0)
+    assert sum(sm.idle_by_cause.values()) == pytest.approx(70.0)
+    assert sm.phases["h2d"].device.p50 == pytest.approx(0.002)
+    assert sm.phases["stage2"].device.p50 == pytest.approx(0.010)
+    assert gs.Summary.from_json(sm.to_json()).devices[1].gpu_idle_pct == pytest.approx(80.0)
+    assert "device 1" in s.report()
+    # The same name with and without a stream are different scopes; each is cached.
+    assert s.phase("h2d", stream=copy_stream) is s.phase("h2d", stream=1)
+    assert s.phase("h2d") is not s.phase("h2d", stream=1)
+    assert s.phase("h2d", stream=None) is s.phase("h2d")
+    s.close()
+    assert gpu.live_markers == 0
+
+
+def test_bad_stream_arguments_say_what_is_accepted(clock, gpu):
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    with pytest.raises(TypeError, match="torch.cuda.Stream"):
+        s.phase("h2d", stream="copy")
+    with pytest.raises(TypeError, match="torch.cuda.Stream"):
+        s.phase("h2d", stream=-1)
+    with pytest.raises(TypeError, match="unexpected or repeated"):
+        s.phase("h2d", streams=1)
+    with pytest.raises(TypeError, match="torch.cuda.Stream"):
+        s.set_stream(object())

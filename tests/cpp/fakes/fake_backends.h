@@ -80,6 +80,8 @@ class FakeDeviceTimer final : public internal::DeviceTimer {
   absl::string_view name() const override { return "fake-events"; }
   absl::Status Start() override { return start_status_; }
   uint32_t Record(internal::StreamHandle) noexcept override { return internal::kNoEvent; }
+  uint16_t LaneOf(uint32_t) const override { return 0; }
+  int LaneDevice(uint16_t) const override { return 0; }
   internal::MarkerState Query(uint32_t, int64_t*) override { return internal::MarkerState::kLost; }
   void Release(uint32_t) override {}
   absl::Status Maintain() override { return absl::OkStatus(); }

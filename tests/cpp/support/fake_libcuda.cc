@@ -2,10 +2,15 @@
 // uses), loaded by the timer through GPUSCOPE_LIBCUDA exactly as it loads
 // libcuda.so.1, so CI runs the real timer's code without a GPU.
 //
-// Model: in-order streams (the handle is the key; 0 is the default stream),
-// kernels launched by the test with fake_cuda_launch(), events that complete
-// when all work queued on their stream before them has run, timed on
-// CLOCK_MONOTONIC. CUDA is uninitialized (cuCtxGetCurrent answers
+// Model: one context per device (device 0's made by
+// fake_cuda_create_context(), others by fake_cuda_set_device()), in-order
+// streams that belong to one context (handles 0, 1 and 2, the legacy and
+// per-thread default streams, mean the current context's), kernels launched
+// by the test with fake_cuda_launch(), events that belong to the context
+// current at creation and complete when all work queued on their stream
+// before them has run, timed on CLOCK_MONOTONIC. Recording an event on
+// another context's stream fails with CUDA_ERROR_INVALID_HANDLE, as on a real
+// GPU. CUDA is uninitialized (cuCtxGetCurrent answers
 // CUDA_ERROR_NOT_INITIALIZED) until the test creates a context, which is then
 // current on the creating thread only (as torch's is on the training thread);
 // other threads must push it, and calls that need a context fail without one.
@@ -19,6 +24,8 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -28,6 +35,8 @@ constexpr CUresult kInvalidValue = 1;
 constexpr CUresult kNotReady = 600;
 constexpr CUresult kNotInitialized = 3;
 constexpr CUresult kInvalidContext = 201;
+constexpr CUresult kInvalidHandle = 400;
+constexpr int kMaxDevices = 4;
 
 int64_t NowNs() {
   timespec ts;
@@ -35,13 +44,22 @@ int64_t NowNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+struct Context {
+  int device = 0;
+  bool created = false;
+};
+
 struct Event {
+  Context* ctx = nullptr;
   int64_t completion_ns = -1;  // -1: never recorded
 };
 
 struct State {
   std::mutex mu;
-  std::map<uintptr_t, int64_t> busy_until;  // stream -> end of queued work
+  Context contexts[kMaxDevices];
+  // (context, stream handle) -> end of queued work.
+  std::map<std::pair<Context*, uintptr_t>, int64_t> busy_until;
+  std::map<uintptr_t, Context*> stream_ctx;  // created streams
   std::atomic<CUresult> version_result{kSuccess};
   std::atomic<CUresult> sticky{kSuccess};
   std::atomic<CUresult> record_failure{kSuccess};
@@ -50,8 +68,8 @@ struct State {
   std::atomic<int> push_balance{0};
   std::atomic<int64_t> live_events{0};
   std::atomic<int64_t> records{0};
+  std::atomic<int64_t> wrong_context_records{0};
   uintptr_t next_stream = 0x1000;
-  int ctx_token = 0;  // the fake context's address stands for it
 };
 
 State& S() {
@@ -59,19 +77,39 @@ State& S() {
   return *s;
 }
 
-thread_local int push_depth = 0;
-thread_local bool context_current = false;  // the creating thread's
+thread_local std::vector<Context*> pushed;    // cuCtxPushCurrent's stack
+thread_local Context* current = nullptr;      // the thread's own (cudaSetDevice)
 
-bool HasContext() { return context_current || push_depth > 0; }
+Context* Current() { return !pushed.empty() ? pushed.back() : current; }
+bool HasContext() { return Current() != nullptr; }
+bool IsDefaultStream(uintptr_t stream) { return stream <= 2; }
+
+// The context `stream` belongs to (the current one for a default stream), or
+// null when there is none.
+Context* StreamContext(uintptr_t stream) {
+  if (IsDefaultStream(stream)) return Current();
+  const auto it = S().stream_ctx.find(stream);
+  return it != S().stream_ctx.end() ? it->second : nullptr;
+}
 
 }  // namespace
 
 extern "C" {
 
 // ---- Test controls.
-__attribute__((visibility("default"))) void fake_cuda_create_context() {
+__attribute__((visibility("default"))) void fake_cuda_set_device(int device) {
   S().initialized = true;
-  context_current = true;
+  Context& c = S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
+  c.device = device;
+  c.created = true;
+  current = &c;
+}
+__attribute__((visibility("default"))) void fake_cuda_create_context() { fake_cuda_set_device(0); }
+__attribute__((visibility("default"))) uintptr_t fake_cuda_create_stream(int device) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  const uintptr_t stream = S().next_stream++;
+  S().stream_ctx[stream] = &S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
+  return stream;
 }
 __attribute__((visibility("default"))) void fake_cuda_fail_version(int result) { S().version_result = result; }
 __attribute__((visibility("default"))) void fake_cuda_fail_records(int result) { S().record_failure = result; }
@@ -80,9 +118,12 @@ __attribute__((visibility("default"))) int fake_cuda_push_balance() { return S()
 __attribute__((visibility("default"))) void fake_cuda_set_sticky_error(int result) { S().sticky = result; }
 __attribute__((visibility("default"))) int64_t fake_cuda_live_events() { return S().live_events; }
 __attribute__((visibility("default"))) int64_t fake_cuda_records() { return S().records; }
+__attribute__((visibility("default"))) int64_t fake_cuda_wrong_context_records() {
+  return S().wrong_context_records;
+}
 __attribute__((visibility("default"))) void fake_cuda_launch(uintptr_t stream, int64_t duration_ns) {
   std::lock_guard<std::mutex> lock(S().mu);
-  int64_t& busy = S().busy_until[stream];
+  int64_t& busy = S().busy_until[{StreamContext(stream), stream}];
   busy = std::max(busy, NowNs()) + duration_ns;
 }
 
@@ -112,30 +153,43 @@ CUresult cuGetErrorName(CUresult r, const char** name) {
   }
 }
 
-CUresult cuCtxGetCurrent(void** ctx) {
+CUresult cuCtxGetCurrent(Context** ctx) {
   *ctx = nullptr;
   if (!S().initialized) return kNotInitialized;
-  if (HasContext()) *ctx = &S().ctx_token;
+  *ctx = Current();
   return kSuccess;
 }
-CUresult cuCtxPushCurrent_v2(void* ctx) {
-  if (ctx != &S().ctx_token) return kInvalidContext;
-  ++push_depth;
+CUresult cuCtxPushCurrent_v2(Context* ctx) {
+  bool known = false;
+  for (Context& c : S().contexts) known = known || (&c == ctx && c.created);
+  if (!known) return kInvalidContext;
+  pushed.push_back(ctx);
   ++S().push_balance;
   return kSuccess;
 }
-CUresult cuCtxPopCurrent_v2(void** ctx) {
-  if (push_depth == 0) return kInvalidContext;
-  --push_depth;
+CUresult cuCtxPopCurrent_v2(Context** ctx) {
+  if (pushed.empty()) return kInvalidContext;
+  if (ctx != nullptr) *ctx = pushed.back();
+  pushed.pop_back();
   --S().push_balance;
-  if (ctx != nullptr) *ctx = &S().ctx_token;
   return kSuccess;
+}
+CUresult cuCtxGetDevice(int* device) {
+  if (!HasContext()) return kInvalidContext;
+  *device = Current()->device;
+  return kSuccess;
+}
+CUresult cuStreamGetCtx(uintptr_t stream, Context** ctx) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  *ctx = StreamContext(stream);
+  return *ctx != nullptr ? kSuccess : (IsDefaultStream(stream) ? kInvalidContext : kInvalidHandle);
 }
 
 CUresult cuStreamCreate(uintptr_t* stream, unsigned) {
   if (!HasContext()) return kInvalidContext;
   std::lock_guard<std::mutex> lock(S().mu);
   *stream = S().next_stream++;
+  S().stream_ctx[*stream] = Current();
   return kSuccess;
 }
 CUresult cuStreamDestroy_v2(uintptr_t) { return kSuccess; }
@@ -143,6 +197,7 @@ CUresult cuStreamDestroy_v2(uintptr_t) { return kSuccess; }
 CUresult cuEventCreate(Event** e, unsigned) {
   if (!HasContext()) return kInvalidContext;
   *e = new Event();
+  (*e)->ctx = Current();
   ++S().live_events;
   return kSuccess;
 }
@@ -158,7 +213,12 @@ CUresult cuEventRecord(Event* e, uintptr_t stream) {
   if (!HasContext()) return kInvalidContext;
   if (e == nullptr) return kInvalidValue;
   std::lock_guard<std::mutex> lock(S().mu);
-  const auto it = S().busy_until.find(stream);
+  Context* ctx = StreamContext(stream);
+  if (ctx == nullptr || ctx != e->ctx) {
+    ++S().wrong_context_records;
+    return kInvalidHandle;  // the event and the stream must share a context
+  }
+  const auto it = S().busy_until.find({ctx, stream});
   e->completion_ns = std::max(NowNs(), it == S().busy_until.end() ? 0 : it->second);
   ++S().records;
   return kSuccess;
@@ -175,6 +235,7 @@ CUresult cuEventElapsedTime_v2(float* ms, Event* start, Event* end) {
   if (start == nullptr || end == nullptr || start->completion_ns < 0 || end->completion_ns < 0) {
     return kInvalidValue;
   }
+  if (start->ctx != end->ctx) return kInvalidHandle;
   const int64_t now = NowNs();
   if (now < start->completion_ns || now < end->completion_ns) return kNotReady;
   *ms = static_cast<float>(static_cast<double>(end->completion_ns - start->completion_ns) / 1e6);
