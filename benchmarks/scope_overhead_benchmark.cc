@@ -150,6 +150,38 @@ void BM_PhaseScopeWithEvents(benchmark::State& state) {
 }
 BENCHMARK(BM_PhaseScopeWithEvents);
 
+// As BM_PhaseScopeWithEvents, the phase naming its own stream (a copy
+// stream): the same two markers, on a second lane.
+void BM_PhaseScopeOnNamedStream(benchmark::State& state) {
+  constexpr uint32_t kMarkers = 1 << 16;
+  auto gpu = std::make_shared<SimulatedDevice>(
+      SimulatedDevice::Config{.initial_markers = kMarkers, .max_markers = kMarkers});
+  Options options = BenchOptions();
+  options.simulated_device = gpu;
+  options.stream = 0;
+  Session session(options);
+  ScopeToken step = session.BeginStep();
+  int64_t n = 0;
+  const int64_t recorded_before = gpu->markers_recorded();
+  for (auto _ : state) {
+    { PhaseScope p(session, Phase::kH2D, Stream(1)); }
+    if (++n % kPhasesPerStep == 0) {
+      session.End(step);
+      step = session.BeginStep();
+    }
+    if (n % (kMarkers / 4) == 0) {
+      state.PauseTiming();
+      session.Flush();
+      state.ResumeTiming();
+    }
+  }
+  session.End(step);
+  const double markers = static_cast<double>(gpu->markers_recorded() - recorded_before);
+  if (markers < 1.9 * static_cast<double>(n)) state.SkipWithError("scopes went without markers");
+  Finish(state, session);
+}
+BENCHMARK(BM_PhaseScopeOnNamedStream);
+
 // The simulated device's marker record alone (what a cuEventRecord is to a
 // real GPU): batches of 256 records, then their releases untimed; the time
 // reported is per record.
