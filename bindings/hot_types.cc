@@ -20,6 +20,8 @@ namespace gpuscope::python {
 namespace {
 
 PyObject* g_decorate = nullptr;       // gpuscope._session._decorate (strong ref)
+bool StreamHandleOf(PyObject* stream, uint64_t* out);
+
 PyObject* g_stream_getter = nullptr;  // gpuscope._session._torch_stream (strong ref)
 
 // Before each step of a session that times a device and was given no fixed
@@ -587,11 +589,9 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   options.enabled = enabled != 0;
   if (stream != Py_None) {
-    options.stream = PyLong_AsUnsignedLongLong(stream);
-    if (PyErr_Occurred()) {
-      PyErr_SetString(PyExc_TypeError, "stream must be a stream handle (an int >= 0) or None");
-      return -1;
-    }
+    uint64_t handle = 0;
+    if (!StreamHandleOf(stream, &handle)) return -1;
+    options.stream = handle;
   }
   s->follow_torch = stream == Py_None;
   const char* simulate_env = std::getenv("GPUSCOPE_SIMULATE");

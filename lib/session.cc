@@ -215,12 +215,13 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   // later than that time (plus its latency) even if this thread is preempted
   // in between.
   f.stream = stream_;
+  f.named_stream = false;
   f.begin_event = RecordMarker(f.stream);
   f.begin_ns = Now();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
-ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream) noexcept {
+ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream, bool named_stream) noexcept {
   if (depth_ >= kMaxOpenScopes) {
     too_deep_.Increment();
     return {0, 0, ScopeStatus::kTooDeep};
@@ -233,6 +234,7 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream) noexcept {
   // Phases outside steps, or in a step without markers, are timed on the
   // host only: no marker.
   f.stream = stream;
+  f.named_stream = named_stream;
   f.begin_event = step_frame_ >= 0 && stack_[static_cast<size_t>(step_frame_)].begin_event != kNoEvent
                       ? RecordMarker(stream)
                       : kNoEvent;
@@ -266,25 +268,25 @@ std::optional<uint16_t> SessionImpl::LookUp(std::string_view name) noexcept {
 ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = Validate(phase);
-  return id.has_value() ? OpenPhase(*id, stream_) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream_, false) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = LookUp(name);
-  return id.has_value() ? OpenPhase(*id, stream_) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream_, false) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(PhaseId phase, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = Validate(phase);
-  return id.has_value() ? OpenPhase(*id, stream) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream, true) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = LookUp(name);
-  return id.has_value() ? OpenPhase(*id, stream) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream, true) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
@@ -339,7 +341,7 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
   r.end_ns = end_ns;
   r.begin_event = frame.begin_event;
   r.end_event = end_marker;
-  r.flags = flags;
+  r.flags = frame.named_stream ? static_cast<uint16_t>(flags | kRecordNamedStream) : flags;
   if (frame.is_step) {
     r.kind = RecordKind::kStep;
     r.name_id = 0;

@@ -55,9 +55,7 @@ void Aggregator::QueueForget() {
 
 void Aggregator::ForgetLanes() {
   if (timer_ == nullptr) return;
-  for (LanePast& p : lane_past_) {
-    if (p.state == LanePast::State::kKnown) p.state = LanePast::State::kUnknown;
-  }
+  for (LanePast& p : lane_past_) p.state = LanePast::State::kUnknown;
   lane_default_ = LanePast::State::kUnknown;
 }
 
@@ -89,6 +87,17 @@ Aggregator::PendingMarker Aggregator::Pending(uint32_t slot, int64_t host_ns) co
 
 void Aggregator::Consume(const Record& record) {
   const int64_t duration = std::max<int64_t>(0, record.end_ns - record.begin_ns);
+  if (record.step_seq > last_step_seq_ + 1) {
+    // Every record of a step was dropped (a full queue): its markers and the
+    // work between them went unseen.
+    QueueForget();
+  }
+  last_step_seq_ = std::max(last_step_seq_, record.step_seq);
+  if (record.kind == RecordKind::kPhase && record.step_seq == 0 &&
+      (record.flags & kRecordNamedStream) != 0) {
+    // Work on a named stream between steps: no markers bracket it.
+    QueueForget();
+  }
   if (record.kind == RecordKind::kPhase) {
     const bool cancelled = (record.flags & kRecordCancelled) != 0;
     if (record.name_id >= phases_.size() || (cancelled && record.step_seq == 0)) {
@@ -140,19 +149,17 @@ void Aggregator::Consume(const Record& record) {
     DiscardScratch();
     ReleaseMarkers(record);
   } else {
-    if (!cancelled_.empty()) {
-      // Phases cancelled in a step that was not: their markers bracket work
-      // this step's analysis cannot place.
-      for (const Record& r : cancelled_) ReleaseMarkers(r);
-      if (timer_ != nullptr) QueueForget();
-      cancelled_.clear();
-    }
-    FinishStep(record);  // takes the markers of the step and its phases
+    // Phases cancelled in a step that was not bracket work this step's
+    // analysis cannot place: the step goes without device numbers.
+    const bool unplaceable = !cancelled_.empty();
+    for (const Record& r : cancelled_) ReleaseMarkers(r);
+    cancelled_.clear();
+    FinishStep(record, unplaceable);  // takes the markers of the step and its phases
     scratch_.clear();
   }
 }
 
-void Aggregator::FinishStep(const Record& step) {
+void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
   // Filled in place in the ring: a StepRecord is large, copies cost.
   StepRecord& s = steps_.Append();
   s.index = completed_;
@@ -203,7 +210,9 @@ void Aggregator::FinishStep(const Record& step) {
   s.top_level_ns = std::min(top_level, s.duration_ns());
   lifetime_.Add(s.duration_ns());
   ++completed_;
-  if (timer_ != nullptr) MakePending(step, PendingStep::Kind::kAnalyze);
+  if (timer_ != nullptr) {
+    MakePending(step, no_device_numbers ? PendingStep::Kind::kNone : PendingStep::Kind::kAnalyze);
+  }
 }
 
 // Takes the markers of `step` and of the scratch records (which stay in
@@ -212,8 +221,8 @@ void Aggregator::MakePending(const Record& step, PendingStep::Kind kind) {
   PendingStep p;
   p.kind = kind;
   p.index = completed_ - 1;
-  bool complete = step.begin_event != kNoEvent && step.end_event != kNoEvent;
-  bool any = step.begin_event != kNoEvent || step.end_event != kNoEvent;
+  bool complete = kind != PendingStep::Kind::kNone && step.begin_event != kNoEvent &&
+                  step.end_event != kNoEvent;
   p.begin = Pending(step.begin_event, step.begin_ns);
   p.end = Pending(step.end_event, std::max(step.end_ns, step.begin_ns));
   // A cancelled step's history includes its cancelled phases.
@@ -223,19 +232,22 @@ void Aggregator::MakePending(const Record& step, PendingStep::Kind kind) {
     if (v == &cancelled_ && !with_cancelled) break;
     for (const Record& r : *v) {
       complete = complete && r.begin_event != kNoEvent && r.end_event != kNoEvent;
-      any = any || r.begin_event != kNoEvent || r.end_event != kNoEvent;
       PendingPhase ph;
       ph.id = r.name_id;
       ph.depth = r.depth;
       ph.begin = Pending(r.begin_event, r.begin_ns);
       ph.end = Pending(r.end_event, std::max(r.end_ns, r.begin_ns));
+      // Both ends on one lane, or the phase's work cannot be placed (the
+      // device was switched inside it while marking a default stream).
+      complete = complete && ph.begin.lane == ph.end.lane;
       p.phases.push_back(ph);
     }
   }
   if (!complete || !resolving_) {
-    // A marker is missing (pool empty, device error), or the source was
-    // lowered: no device numbers for this step; its markers go straight back.
-    if (any) QueueForget();
+    // A marker is missing (pool empty, device error, no stream), or the
+    // source was lowered: no device numbers for this step; its markers go
+    // straight back, and what ran on each lane meanwhile is unknown.
+    QueueForget();
     ReleaseMarkers(step);
     DiscardScratch();
     return;

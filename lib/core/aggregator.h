@@ -143,6 +143,7 @@ class Aggregator {
       kAnalyze,      // a step of the window: device numbers once its markers completed
       kHistoryOnly,  // a cancelled step: its markers only tell where each lane stands
       kForget,       // markers went missing here: lane history is unknown from now on
+      kNone,         // MakePending(): a step that gets no device numbers
     };
     Kind kind = Kind::kAnalyze;
     uint64_t index = 0;
@@ -150,7 +151,7 @@ class Aggregator {
     std::vector<PendingPhase> phases;
   };
 
-  void FinishStep(const Record& step);
+  void FinishStep(const Record& step, bool no_device_numbers);
   void ReleaseMarkers(const Record& r);
   void ReleaseMarkers(const PendingStep& p);
   void MakePending(const Record& step, PendingStep::Kind kind);
@@ -179,6 +180,7 @@ class Aggregator {
   // past the end are in state `lane_default_`.
   std::vector<LanePast> lane_past_;
   LanePast::State lane_default_ = LanePast::State::kNone;
+  uint64_t last_step_seq_ = 0;  // the highest step sequence number seen
 
   // Phase records of the step being assembled (`scratch_seq_`), and its
   // cancelled phases (kept for their markers).

@@ -57,17 +57,36 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
     out.phases[i].backlog_begin_ns = std::max<int64_t>(0, p.begin.device_ns - p.begin.host_ns);
   }
 
-  // Whether `data` is the innermost phase open at host time t: a phase
-  // nested in data (a blocking .cuda() timed as h2d, say) may well wait for
-  // the GPU, so it does not count.
-  const auto in_data = [&](int64_t t) {
+  // The innermost phase open at host time t, or null. A phase nested in data
+  // (a blocking .cuda() timed as h2d, say) may well wait for the GPU, so
+  // time in it is not data time.
+  const auto innermost_at = [&](int64_t t) {
     const PhaseSpan* innermost = nullptr;
     for (const PhaseSpan& p : in.phases) {
       if (p.begin.host_ns <= t && t < p.end.host_ns && (innermost == nullptr || p.depth > innermost->depth)) {
         innermost = &p;
       }
     }
-    return innermost != nullptr && innermost->is_data;
+    return innermost;
+  };
+  const auto same = [](const Boundary& x, const Boundary& y) {
+    return x.host_ns == y.host_ns && x.device_ns == y.device_ns && x.lane == y.lane;
+  };
+  // Whether one data phase is innermost over the whole of a lane's pair of
+  // markers (a, b), which may span other lanes' phases. Where the phase's
+  // begin or end ties with a or b in host time, it must be that very marker:
+  // work enqueued between them at the same instant would be outside data.
+  const auto in_data_throughout = [&](const Boundary& a, const Boundary& b) {
+    const PhaseSpan* d = innermost_at(a.host_ns);
+    if (d == nullptr || !d->is_data || d->end.host_ns < b.host_ns) return false;
+    if (d->begin.host_ns == a.host_ns && !same(d->begin, a)) return false;
+    if (d->end.host_ns == b.host_ns && !same(d->end, b)) return false;
+    for (const PhaseSpan& p : in.phases) {
+      for (const int64_t t : {p.begin.host_ns, p.end.host_ns}) {
+        if (a.host_ns < t && t < b.host_ns && innermost_at(t) != d) return false;
+      }
+    }
+    return true;
   };
   // Whether a scope recorded on `lane` is open over all of [t0, t1]: the
   // step on its own lane, or a phase that named the lane.
@@ -117,7 +136,7 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
       if (!ShowsWork(a, b)) {
         // The stated assumptions: nothing is enqueued while the input pipeline
         // runs, nor on a named stream while no scope on it is open.
-        if (b.host_ns > a.host_ns && in_data(a.host_ns + (b.host_ns - a.host_ns) / 2)) continue;
+        if (b.host_ns > a.host_ns && in_data_throughout(a, b)) continue;
         if (!scope_open(lane, a.host_ns, b.host_ns)) continue;
       }
       busy.push_back({lo, hi});

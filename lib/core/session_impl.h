@@ -82,6 +82,7 @@ class SessionImpl final : public Pumpable {
     int64_t begin_ns;
     uint64_t stream;  // where its markers go
     uint32_t serial;
+    bool named_stream;  // a phase that named its own stream
     uint32_t begin_event;
     uint16_t name_id;
     bool is_step;
@@ -110,7 +111,7 @@ class SessionImpl final : public Pumpable {
     const uint32_t s = next_serial_++;
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
   }
-  ScopeToken OpenPhase(uint16_t id, uint64_t stream) noexcept;
+  ScopeToken OpenPhase(uint16_t id, uint64_t stream, bool named_stream) noexcept;
   // The phase id of `name`, registering it on first use; nullopt if invalid.
   std::optional<uint16_t> LookUp(std::string_view name) noexcept;
   std::optional<uint16_t> Validate(PhaseId phase) noexcept;

@@ -55,7 +55,7 @@ class _Session:
         queue_capacity: int = 16384,
         flush_interval_ms: int = 10,
         clock: Optional[ManualClock] = None,
-        stream: Optional[int] = None,
+        stream: Any = None,
         simulated_device: Union[SimulatedDevice, bool, None] = None,
     ) -> None: ...
     def phase(self, name: str, stream: Any = None) -> _PhaseScope: ...

@@ -21,7 +21,8 @@ class Session(_gpuscope._Session):
 
     GPU timing: with a GPU source, scope boundaries are marked on a device
     stream: ``stream=None`` follows torch's current CUDA stream (read once per
-    step, once torch has initialized CUDA); an int fixes it (``set_stream()``
+    step, once torch has initialized CUDA); an int or a torch.cuda.Stream fixes
+    it (``set_stream()``
     changes it). ``simulated_device=True`` (or a
     ``gpuscope.testing.SimulatedDevice``) times a simulated GPU instead, for
     tests and demos; ``GPUSCOPE_SIMULATE=1`` does the same for every session.

@@ -257,12 +257,22 @@ TEST(DeviceTimelineTest, BoundNeverExceedsTruthAcrossStreamsAndDevices) {
       const int n = 1 + static_cast<int>(rng() % 4);
       for (int p = 0; p < n; ++p) {
         const bool data = rng() % 3 == 0;
-        const uint16_t lane = data ? 0 : static_cast<uint16_t>(rng() % kLanes);
+        // Any phase may name any stream, data included.
+        const uint16_t lane = static_cast<uint16_t>(rng() % kLanes);
         PhaseSpan span{p, 0, data, mark(lane), {}};
         if (data) {
           host += static_cast<int64_t>(rng() % 50) * kUnit;  // waits for the loader
         } else {
           for (int k = static_cast<int>(rng() % 4); k > 0; --k) launch(lane);
+          if (rng() % 3 == 0) {
+            // A data phase nested in this one (on some stream), then more work.
+            const uint16_t inner_lane = static_cast<uint16_t>(rng() % kLanes);
+            PhaseSpan inner{100 + p, 1, true, mark(inner_lane), {}};
+            host += static_cast<int64_t>(rng() % 30) * kUnit;
+            inner.end = mark(inner_lane);
+            in.phases.push_back(inner);
+            for (int k = static_cast<int>(rng() % 3); k > 0; --k) launch(lane);
+          }
           if (rng() % 2 == 0) host = std::max(host, busy_until[lane]);  // a sync
         }
         span.end = mark(lane);

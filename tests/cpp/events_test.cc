@@ -3,6 +3,7 @@
 // source to host, and no marker ever leaked.
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -464,6 +465,66 @@ TEST(EventsTest, ACancelledProbeStepLeavesPendingStepsAlone) {
   ASSERT_EQ(s.devices.size(), 2u);
   EXPECT_NEAR(*s.devices[0].gpu_idle_pct, 60.0, 1e-9);  // data 30 of 50 ms
   EXPECT_NEAR(*s.devices[1].gpu_idle_pct, 80.0, 1e-9);  // busy 10 of 50 ms
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+// Work on a copy stream that no analyzed scope brackets: a phase cancelled
+// inside a kept step, or a phase between steps. Each enqueues a 30 ms copy
+// that runs into the next step's data phase; the bound must not call that
+// time idle.
+struct CopyLoop : GpuLoop {
+  void NormalStep(const std::function<void()>& extra = [] {}) {
+    Step([&] {
+      Phase(Phase::kData, 30 * kMs);
+      {
+        PhaseScope p(*session, gpuscope::Phase::kH2D, Stream(1));
+        gpu->Launch(2 * kMs, /*stream=*/1);
+        clock->Advance(2 * kMs);
+      }
+      Phase(Phase::kForward, 8 * kMs, /*kernel_ns=*/8 * kMs);
+      extra();
+    });
+  }
+  // True idle % on device 0 over the steps `timed` says were analyzed.
+  double TrueIdle(const std::vector<bool>& timed) const {
+    int64_t window = 0, busy = 0;
+    for (size_t i = 0; i < windows.size(); ++i) {
+      if (!timed[i]) continue;
+      window += windows[i].second - windows[i].first;
+      busy += gpu->DeviceBusyBetween(windows[i].first, windows[i].second, 0);
+    }
+    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
+  }
+};
+
+TEST(EventsTest, ACancelledCopyPhaseInAKeptStepCostsThatStepItsGpuNumbers) {
+  CopyLoop loop;
+  for (int i = 0; i < 6; ++i) {
+    loop.NormalStep([&] {
+      if (i != 2) return;
+      const ScopeToken q = loop.session->BeginPhase("prefetch", Stream(1));
+      loop.gpu->Launch(30 * kMs, /*stream=*/1);  // not waited for
+      loop.session->Cancel(q);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.gpu_steps, 5);  // step 2 cannot place the cancelled copy
+  EXPECT_LE(*s.gpu_idle_pct, loop.TrueIdle({true, true, false, true, true, true}) + 1e-9);
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+}
+
+TEST(EventsTest, ANamedStreamPhaseBetweenStepsMakesTheNextStepCautious) {
+  CopyLoop loop;
+  for (int i = 0; i < 6; ++i) {
+    loop.NormalStep();
+    if (i == 2) {
+      PhaseScope p(*loop.session, "prefetch", Stream(1));  // outside any step: no markers
+      loop.gpu->Launch(30 * kMs, /*stream=*/1);
+    }
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.gpu_steps, 6);
+  EXPECT_LE(*s.gpu_idle_pct, loop.TrueIdle(std::vector<bool>(6, true)) + 1e-9);
   EXPECT_EQ(loop.gpu->live_markers(), 0);
 }
 
