@@ -113,6 +113,24 @@ void HostOnly(const Summary& s, std::vector<Finding>* out) {
   out->push_back(std::move(f));
 }
 
+void EventsOnly(const Summary& s, std::vector<Finding>* out) {
+  if (s.source != Source::kEvents) return;
+  Finding f;
+  f.id = "events-only";
+  f.severity = Severity::kInfo;
+  f.title = "GPU idle % is a lower bound from CUDA events, not exact from CUPTI";
+  f.evidence = {{"gpu_steps", static_cast<double>(s.gpu_steps)}};
+  if (s.gpu_idle_pct.has_value()) f.evidence.emplace_back("gpu_idle_pct_at_least", *s.gpu_idle_pct);
+  f.recommendation = absl::StrCat(
+      "CUPTI activity records give exact GPU busy time, launch gaps, copies and syncs per step. "
+      "If another profiler held CUPTI, rerun without it (or release it first); on CUPTI older "
+      "than 13.2, ask for it with cupti=True. Why not here: ",
+      s.source_reason);
+  f.confidence = "high";
+  f.source = "events";
+  out->push_back(std::move(f));
+}
+
 }  // namespace
 
 std::string_view SeverityName(Severity severity) {
@@ -129,6 +147,7 @@ std::vector<Finding> Diagnose(const Summary& summary) {
   if (summary.steps > 0) InputBound(summary, &findings);
   Instrumentation(summary, &findings);
   HostOnly(summary, &findings);
+  EventsOnly(summary, &findings);
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
     return std::tie(b.share, b.severity) < std::tie(a.share, a.severity);
   });

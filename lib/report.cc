@@ -40,6 +40,17 @@ std::string Rate(double per_second, const char* what) {
   return absl::StrFormat("%.1f %s/s", per_second, what);
 }
 
+// A byte count with a binary unit: "4 B", "64.0 MiB".
+std::string Bytes(double bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrFormat("%.0f B", bytes) : absl::StrFormat("%.1f %s", bytes, kUnits[u]);
+}
+
 std::string Percent(double fraction) { return absl::StrFormat("%5.1f%%", 100 * fraction); }
 
 bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
@@ -179,10 +190,8 @@ std::string FormatReport(const Summary& s) {
                             Duration(p.time.max), p.count);
     }
   }
-  if (s.gpu_steps > 0) {
-    absl::StrAppendFormat(&out, "\nGPU time per step (%s, +-%s)\n",
-                          s.source == Source::kEvents ? "events: span between the phase's markers"
-                                                      : internal::ToAbsl(SourceName(s.source)),
+  if (s.gpu_steps > 0 && s.source == Source::kEvents) {
+    absl::StrAppendFormat(&out, "\nGPU time per step (events: span between the phase's markers, +-%s)\n",
                           Duration(s.gpu_clock_error));
     absl::StrAppendFormat(&out, "  %-24s %9s %9s %11s %8s\n", "phase", "p50", "p95", "backlog p50",
                           "GPU idle");
@@ -196,6 +205,36 @@ std::string FormatReport(const Summary& s) {
     }
     absl::StrAppendFormat(&out, "  %s %9s %9s\n", Fit("(step)", 24), Duration(s.device_step_time.p50),
                           Duration(s.device_step_time.p95));
+  } else if (s.gpu_steps > 0) {
+    absl::StrAppendFormat(&out, "\nGPU time per step (%s: device time of the work each phase launched)\n",
+                          SourceName(s.source));
+    absl::StrAppendFormat(&out, "  %-24s %9s %9s %8s\n", "phase", "p50", "p95", "GPU idle");
+    for (const PhaseStats& p : s.phases) {
+      if (p.device.count == 0) continue;
+      const auto idle = s.idle_by_cause.find(p.name);
+      absl::StrAppendFormat(&out, "  %s %9s %9s %7.1f%%\n", Fit(p.name, 24), Duration(p.device.p50),
+                            Duration(p.device.p95),
+                            idle == s.idle_by_cause.end() ? 0.0 : idle->second);
+    }
+  }
+  if (s.activity.has_value()) {
+    const ActivityStats& a = *s.activity;
+    absl::StrAppend(&out, "\nGPU activity per step (mean over the window)\n");
+    absl::StrAppendFormat(&out, "  kernels %9.1f   median %s; the GPU waited on a launch %.1f times (%s)\n",
+                          a.kernels_per_step, Duration(a.kernel_time_p50), a.host_wait_gaps_per_step,
+                          Duration(a.host_wait_time_per_step));
+    absl::StrAppendFormat(&out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n", a.copies_per_step,
+                          a.pageable_copies_per_step, Bytes(a.h2d_bytes_per_step),
+                          Bytes(a.d2h_bytes_per_step));
+    absl::StrAppendFormat(&out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
+                          Duration(a.sync_time_per_step));
+    if (a.dropped_records > 0) {
+      AppendWrapped(&out,
+                    absl::StrCat("  ", a.dropped_records,
+                                 " activity records were dropped (buffers full): the numbers above "
+                                 "miss them"),
+                    4);
+    }
   }
   bool outside_header = false;
   for (const PhaseStats& p : s.phases) {

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "backends/clock.h"
+#include "core/activity_timeline.h"
 #include "core/session_impl.h"
 #include "gpuscope/version.h"
 #include "util/log.h"
@@ -130,6 +131,10 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
   timer_ = backends_.device_timer.get();  // null unless the events source won
   events_on_.store(timer_ != nullptr, std::memory_order_relaxed);
   aggregator_.SetDeviceTimer(timer_);
+  if (source_ == Source::kCupti) {
+    activity_ = backends_.activity.get();
+    aggregator_.SetActivitySource(activity_, kDefaultLaunchThresholdNs);
+  }
   if (source_ == Source::kHost) {
     LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
   }
@@ -391,6 +396,8 @@ void SessionImpl::PumpLocked() {
     if (aggregator_.ResolvePending() == Aggregator::Resolution::kMarkerLost) {
       LowerToHost(absl::DataLossError(absl::StrCat(timer_->name(), " lost a marker")));
     }
+  } else if (activity_ != nullptr) {
+    aggregator_.ResolvePending();
   }
   ReportNewMisuse();
 }
@@ -477,9 +484,20 @@ Summary SessionImpl::Summarize() {
     if (timer_ != nullptr && source_ != Source::kHost) {
       s.gpu_clock_error = static_cast<double>(timer_->accuracy_ns()) * 1e-9;
     }
-    if (source_ == Source::kHost) {  // lowered: what was measured before stays, labeled host
+    if (activity_ != nullptr && activity_->records() == 0) {
+      // Subscribed, but nothing has arrived: no GPU work yet, or another
+      // tool holds the activity API. Not "cupti" until records come.
+      s.source = Source::kHost;
+      s.source_reason = absl::StrCat(
+          source_reason_,
+          "; but no activity records have arrived yet: no GPU work ran, or another tool holds "
+          "CUPTI's activity API (GPU numbers start with the first record)");
+    }
+    if (s.source == Source::kHost) {  // lowered: what was measured before stays, labeled host
       s.gpu_idle_pct.reset();
       s.idle_by_cause.clear();
+      s.devices.clear();
+      s.activity.reset();
     }
   }
   s.window = options_.window;

@@ -91,6 +91,21 @@ void DeviceFields(V& v, D& d) {
   v.Optional("gpu_idle_pct", d.gpu_idle_pct);
 }
 
+template <typename V, typename A>
+void ActivityFields(V& v, A& a) {
+  v.Number("kernels_per_step", a.kernels_per_step);
+  v.Number("kernel_time_p50", a.kernel_time_p50);
+  v.Number("h2d_bytes_per_step", a.h2d_bytes_per_step);
+  v.Number("d2h_bytes_per_step", a.d2h_bytes_per_step);
+  v.Number("copies_per_step", a.copies_per_step);
+  v.Number("pageable_copies_per_step", a.pageable_copies_per_step);
+  v.Number("syncs_per_step", a.syncs_per_step);
+  v.Number("sync_time_per_step", a.sync_time_per_step);
+  v.Number("host_wait_gaps_per_step", a.host_wait_gaps_per_step);
+  v.Number("host_wait_time_per_step", a.host_wait_time_per_step);
+  v.Int("dropped_records", a.dropped_records);
+}
+
 template <typename V, typename S>
 void SummaryFields(V& v, S& s) {
   v.String("version", s.version);
@@ -112,6 +127,7 @@ void SummaryFields(V& v, S& s) {
   v.Optional("gpu_idle_pct", s.gpu_idle_pct);
   v.NumberMap("idle_by_cause", s.idle_by_cause);
   v.Array("devices", s.devices, [](auto& sub, auto& d) { DeviceFields(sub, d); }, kOptional);
+  v.OptionalObject("activity", s.activity, [](auto& sub, auto& a) { ActivityFields(sub, a); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
 }
 
@@ -146,6 +162,15 @@ class JsonOut {
     w_.BeginObject();
     fields(*this, value);
     w_.EndObject();
+  }
+  template <typename T, typename Fn>
+  void OptionalObject(std::string_view key, const std::optional<T>& value, Fn fields) {
+    if (!value.has_value()) {
+      w_.Key(key);
+      w_.Null();
+      return;
+    }
+    Object(key, *value, fields);
   }
   template <typename T, typename Fn>
   void Array(std::string_view key, const std::vector<T>& values, Fn fields, bool = true) {
@@ -256,6 +281,18 @@ class JsonIn {
     if (!v->is_object()) return Fail(key, "must be an object");
     JsonIn sub(*v, absl::StrCat(path_, internal::ToAbsl(key), "."), status_);
     fields(sub, value);
+  }
+  // Optional on read; null or absent: nullopt.
+  template <typename T, typename Fn>
+  void OptionalObject(std::string_view key, std::optional<T>& value, Fn fields) {
+    const JsonValue* v = Get(key, /*required=*/false);
+    if (v == nullptr || v->is_null()) {
+      value.reset();
+      return;
+    }
+    if (!v->is_object()) return Fail(key, "must be an object or null");
+    JsonIn sub(*v, absl::StrCat(path_, internal::ToAbsl(key), "."), status_);
+    fields(sub, value.emplace());
   }
   template <typename T, typename Fn>
   void Array(std::string_view key, std::vector<T>& values, Fn fields, bool required = true) {

@@ -139,6 +139,28 @@ struct DeviceStats {
   bool operator==(const DeviceStats&) const = default;
 };
 
+// ActivityStats
+//
+// Per-step averages from activity records (source "cupti"), over the
+// `gpu_steps` window steps: what the playbook's rules look at.
+struct ActivityStats {
+  double kernels_per_step = 0;
+  double kernel_time_p50 = 0;          // seconds: the median of the steps' median kernel time
+  double h2d_bytes_per_step = 0;
+  double d2h_bytes_per_step = 0;
+  double copies_per_step = 0;
+  double pageable_copies_per_step = 0;  // copies from or to pageable host memory
+  double syncs_per_step = 0;            // host calls that blocked on the device
+  double sync_time_per_step = 0;        // seconds blocked in them
+  // Kernels whose launch began after the previous kernel on their stream
+  // ended (HTA's test: the GPU waited on the host), and the time it waited.
+  double host_wait_gaps_per_step = 0;
+  double host_wait_time_per_step = 0;   // seconds
+  int64_t dropped_records = 0;          // activity records lost to full buffers
+
+  bool operator==(const ActivityStats&) const = default;
+};
+
 // Summary
 //
 // A snapshot; copying it is safe and it refers to nothing in the session.
@@ -182,6 +204,8 @@ struct Summary {
   std::map<std::string, double> idle_by_cause;
   // Per device timed in the window, by ordinal. Empty with Source::kHost.
   std::vector<DeviceStats> devices;
+  // With Source::kCupti: per-step counts from the activity records.
+  std::optional<ActivityStats> activity;
 
   MisuseCounts misuse;
 

@@ -51,13 +51,23 @@ class SimulatedDevice {
     int64_t marker_latency_ns = 0;    // a marker on an idle stream completes this long after it is recorded
     uint32_t initial_markers = 256;   // markers created when a session starts
     uint32_t max_markers = 1 << 16;   // the pool grows up to this (at most 65536)
+    // Also deliver activity records (kernels, copies, memsets, syncs with
+    // their times), as CUPTI does: sessions get source "cupti".
+    bool activity = false;
+    // Records the device holds between two drains; beyond it records are
+    // dropped and counted, like a full CUPTI buffer pool.
+    uint32_t activity_capacity = 1 << 20;
   };
+
+  enum class Copy : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
   enum class Fault : uint8_t {
     kNone = 0,
     kNoDriver,          // sessions that start from now on find no driver: source "host"
     kStickyError,       // like CUDA_ERROR_ILLEGAL_ADDRESS: every marker is lost from now on
     kContextDestroyed,  // like CUDA_ERROR_CONTEXT_IS_DESTROYED
+    kActivityRefused,   // sessions that start from now on cannot subscribe to activity
+                        // (another profiler holds CUPTI): they fall back to events
   };
 
   SimulatedDevice();
@@ -74,6 +84,24 @@ class SimulatedDevice {
   // framework would launch kernels). Before a session attaches, the clock is
   // CLOCK_MONOTONIC.
   void Launch(int64_t duration_ns, uint64_t stream = 0);
+
+  // SimulatedDevice::LaunchCopy() / LaunchMemset()
+  //
+  // Enqueue a copy (`pageable`: from or to pageable host memory) or a memset
+  // of `bytes` taking `duration_ns` on `stream`, as Launch() does a kernel.
+  void LaunchCopy(Copy kind, uint64_t bytes, int64_t duration_ns, bool pageable = false,
+                  uint64_t stream = 0);
+  void LaunchMemset(uint64_t bytes, int64_t duration_ns, uint64_t stream = 0);
+
+  // SimulatedDevice::Synchronize()
+  //
+  // The host blocks until `stream`'s work is done (an `.item()`, a
+  // cudaStreamSynchronize): records the synchronization and returns how long
+  // the host must wait, for the caller to advance its clock by.
+  int64_t Synchronize(uint64_t stream = 0);
+
+  // Activity records dropped because the device held activity_capacity.
+  int64_t activity_dropped() const;
 
   // SimulatedDevice::PlaceStream()
   //

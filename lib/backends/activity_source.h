@@ -1,5 +1,8 @@
-// ActivitySource: exact device activity intervals (CUPTI activity records),
-// the `cupti` source of DESIGN.md §2.
+// ActivitySource: exact device activity intervals (CUPTI activity records,
+// or the simulated device's), the `cupti` source of DESIGN.md §2.
+//
+// Threads: Start() once from the session's constructor; Drain() and Stop()
+// under the session's aggregator lock.
 
 #ifndef GPUSCOPE_LIB_BACKENDS_ACTIVITY_SOURCE_H_
 #define GPUSCOPE_LIB_BACKENDS_ACTIVITY_SOURCE_H_
@@ -12,12 +15,26 @@
 
 namespace gpuscope::internal {
 
-enum class ActivityKind : uint8_t { kKernel, kMemcpyH2D, kMemcpyD2H, kMemcpyOther, kMemset, kSync };
+enum class ActivityKind : uint8_t {
+  kKernel,
+  kMemcpyH2D,
+  kMemcpyD2H,
+  kMemcpyOther,  // device to device, peer, ...
+  kMemset,
+  kSync,         // a host call that blocked on the device (not device activity)
+};
 
-// One interval of device activity, already mapped onto the host clock.
+inline bool IsDeviceActivity(ActivityKind k) { return k != ActivityKind::kSync; }
+inline bool IsCopy(ActivityKind k) {
+  return k == ActivityKind::kMemcpyH2D || k == ActivityKind::kMemcpyD2H || k == ActivityKind::kMemcpyOther;
+}
+
+// One interval of activity, on the host clock (CLOCK_MONOTONIC ns, or the
+// session's clock).
 struct DeviceInterval {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
+  int64_t launch_ns = -1;  // when the API call that enqueued it began; -1: unknown
   uint32_t device = 0;
   uint32_t stream = 0;
   ActivityKind kind = ActivityKind::kKernel;
@@ -29,17 +46,20 @@ class ActivitySource {
  public:
   virtual ~ActivitySource() = default;
 
-  // "cupti", "simulated", ...
+  // "CUPTI", "simulated CUPTI", ...
   virtual absl::string_view name() const = 0;
 
   // Off the hot path, once: subscribes. OkStatus(), or why not (library
   // missing, another subscriber holds CUPTI, a profiler injected itself).
   virtual absl::Status Start() = 0;
 
-  // Worker: appends every interval completed so far to `out` and returns the
-  // host time up to which the record stream is known to be complete.
+  // Appends every record delivered so far to `out` and returns the host time
+  // before which the record stream is complete: no interval that ended
+  // before it will be delivered later. Never blocks on the device.
   virtual int64_t Drain(std::vector<DeviceInterval>* out) = 0;
 
+  // Device activity records delivered since Start().
+  virtual uint64_t records() const = 0;
   // Records dropped because buffers were full, since Start().
   virtual uint64_t dropped() const = 0;
 

@@ -26,7 +26,9 @@ Backends DefaultBackends(const Options& options) {
   std::shared_ptr<SimulatedDevice> sim = options.simulated_device;
   if (sim == nullptr && SimulateFromEnvironment()) sim = std::make_shared<SimulatedDevice>();
   if (sim != nullptr) {
-    backends.device_timer = MakeSimulatedTimer(sim, options.clock);
+    SimulatedBackends simulated = MakeSimulatedBackends(sim, options.clock);
+    backends.device_timer = std::move(simulated.timer);
+    backends.activity = std::move(simulated.activity);
   } else if (options.clock == nullptr && g_fork_generation.load() == 0) {
     // A real GPU times on CLOCK_MONOTONIC, so not with a custom clock; and
     // CUDA is unusable in a forked child, so never there.

@@ -212,6 +212,22 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
   ++completed_;
   if (timer_ != nullptr) {
     MakePending(step, no_device_numbers ? PendingStep::Kind::kNone : PendingStep::Kind::kAnalyze);
+  } else if (activity_ != nullptr && resolving_) {
+    // Waits for the activity records of its window (host times only).
+    PendingStep p;
+    p.index = completed_ - 1;
+    p.begin.host_ns = step.begin_ns;
+    p.end.host_ns = std::max(step.end_ns, step.begin_ns);
+    p.phases.reserve(scratch_.size());
+    for (const Record& r : scratch_) {
+      PendingPhase ph;
+      ph.id = r.name_id;
+      ph.depth = r.depth;
+      ph.begin.host_ns = r.begin_ns;
+      ph.end.host_ns = std::max(r.end_ns, r.begin_ns);
+      p.phases.push_back(ph);
+    }
+    pending_.push_back(std::move(p));
   }
 }
 
@@ -268,8 +284,77 @@ void Aggregator::ReleaseMarkers(const PendingStep& p) {
   }
 }
 
+Aggregator::Resolution Aggregator::ResolveFromActivity() {
+  acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_));
+  for (const DeviceInterval& a : acts_) {
+    const int device = static_cast<int>(a.device);
+    if (IsDeviceActivity(a.kind) &&
+        std::find(known_devices_.begin(), known_devices_.end(), device) == known_devices_.end()) {
+      known_devices_.push_back(device);
+    }
+  }
+  while (!pending_.empty() && pending_.front().end.host_ns <= acts_horizon_) {
+    ApplyActivityResult(pending_.front());
+    pending_.pop_front();
+  }
+  // Keep what a pending (or the next) step may still need: activity that ends
+  // after, or is launched after, the oldest such step's begin, less a margin
+  // for launch gaps and host-wait tests that look one activity back.
+  constexpr int64_t kMarginNs = 100'000'000;
+  const int64_t keep_from =
+      (pending_.empty() ? acts_horizon_ : pending_.front().begin.host_ns) - kMarginNs;
+  acts_.erase(std::remove_if(acts_.begin(), acts_.end(),
+                             [keep_from](const DeviceInterval& a) {
+                               return a.end_ns < keep_from && a.launch_ns < keep_from;
+                             }),
+              acts_.end());
+  return Resolution::kOk;
+}
+
+void Aggregator::ApplyActivityResult(const PendingStep& p) {
+  const uint64_t first = completed_ - steps_.size();
+  if (p.index < first) return;  // rolled out of the window meanwhile
+  ActivityStepInput in;
+  in.begin_ns = p.begin.host_ns;
+  in.end_ns = p.end.host_ns;
+  in.activity = &acts_;
+  in.launch_threshold_ns = launch_threshold_ns_;
+  in.known_devices = known_devices_;
+  in.phases.reserve(p.phases.size());
+  for (const PendingPhase& ph : p.phases) {
+    in.phases.push_back({ph.id, ph.depth, ph.begin.host_ns, ph.end.host_ns});
+  }
+  const ActivityStepResult r = AnalyzeActivityStep(in);
+  StepRecord& s = steps_[static_cast<size_t>(p.index - first)];
+  if (r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;
+  s.num_devices = static_cast<uint8_t>(r.devices.size());
+  for (size_t i = 0; i < r.devices.size(); ++i) s.devices[i] = {r.devices[i].device, r.devices[i].busy_ns};
+  s.device_busy_ns = r.busy_ns;
+  s.idle_other_ns = r.idle_other_ns;
+  s.idle_launch_ns = r.idle_launch_ns;
+  s.activity = r.counts;
+  // Per phase id: idle charged to its occurrences, and the device time of
+  // the work launched in them (p.phases is in (phase id, begin) order).
+  for (size_t i = 0; i < p.phases.size();) {
+    const uint16_t id = p.phases[i].id;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    int64_t idle = 0;
+    for (; i < p.phases.size() && p.phases[i].id == id; ++i) {
+      ranges.emplace_back(p.phases[i].begin.host_ns, p.phases[i].end.host_ns);
+      idle += r.phases[i].idle_ns;
+    }
+    PhaseSample* sample = FindSample(id, p.index);
+    if (sample == nullptr) continue;
+    sample->device_ns = LaunchedDeviceTime(acts_, ranges);
+    sample->idle_ns = idle;
+    sample->backlog_ns = -1;
+  }
+}
+
 Aggregator::Resolution Aggregator::ResolvePending() {
-  if (timer_ == nullptr || !resolving_) return Resolution::kOk;
+  if (!resolving_) return Resolution::kOk;
+  if (activity_ != nullptr) return ResolveFromActivity();
+  if (timer_ == nullptr) return Resolution::kOk;
   while (!pending_.empty()) {
     PendingStep& p = pending_.front();
     if (p.kind == PendingStep::Kind::kForget) {
@@ -426,7 +511,10 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   // Device side, over the window's steps whose markers all completed.
   // Time is counted once per device timed in a step.
   std::vector<int64_t> device_spans;
-  int64_t gpu_window_ns = 0, gpu_idle_ns = 0, idle_other_ns = 0;
+  int64_t gpu_steps = 0;
+  int64_t gpu_window_ns = 0, gpu_idle_ns = 0, idle_other_ns = 0, idle_launch_ns = 0;
+  ActivityCounts act;  // sums over the timed steps (cupti)
+  std::vector<int64_t> kernel_medians;
   struct PerDevice {
     int64_t steps = 0, window_ns = 0, busy_ns = 0;
   };
@@ -434,7 +522,22 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   for (size_t i = 0; i < steps_.size(); ++i) {
     const StepRecord& s = steps_[i];
     if (s.device_busy_ns < 0) continue;
-    device_spans.push_back(s.device_span_ns);
+    ++gpu_steps;
+    if (s.device_span_ns >= 0) device_spans.push_back(s.device_span_ns);
+    idle_launch_ns += std::max<int64_t>(0, s.idle_launch_ns);
+    if (activity_ != nullptr) {
+      const ActivityCounts& c = s.activity;
+      act.kernels += c.kernels;
+      if (c.kernels > 0) kernel_medians.push_back(c.kernel_median_ns);
+      act.h2d_bytes += c.h2d_bytes;
+      act.d2h_bytes += c.d2h_bytes;
+      act.copies += c.copies;
+      act.pageable_copies += c.pageable_copies;
+      act.syncs += c.syncs;
+      act.sync_ns += c.sync_ns;
+      act.host_wait_gaps += c.host_wait_gaps;
+      act.host_wait_ns += c.host_wait_ns;
+    }
     const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
     gpu_window_ns += device_window;
     gpu_idle_ns += device_window - s.device_busy_ns;
@@ -456,7 +559,24 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     }
     out->devices.push_back(ds);
   }
-  out->gpu_steps = static_cast<int64_t>(device_spans.size());
+  out->gpu_steps = gpu_steps;
+  out->activity.reset();
+  if (activity_ != nullptr && gpu_steps > 0) {
+    const double n = static_cast<double>(gpu_steps);
+    ActivityStats a;
+    a.kernels_per_step = static_cast<double>(act.kernels) / n;
+    a.kernel_time_p50 = ExactQuantiles(kernel_medians).p50;  // seconds
+    a.h2d_bytes_per_step = static_cast<double>(act.h2d_bytes) / n;
+    a.d2h_bytes_per_step = static_cast<double>(act.d2h_bytes) / n;
+    a.copies_per_step = static_cast<double>(act.copies) / n;
+    a.pageable_copies_per_step = static_cast<double>(act.pageable_copies) / n;
+    a.syncs_per_step = static_cast<double>(act.syncs) / n;
+    a.sync_time_per_step = static_cast<double>(act.sync_ns) * kNsToSeconds / n;
+    a.host_wait_gaps_per_step = static_cast<double>(act.host_wait_gaps) / n;
+    a.host_wait_time_per_step = static_cast<double>(act.host_wait_ns) * kNsToSeconds / n;
+    a.dropped_records = static_cast<int64_t>(activity_->dropped());
+    out->activity = a;
+  }
   out->device_step_time = ExactQuantiles(device_spans);
   out->gpu_idle_pct.reset();
   out->idle_by_cause.clear();
@@ -466,6 +586,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   if (gpu_window_ns > 0) {
     out->gpu_idle_pct = pct_of_gpu_window(gpu_idle_ns);
     if (idle_other_ns > 0) out->idle_by_cause[std::string(kOtherPhaseName)] = pct_of_gpu_window(idle_other_ns);
+    if (idle_launch_ns > 0) out->idle_by_cause["launch"] = pct_of_gpu_window(idle_launch_ns);
   }
 
   const auto share_of = [&](int64_t ns) {
@@ -493,7 +614,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
       if (sample.top_count > 0) ps.top_level = true;
       if (sample.device_ns >= 0) {
         per_step_device.push_back(sample.device_ns);
-        backlogs.push_back(sample.backlog_ns);
+        if (sample.backlog_ns >= 0) backlogs.push_back(sample.backlog_ns);
         idle_ns += sample.idle_ns;
       }
     }

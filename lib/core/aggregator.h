@@ -9,12 +9,14 @@
 #define GPUSCOPE_LIB_CORE_AGGREGATOR_H_
 
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <vector>
 
 #include "backends/device_timer.h"
 #include "backends/telemetry.h"
+#include "core/activity_timeline.h"
 #include "core/device_timeline.h"
 #include "core/log_histogram.h"
 #include "core/record.h"
@@ -52,6 +54,7 @@ struct StepRecord {
   int64_t backlog_begin_ns = -1;  // events: device lag at the step's begin
   int64_t idle_other_ns = -1;     // idle with no phase open
   int64_t idle_launch_ns = -1;    // idle gaps shorter than the launch threshold
+  ActivityCounts activity;        // cupti: per-step counts (valid when device_busy_ns >= 0)
   TelemetrySample telemetry;      // time-weighted over the step
 
   int64_t duration_ns() const { return end_ns - begin_ns; }
@@ -81,6 +84,14 @@ class Aggregator {
   // records that do not make a step are released at once; a step's markers
   // wait in a pending list until they all completed.
   void SetDeviceTimer(DeviceTimer* timer) { timer_ = timer; }
+
+  // The activity source whose records give steps their device numbers (null:
+  // none). Steps wait in the pending list until the record stream is
+  // complete past their end. A session has a timer or a source, not both.
+  void SetActivitySource(ActivitySource* source, int64_t launch_threshold_ns) {
+    activity_ = source;
+    launch_threshold_ns_ = launch_threshold_ns;
+  }
 
   // Takes one record, in queue order.
   void Consume(const Record& record);
@@ -158,6 +169,8 @@ class Aggregator {
   // Forgets lane history once the steps pending now are resolved.
   void QueueForget();
   void ApplyDeviceResult(PendingStep& p);
+  Resolution ResolveFromActivity();
+  void ApplyActivityResult(const PendingStep& p);
   PhaseSample* FindSample(uint16_t phase_id, uint64_t step_index);
   void DiscardScratch();  // drops the scratch records, releasing their markers
   PendingMarker Pending(uint32_t slot, int64_t host_ns) const;
@@ -174,6 +187,11 @@ class Aggregator {
   std::vector<PhaseHistory> phases_;  // indexed by phase id
 
   DeviceTimer* timer_ = nullptr;
+  ActivitySource* activity_ = nullptr;
+  int64_t launch_threshold_ns_ = kDefaultLaunchThresholdNs;
+  std::vector<DeviceInterval> acts_;  // drained, not yet behind every pending step
+  int64_t acts_horizon_ = INT64_MIN;  // the record stream is complete before this
+  std::vector<int> known_devices_;    // devices activity was seen on
   bool resolving_ = true;
   std::deque<PendingStep> pending_;
   // Per lane, its last marker before the next step to be analyzed; lanes

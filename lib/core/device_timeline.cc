@@ -1,31 +1,13 @@
 #include "core/device_timeline.h"
 
+#include "core/intervals.h"
+
 #include <algorithm>
 #include <map>
 #include <utility>
 
 namespace gpuscope::internal {
 namespace {
-
-struct Interval {
-  int64_t begin;
-  int64_t end;
-};
-
-// Sorts and merges `v` in place; returns the merged intervals.
-std::vector<Interval> Union(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (i.end <= i.begin) continue;
-    if (!out.empty() && i.begin <= out.back().end) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
 
 // Whether marker `b`, following `a` on its lane, shows work enqueued between
 // them: it completed later than both the work before it and its own record.
@@ -162,13 +144,10 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
     if (it != maybe_busy.end()) it->second.push_back({w_begin, w_end});
   }
 
-  // Phase boundaries, where the innermost open phase may change.
-  std::vector<int64_t> cuts;
-  for (const PhaseSpan& p : in.phases) {
-    cuts.push_back(p.begin.host_ns);
-    cuts.push_back(p.end.host_ns);
-  }
-  std::sort(cuts.begin(), cuts.end());
+  std::vector<PhaseRange> ranges;
+  ranges.reserve(in.phases.size());
+  for (const PhaseSpan& p : in.phases) ranges.push_back({p.begin.host_ns, p.end.host_ns, p.depth});
+  std::vector<int64_t> phase_idle(in.phases.size());
 
   for (auto& [device, maybe] : maybe_busy) {
     DeviceIdle d;
@@ -176,7 +155,7 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
     // Clip to the window; what is left of the window is idle.
     std::vector<Interval> idle;
     int64_t cursor = w_begin;
-    for (const Interval& b : Union(std::move(maybe))) {
+    for (const Interval& b : UnionOf(std::move(maybe))) {
       const int64_t lo = std::max(b.begin, w_begin);
       const int64_t hi = std::min(b.end, w_end);
       if (hi <= lo) continue;
@@ -188,27 +167,9 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
     d.idle_lower_ns = out.window_ns - d.busy_upper_ns;
 
     // Charge each idle piece to the innermost phase open over it.
-    for (const Interval& gap : idle) {
-      int64_t x = gap.begin;
-      while (x < gap.end) {
-        const auto next_cut = std::upper_bound(cuts.begin(), cuts.end(), x);
-        const int64_t y = next_cut == cuts.end() ? gap.end : std::min(gap.end, *next_cut);
-        int innermost = -1;
-        for (size_t i = 0; i < in.phases.size(); ++i) {
-          const PhaseSpan& p = in.phases[i];
-          if (p.begin.host_ns <= x && x < p.end.host_ns &&
-              (innermost < 0 || p.depth > in.phases[static_cast<size_t>(innermost)].depth)) {
-            innermost = static_cast<int>(i);
-          }
-        }
-        if (innermost < 0) {
-          d.idle_other_ns += y - x;
-        } else {
-          out.phases[static_cast<size_t>(innermost)].idle_ns += y - x;
-        }
-        x = y;
-      }
-    }
+    std::fill(phase_idle.begin(), phase_idle.end(), 0);
+    ChargeToInnermost(idle, ranges, &phase_idle, &d.idle_other_ns);
+    for (size_t i = 0; i < phase_idle.size(); ++i) out.phases[i].idle_ns += phase_idle[i];
     out.busy_upper_ns += d.busy_upper_ns;
     out.idle_lower_ns += d.idle_lower_ns;
     out.idle_other_ns += d.idle_other_ns;

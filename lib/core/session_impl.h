@@ -141,6 +141,7 @@ class SessionImpl final : public Pumpable {
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
   DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null
+  ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction

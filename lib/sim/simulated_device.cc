@@ -101,20 +101,100 @@ class SimulatedTimer final : public DeviceTimer {
   const bool owner_;  // the first session attached; others are refused at Start()
 };
 
+class SimulatedActivity final : public ActivitySource {
+ public:
+  SimulatedActivity(std::shared_ptr<SimState> state, bool owner)
+      : state_(std::move(state)), owner_(owner) {}
+
+  absl::string_view name() const override { return "simulated CUPTI"; }
+
+  absl::Status Start() override {
+    switch (state_->fault.load()) {
+      case SimulatedDevice::Fault::kNoDriver:
+        return absl::NotFoundError("libcupti.so: cannot open shared object file (simulated)");
+      case SimulatedDevice::Fault::kActivityRefused:
+        return absl::FailedPreconditionError(
+            "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (simulated: another "
+            "profiler holds CUPTI)");
+      default:
+        break;
+    }
+    if (!owner_) {
+      return absl::FailedPreconditionError(
+          "this SimulatedDevice already serves another session: give each session its own");
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t Drain(std::vector<DeviceInterval>* out) override {
+    const int64_t now = state_->Now();
+    std::lock_guard<std::mutex> lock(state_->activity_mu);
+    // Like CUPTI, deliver what has completed; the rest stays for later.
+    std::vector<DeviceInterval>& held = state_->activity;
+    const auto done = std::stable_partition(held.begin(), held.end(),
+                                            [now](const DeviceInterval& a) { return a.end_ns <= now; });
+    records_ += static_cast<uint64_t>(done - held.begin());
+    out->insert(out->end(), held.begin(), done);
+    held.erase(held.begin(), done);
+    return now;
+  }
+
+  uint64_t records() const override { return records_; }
+  uint64_t dropped() const override { return static_cast<uint64_t>(state_->activity_dropped.load()); }
+  void Stop() override {}
+
+ private:
+  std::shared_ptr<SimState> state_;
+  const bool owner_;
+  uint64_t records_ = 0;
+};
+
 }  // namespace
+
+void SimState::AddActivity(const DeviceInterval& a) {
+  std::lock_guard<std::mutex> lock(activity_mu);
+  if (activity.size() >= config.activity_capacity) {
+    activity_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  activity.push_back(a);
+}
+
+void SimState::Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes,
+                       bool pageable) {
+  const int64_t now = Now();
+  int64_t& busy = busy_until[stream];
+  const int64_t begin = std::max(now, busy);
+  busy = begin + std::max<int64_t>(0, duration_ns);
+  kernels[stream].push_back({begin, busy});
+  if (!config.activity) return;
+  DeviceInterval a;
+  a.begin_ns = begin;
+  a.end_ns = busy;
+  a.launch_ns = now;
+  a.device = static_cast<uint32_t>(DeviceOf(stream));
+  a.stream = static_cast<uint32_t>(stream);
+  a.kind = kind;
+  a.pageable = pageable;
+  a.bytes = bytes;
+  AddActivity(a);
+}
 
 int64_t SimState::Now() const noexcept {
   return clock != nullptr ? clock->NowNs() : ReadMonotonicNs();
 }
 
-std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
-                                                std::shared_ptr<Clock> clock) {
+SimulatedBackends MakeSimulatedBackends(const std::shared_ptr<SimulatedDevice>& device,
+                                        std::shared_ptr<Clock> clock) {
   const std::shared_ptr<SimState>& state = SimulatedDeviceAccess::State(*device);
   const bool owner = !state->attached.exchange(true);
   // The session's constructor happens before its recording thread uses the
   // device, which orders this write before every read of the clock.
   if (owner) state->clock = std::move(clock);
-  return std::make_unique<SimulatedTimer>(state, owner);
+  SimulatedBackends b;
+  b.timer = std::make_unique<SimulatedTimer>(state, owner);
+  if (state->config.activity) b.activity = std::make_unique<SimulatedActivity>(state, owner);
+  return b;
 }
 
 }  // namespace internal
@@ -138,12 +218,38 @@ SimulatedDevice::SimulatedDevice(Config config)
 SimulatedDevice::~SimulatedDevice() = default;
 
 void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream) {
-  const int64_t now = state_->Now();
-  int64_t& busy = state_->busy_until[stream];
-  const int64_t begin = std::max(now, busy);
-  busy = begin + std::max<int64_t>(0, duration_ns);
-  state_->kernels[stream].push_back({begin, busy});
+  state_->Enqueue(internal::ActivityKind::kKernel, duration_ns, stream, 0, false);
 }
+
+void SimulatedDevice::LaunchCopy(Copy kind, uint64_t bytes, int64_t duration_ns, bool pageable,
+                                 uint64_t stream) {
+  const internal::ActivityKind k = kind == Copy::kHostToDevice   ? internal::ActivityKind::kMemcpyH2D
+                                   : kind == Copy::kDeviceToHost ? internal::ActivityKind::kMemcpyD2H
+                                                                 : internal::ActivityKind::kMemcpyOther;
+  state_->Enqueue(k, duration_ns, stream, bytes, pageable);
+}
+
+void SimulatedDevice::LaunchMemset(uint64_t bytes, int64_t duration_ns, uint64_t stream) {
+  state_->Enqueue(internal::ActivityKind::kMemset, duration_ns, stream, bytes, false);
+}
+
+int64_t SimulatedDevice::Synchronize(uint64_t stream) {
+  const int64_t now = state_->Now();
+  const auto it = state_->busy_until.find(stream);
+  const int64_t wait = it != state_->busy_until.end() ? std::max<int64_t>(0, it->second - now) : 0;
+  if (state_->config.activity) {
+    internal::DeviceInterval sync;
+    sync.begin_ns = now;
+    sync.end_ns = now + wait;
+    sync.device = static_cast<uint32_t>(state_->DeviceOf(stream));
+    sync.stream = static_cast<uint32_t>(stream);
+    sync.kind = internal::ActivityKind::kSync;
+    state_->AddActivity(sync);
+  }
+  return wait;
+}
+
+int64_t SimulatedDevice::activity_dropped() const { return state_->activity_dropped.load(); }
 
 void SimulatedDevice::PlaceStream(uint64_t stream, int device) {
   state_->stream_device[stream] = std::max(0, device);

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/activity_source.h"
 #include "backends/device_timer.h"
 #include "backends/lane_table.h"
 #include "backends/marker_pool.h"
@@ -53,15 +54,35 @@ struct SimState {
 
   LaneTable lanes;
 
+  // Activity records not drained yet (Config::activity).
+  std::mutex activity_mu;
+  std::vector<DeviceInterval> activity;
+  std::atomic<int64_t> activity_dropped{0};
+
+  // Enqueues `duration_ns` of work on `stream` at the clock's current time:
+  // ground truth, and an activity record of `kind`.
+  void Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes, bool pageable);
+  void AddActivity(const DeviceInterval& a);
+
   MarkerPool<SimSlot> pool;
   std::atomic<int64_t> recorded{0};
   std::atomic<int64_t> released{0};
 };
 
-// Builds the DeviceTimer for a session on `device`, reading `clock` (null:
-// CLOCK_MONOTONIC).
-std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
-                                                std::shared_ptr<Clock> clock);
+// The backends a session on `device` runs on, reading `clock` (null:
+// CLOCK_MONOTONIC): a DeviceTimer, and an ActivitySource when the device
+// delivers activity. The first session attached owns the device; others get
+// backends whose Start() refuses.
+struct SimulatedBackends {
+  std::unique_ptr<DeviceTimer> timer;
+  std::unique_ptr<ActivitySource> activity;
+};
+SimulatedBackends MakeSimulatedBackends(const std::shared_ptr<SimulatedDevice>& device,
+                                        std::shared_ptr<Clock> clock);
+inline std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
+                                                       std::shared_ptr<Clock> clock) {
+  return MakeSimulatedBackends(device, std::move(clock)).timer;
+}
 
 class SimulatedDeviceAccess {
  public:

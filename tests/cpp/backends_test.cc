@@ -114,7 +114,11 @@ TEST(SessionBackendsTest, StartedActivitySourceIsStoppedWithTheSession) {
   internal::Backends b;
   b.activity = std::make_unique<FakeActivitySource>(absl::OkStatus(), calls);
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{}, std::move(b));
-  EXPECT_EQ(s->Summarize().source, Source::kCupti);
+  EXPECT_EQ(s->source(), Source::kCupti);
+  // No record has arrived: the summary does not claim CUPTI, and says why.
+  const Summary summary = s->Summarize();
+  EXPECT_EQ(summary.source, Source::kHost);
+  EXPECT_THAT(summary.source_reason, ::testing::HasSubstr("no activity records have arrived"));
   EXPECT_EQ(calls->starts, 1);
   s.reset();
   EXPECT_EQ(calls->stops, 1);

@@ -1,0 +1,147 @@
+#include "core/activity_timeline.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "core/intervals.h"
+
+namespace gpuscope::internal {
+
+ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
+  ActivityStepResult out;
+  const int64_t wb = in.begin_ns;
+  const int64_t we = std::max(in.end_ns, in.begin_ns);
+  out.window_ns = we - wb;
+  out.phases.resize(in.phases.size());
+  static const std::vector<DeviceInterval> kNone;
+  const std::vector<DeviceInterval>& acts = in.activity != nullptr ? *in.activity : kNone;
+
+  // Device activity per device; devices take part when some of it overlaps
+  // the window.
+  std::map<int, std::vector<Interval>> per_device;
+  for (const int device : in.known_devices) per_device[device];
+  for (const DeviceInterval& a : acts) {
+    if (!IsDeviceActivity(a.kind)) continue;
+    per_device[static_cast<int>(a.device)].push_back({a.begin_ns, a.end_ns});
+  }
+  std::vector<PhaseRange> ranges;
+  ranges.reserve(in.phases.size());
+  for (const HostPhase& p : in.phases) ranges.push_back({p.begin_ns, p.end_ns, p.depth});
+  std::vector<int64_t> phase_idle(in.phases.size());
+
+  for (auto& [device, intervals] : per_device) {
+    const std::vector<Interval> busy = UnionOf(std::move(intervals));
+    ActivityDeviceResult d;
+    d.device = device;
+    std::vector<Interval> idle;  // idle that is not a launch gap: charged to phases
+    // The gap before piece i (i == size: after the last), clipped to the
+    // window. A launch gap has activity on both sides and is short.
+    const auto gap = [&](size_t i) {
+      const bool bounded = i > 0 && i < busy.size();
+      const int64_t lo = i > 0 ? busy[i - 1].end : wb;
+      const int64_t hi = i < busy.size() ? busy[i].begin : we;
+      const int64_t clo = std::max(lo, wb);
+      const int64_t chi = std::min(hi, we);
+      if (chi <= clo) return;
+      if (bounded && hi - lo < in.launch_threshold_ns) {
+        d.idle_launch_ns += chi - clo;
+      } else {
+        idle.push_back({clo, chi});
+      }
+    };
+    bool overlaps = false;
+    for (size_t i = 0; i <= busy.size(); ++i) {
+      gap(i);
+      if (i == busy.size()) break;
+      const int64_t lo = std::max(busy[i].begin, wb);
+      const int64_t hi = std::min(busy[i].end, we);
+      if (hi > lo) {
+        overlaps = true;
+        d.busy_ns += hi - lo;
+      }
+    }
+    if (!overlaps && std::find(in.known_devices.begin(), in.known_devices.end(), device) ==
+                         in.known_devices.end()) {
+      continue;
+    }
+    d.idle_ns = out.window_ns - d.busy_ns;
+    std::fill(phase_idle.begin(), phase_idle.end(), 0);
+    ChargeToInnermost(idle, ranges, &phase_idle, &d.idle_other_ns);
+    for (size_t i = 0; i < phase_idle.size(); ++i) out.phases[i].idle_ns += phase_idle[i];
+    out.busy_ns += d.busy_ns;
+    out.idle_ns += d.idle_ns;
+    out.idle_launch_ns += d.idle_launch_ns;
+    out.idle_other_ns += d.idle_other_ns;
+    out.devices.push_back(d);
+  }
+
+  // Counts over what began in the window.
+  ActivityCounts& c = out.counts;
+  std::vector<int64_t> kernel_durations;
+  const auto in_window = [&](const DeviceInterval& a) { return wb <= a.begin_ns && a.begin_ns < we; };
+  for (const DeviceInterval& a : acts) {
+    if (!in_window(a)) continue;
+    if (a.kind == ActivityKind::kKernel) {
+      kernel_durations.push_back(a.end_ns - a.begin_ns);
+    } else if (IsCopy(a.kind)) {
+      ++c.copies;
+      if (a.pageable) ++c.pageable_copies;
+      if (a.kind == ActivityKind::kMemcpyH2D) c.h2d_bytes += static_cast<int64_t>(a.bytes);
+      if (a.kind == ActivityKind::kMemcpyD2H) c.d2h_bytes += static_cast<int64_t>(a.bytes);
+    } else if (a.kind == ActivityKind::kSync) {
+      ++c.syncs;
+      c.sync_ns += std::max<int64_t>(0, std::min(a.end_ns, we) - a.begin_ns);
+    }
+  }
+  c.kernels = static_cast<int64_t>(kernel_durations.size());
+  if (!kernel_durations.empty()) {
+    auto mid = kernel_durations.begin() + static_cast<std::ptrdiff_t>(kernel_durations.size() / 2);
+    std::nth_element(kernel_durations.begin(), mid, kernel_durations.end());
+    c.kernel_median_ns = *mid;
+  }
+
+  // HTA's host-wait test: per stream, in begin order, a kernel whose launch
+  // call began after the previous activity on its stream had ended, within
+  // the step (a gap across the step boundary is the loop's, not a launch's).
+  std::vector<const DeviceInterval*> on_streams;
+  for (const DeviceInterval& a : acts) {
+    if (IsDeviceActivity(a.kind)) on_streams.push_back(&a);
+  }
+  std::sort(on_streams.begin(), on_streams.end(), [](const DeviceInterval* a, const DeviceInterval* b) {
+    return std::tie(a->device, a->stream, a->begin_ns) < std::tie(b->device, b->stream, b->begin_ns);
+  });
+  for (size_t i = 1; i < on_streams.size(); ++i) {
+    const DeviceInterval& prev = *on_streams[i - 1];
+    const DeviceInterval& k = *on_streams[i];
+    if (k.kind != ActivityKind::kKernel || prev.device != k.device || prev.stream != k.stream ||
+        !in_window(k) || k.launch_ns < 0 || prev.end_ns < wb) {
+      continue;
+    }
+    if (k.launch_ns > prev.end_ns) {
+      ++c.host_wait_gaps;
+      c.host_wait_ns += std::max<int64_t>(0, k.begin_ns - prev.end_ns);
+    }
+  }
+  return out;
+}
+
+int64_t LaunchedDeviceTime(const std::vector<DeviceInterval>& activity,
+                           const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  std::vector<Interval> launched;
+  for (const DeviceInterval& a : activity) {
+    if (!IsDeviceActivity(a.kind) || a.launch_ns < 0) continue;
+    for (const auto& [b, e] : ranges) {
+      if (b <= a.launch_ns && a.launch_ns < e) {
+        launched.push_back({a.begin_ns, a.end_ns});
+        break;
+      }
+    }
+  }
+  int64_t total = 0;
+  for (const Interval& i : UnionOf(std::move(launched))) total += i.end - i.begin;
+  return total;
+}
+
+}  // namespace gpuscope::internal

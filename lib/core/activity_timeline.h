@@ -1,0 +1,108 @@
+// What device activity records (CUPTI, or the simulated device) say about one
+// step: exact GPU busy and idle time per device, idle charged to its cause,
+// and the per-step counts diagnosis needs (DESIGN.md §2, docs/definitions.md
+// "Activity").
+//
+//   * Busy: the union of a device's activity intervals (kernels, copies,
+//     memsets) clipped to the step's host window. Idle: the rest.
+//   * Launch gaps: an idle gap between two pieces of device activity, inside
+//     the window, shorter than the launch threshold, is charged to `launch`
+//     (kernel-launch overhead); every other idle piece is charged to the
+//     innermost host phase open over it (`other` when none).
+//   * Host-wait gaps (HTA's test): a kernel whose launch call began after the
+//     previous activity on its stream had ended, in the same step, found its
+//     stream idle, waiting for the host. Counted with the time it waited.
+//   * Per phase, the device time of the work it launched: the union of the
+//     intervals whose launch call began inside one of its occurrences.
+//   * Synchronizations (host calls that block on the device) are counted with
+//     the host time they blocked; they are not device activity.
+
+#ifndef GPUSCOPE_LIB_CORE_ACTIVITY_TIMELINE_H_
+#define GPUSCOPE_LIB_CORE_ACTIVITY_TIMELINE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/activity_source.h"
+
+namespace gpuscope::internal {
+
+inline constexpr int64_t kDefaultLaunchThresholdNs = 20'000;
+
+// One host phase occurrence in the step.
+struct HostPhase {
+  int phase_id = -1;
+  int depth = 0;  // 0: top level
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct ActivityStepInput {
+  int64_t begin_ns = 0;  // the step's host window
+  int64_t end_ns = 0;
+  std::vector<HostPhase> phases;  // any order
+  // Activity that may concern the step (any order; intervals wholly outside
+  // the window are used for launch attribution and host-wait tests only).
+  const std::vector<DeviceInterval>* activity = nullptr;
+  int64_t launch_threshold_ns = kDefaultLaunchThresholdNs;
+  // Devices that take part even without activity in the window (the ones the
+  // session has seen work on): a step in which a GPU did nothing is 100 %
+  // idle on it, not missing.
+  std::vector<int> known_devices;
+};
+
+struct ActivityDeviceResult {
+  int device = 0;
+  int64_t busy_ns = 0;
+  int64_t idle_ns = 0;
+  int64_t idle_launch_ns = 0;  // gaps shorter than the launch threshold
+  int64_t idle_other_ns = 0;   // idle with no phase open
+};
+
+// Per-step counts (kernels, copies and syncs whose begin lies in the window).
+struct ActivityCounts {
+  int64_t kernels = 0;
+  int64_t kernel_median_ns = 0;  // 0 without kernels
+  int64_t h2d_bytes = 0;
+  int64_t d2h_bytes = 0;
+  int64_t copies = 0;
+  int64_t pageable_copies = 0;
+  int64_t syncs = 0;
+  int64_t sync_ns = 0;            // host time blocked in them
+  int64_t host_wait_gaps = 0;     // kernels that found their stream idle, waiting for the host
+  int64_t host_wait_ns = 0;
+};
+
+struct ActivityStepResult {
+  int64_t window_ns = 0;
+  // Per device with activity overlapping the window, or known, by ordinal.
+  std::vector<ActivityDeviceResult> devices;
+  // Sums over `devices`.
+  int64_t busy_ns = 0;
+  int64_t idle_ns = 0;
+  int64_t idle_launch_ns = 0;
+  int64_t idle_other_ns = 0;
+  // Per entry of ActivityStepInput::phases: idle charged to it (summed over
+  // devices) and the device time of the work launched in it (the union over
+  // all of a phase id's occurrences is the aggregator's job).
+  struct PerPhase {
+    int64_t idle_ns = 0;
+  };
+  std::vector<PerPhase> phases;
+  ActivityCounts counts;
+};
+
+// AnalyzeActivityStep()
+ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in);
+
+// LaunchedDeviceTime()
+//
+// The union length of the intervals in `activity` whose launch call began
+// inside one of `ranges` (host intervals): the device time of the work a
+// phase launched.
+int64_t LaunchedDeviceTime(const std::vector<DeviceInterval>& activity,
+                           const std::vector<std::pair<int64_t, int64_t>>& ranges);
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_CORE_ACTIVITY_TIMELINE_H_

@@ -1,0 +1,266 @@
+// The cupti source end to end on the simulated device's activity records:
+// exact idle %, idle by cause with launch gaps, per-step counts (copies,
+// pageable copies, syncs, host-wait gaps), dropped records, several devices,
+// and the fallbacks (refused subscription, no records yet).
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gpuscope/testing.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace gpuscope {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kMs;
+using testing::kUs;
+
+SimulatedDevice::Config WithActivity(SimulatedDevice::Config c = {}) {
+  c.activity = true;
+  return c;
+}
+
+struct ActivityLoop {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<SimulatedDevice> gpu;
+  std::unique_ptr<Session> session;
+  std::vector<std::pair<int64_t, int64_t>> windows;
+
+  explicit ActivityLoop(SimulatedDevice::Config config = WithActivity())
+      : gpu(std::make_shared<SimulatedDevice>(config)) {
+    session = std::make_unique<Session>(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
+  }
+  template <typename Body>
+  void Step(Body body) {
+    const int64_t begin = clock->NowNs();
+    {
+      StepScope step(*session);
+      body();
+    }
+    windows.emplace_back(begin, clock->NowNs());
+  }
+  Summary DrainAndSummarize() {
+    clock->Advance(10'000 * kMs);
+    return session->Summarize();
+  }
+  double TrueIdlePct(int device = 0) const {
+    int64_t window = 0, busy = 0;
+    for (const auto& [b, e] : windows) {
+      window += e - b;
+      busy += gpu->DeviceBusyBetween(b, e, device);
+    }
+    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
+  }
+};
+
+// DESIGN's example, exact: 30 ms of data, then a 10 ms kernel the host waits
+// for (a sync): 75 % idle, all of it in data.
+TEST(ActivityTest, StarvedLoopIsExact) {
+  ActivityLoop loop;
+  for (int i = 0; i < 20; ++i) {
+    loop.Step([&] {
+      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(30 * kMs); }
+      PhaseScope p(*loop.session, Phase::kForward);
+      loop.gpu->Launch(10 * kMs);
+      loop.clock->Advance(loop.gpu->Synchronize());
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.source, Source::kCupti) << s.source_reason;
+  EXPECT_EQ(s.gpu_steps, 20);
+  ASSERT_TRUE(s.gpu_idle_pct.has_value());
+  EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 75.0);
+  EXPECT_EQ(s.idle_by_cause.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.idle_by_cause.at("data"), 75.0);
+  EXPECT_DOUBLE_EQ(s.FindPhase("forward")->device.p50, 0.010);
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_DOUBLE_EQ(s.activity->kernels_per_step, 1.0);
+  EXPECT_DOUBLE_EQ(s.activity->kernel_time_p50, 0.010);
+  EXPECT_DOUBLE_EQ(s.activity->syncs_per_step, 1.0);
+  EXPECT_DOUBLE_EQ(s.activity->sync_time_per_step, 0.010);
+  EXPECT_THAT(FormatReport(s), HasSubstr("GPU idle    75.0%"));
+  EXPECT_THAT(FormatReport(s), ::testing::Not(HasSubstr("at least")));
+}
+
+// A launch-bound step: 200 kernels of 10 us, each launched 15 us after the
+// previous launch (the host is the bottleneck), so the GPU idles 5 us
+// between kernels waiting for the next launch.
+TEST(ActivityTest, LaunchBoundLoopChargesGapsToLaunchAndCountsHostWaits) {
+  ActivityLoop loop;
+  for (int i = 0; i < 5; ++i) {
+    loop.Step([&] {
+      PhaseScope p(*loop.session, Phase::kForward);
+      for (int k = 0; k < 200; ++k) {
+        loop.gpu->Launch(10 * kUs);
+        loop.clock->Advance(15 * kUs);
+      }
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.gpu_steps, 5);
+  // Per 3000 us step: 2000 us busy; 199 gaps of 5 us inside (launch); the
+  // last 5 us precede the next step's first kernel (also a launch gap, but
+  // the first step's trailing gap and each step's end count too).
+  EXPECT_NEAR(s.idle_by_cause.at("launch"), 100.0 * 199 * 5 / 3000, 0.2);
+  EXPECT_NEAR(*s.gpu_idle_pct, 100.0 / 3, 0.01);
+  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-9);
+  EXPECT_NEAR(s.activity->host_wait_gaps_per_step, 200, 1.0);
+  EXPECT_DOUBLE_EQ(s.activity->kernels_per_step, 200);
+  EXPECT_DOUBLE_EQ(s.activity->kernel_time_p50, 10e-6);
+}
+
+// A pageable host-to-device copy and a per-step .item() (a 4-byte
+// device-to-host copy, then a sync): counted per step.
+TEST(ActivityTest, PageableCopiesAndItemSyncsAreCounted) {
+  ActivityLoop loop;
+  for (int i = 0; i < 10; ++i) {
+    loop.Step([&] {
+      {
+        PhaseScope p(*loop.session, Phase::kH2D);
+        loop.gpu->LaunchCopy(SimulatedDevice::Copy::kHostToDevice, 64 << 20, 5 * kMs, /*pageable=*/true);
+        loop.clock->Advance(loop.gpu->Synchronize());  // a pageable copy blocks the host
+      }
+      {
+        PhaseScope p(*loop.session, Phase::kForward);
+        loop.gpu->Launch(8 * kMs);
+        loop.gpu->LaunchCopy(SimulatedDevice::Copy::kDeviceToHost, 4, 10 * kUs);
+        loop.clock->Advance(kMs);
+      }
+      PhaseScope p(*loop.session, "loss.item");
+      loop.clock->Advance(loop.gpu->Synchronize());
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_DOUBLE_EQ(s.activity->copies_per_step, 2);
+  EXPECT_DOUBLE_EQ(s.activity->pageable_copies_per_step, 1);
+  EXPECT_DOUBLE_EQ(s.activity->h2d_bytes_per_step, 64 << 20);
+  EXPECT_DOUBLE_EQ(s.activity->d2h_bytes_per_step, 4);
+  EXPECT_DOUBLE_EQ(s.activity->syncs_per_step, 2);
+  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-9);
+  EXPECT_DOUBLE_EQ(s.FindPhase("h2d")->device.p50, 0.005);
+  // The copy and kernel launched in forward run 8.01 ms.
+  EXPECT_DOUBLE_EQ(s.FindPhase("forward")->device.p50, 0.00801);
+  EXPECT_THAT(FormatReport(s), HasSubstr("pageable"));
+}
+
+TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    ActivityLoop loop;
+    int launches = 0;
+    for (int i = 0; i < 15; ++i) {
+      loop.Step([&] {
+        { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(static_cast<int64_t>(rng() % 20) * kMs); }
+        PhaseScope p(*loop.session, Phase::kForward);
+        for (int k = static_cast<int>(rng() % 5); k > 0; --k) {
+          loop.gpu->Launch(static_cast<int64_t>(1 + rng() % 10) * kMs, rng() % 2);
+          ++launches;
+          loop.clock->Advance(static_cast<int64_t>(rng() % 3) * kMs);
+        }
+        if (rng() % 2 == 0) loop.clock->Advance(loop.gpu->Synchronize(rng() % 2));
+      });
+    }
+    const Summary s = loop.DrainAndSummarize();
+    ASSERT_EQ(s.gpu_steps, 15) << "trial " << trial;
+    if (launches == 0) continue;  // no GPU work at all: no records, no GPU numbers
+    ASSERT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-6) << "trial " << trial;
+    double causes = 0;
+    for (const auto& [cause, pct] : s.idle_by_cause) causes += pct;
+    ASSERT_NEAR(causes, *s.gpu_idle_pct, 1e-6) << "trial " << trial;
+  }
+}
+
+TEST(ActivityTest, TwoDevicesEachGetExactNumbers) {
+  ActivityLoop loop;
+  loop.gpu->PlaceStream(7, /*device=*/1);
+  for (int i = 0; i < 10; ++i) {
+    loop.Step([&] {
+      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(30 * kMs); }
+      PhaseScope p(*loop.session, Phase::kForward);
+      loop.gpu->Launch(10 * kMs, 0);
+      loop.gpu->Launch(20 * kMs, 7);
+      loop.clock->Advance(std::max(loop.gpu->Synchronize(0), loop.gpu->Synchronize(7)));
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_DOUBLE_EQ(*s.devices[0].gpu_idle_pct, 80.0);  // 10 of 50 ms
+  EXPECT_DOUBLE_EQ(*s.devices[1].gpu_idle_pct, 60.0);  // 20 of 50 ms
+  EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 70.0);
+}
+
+TEST(ActivityTest, DroppedRecordsAreCountedAndReported) {
+  SimulatedDevice::Config c = WithActivity();
+  c.activity_capacity = 10;  // fewer than one step's kernels between drains
+  ActivityLoop loop(c);
+  loop.Step([&] {
+    PhaseScope p(*loop.session, Phase::kForward);
+    for (int k = 0; k < 50; ++k) loop.gpu->Launch(kUs);
+    loop.clock->Advance(kMs);
+  });
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(loop.gpu->activity_dropped(), 40);
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_EQ(s.activity->dropped_records, 40);
+  EXPECT_THAT(FormatReport(s), HasSubstr("40 activity records were dropped"));
+}
+
+TEST(ActivityTest, ARefusedSubscriptionFallsBackToEventsAndSaysWhy) {
+  auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
+  gpu->InjectFault(SimulatedDevice::Fault::kActivityRefused);
+  auto clock = std::make_shared<ManualClock>();
+  Session session(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
+  EXPECT_EQ(session.source(), Source::kEvents);
+  {
+    StepScope step(session);
+    { PhaseScope p(session, Phase::kData); clock->Advance(30 * kMs); }
+    PhaseScope p(session, Phase::kForward);
+    gpu->Launch(10 * kMs);
+    clock->Advance(10 * kMs);
+  }
+  clock->Advance(kMs);
+  const Summary s = session.Summarize();
+  EXPECT_EQ(s.source, Source::kEvents);
+  EXPECT_THAT(s.source_reason, HasSubstr("MULTIPLE_SUBSCRIBERS"));
+  const std::vector<Finding> findings = Diagnose(s);
+  EXPECT_TRUE(std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    return f.id == "events-only" && f.recommendation.find("MULTIPLE_SUBSCRIBERS") != std::string::npos;
+  }));
+}
+
+TEST(ActivityTest, NoRecordsYetMeansNoGpuNumbersAndSaysWhy) {
+  ActivityLoop loop;
+  loop.Step([&] { loop.clock->Advance(kMs); });  // no GPU work at all
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(loop.session->source(), Source::kCupti);
+  EXPECT_EQ(s.source, Source::kHost);
+  EXPECT_FALSE(s.gpu_idle_pct.has_value());
+  EXPECT_THAT(s.source_reason, HasSubstr("no activity records have arrived"));
+  const std::vector<Finding> findings = Diagnose(s);
+  EXPECT_TRUE(std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
+    return f.id == "host-only" && f.recommendation.find("no activity records") != std::string::npos;
+  }));
+}
+
+TEST(ActivityTest, SummaryWithActivityRoundTripsThroughJson) {
+  ActivityLoop loop;
+  loop.Step([&] {
+    PhaseScope p(*loop.session, Phase::kForward);
+    loop.gpu->LaunchCopy(SimulatedDevice::Copy::kHostToDevice, 1024, kMs, true);
+    loop.clock->Advance(2 * kMs);
+  });
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_TRUE(s.activity.has_value());
+  absl::StatusOr<Summary> back = SummaryFromJson(ToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+}
+
+}  // namespace
+}  // namespace gpuscope
