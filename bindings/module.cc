@@ -72,15 +72,41 @@ PYBIND11_MODULE(_gpuscope, m) {
       "A GPU model for tests and demos without a GPU: in-order streams, kernels of given "
       "durations, markers that complete as CUDA events do, injectable faults. Times in ns on "
       "the session's clock.");
-  sim.def(py::init([](int64_t marker_latency_ns, uint32_t initial_markers, uint32_t max_markers) {
+  sim.def(py::init([](int64_t marker_latency_ns, uint32_t initial_markers, uint32_t max_markers,
+                       bool activity, uint32_t activity_capacity) {
             if (initial_markers == 0 || max_markers < initial_markers) {
               throw py::value_error("need 0 < initial_markers <= max_markers");
             }
-            return std::make_shared<SimulatedDevice>(
-                SimulatedDevice::Config{marker_latency_ns, initial_markers, max_markers});
+            return std::make_shared<SimulatedDevice>(SimulatedDevice::Config{
+                marker_latency_ns, initial_markers, max_markers, activity, activity_capacity});
           }),
           py::kw_only(), py::arg("marker_latency_ns") = 0, py::arg("initial_markers") = 256,
-          py::arg("max_markers") = 1 << 16)
+          py::arg("max_markers") = 1 << 16, py::arg("activity") = false,
+          py::arg("activity_capacity") = 1 << 20)
+      .def(
+          "launch_copy",
+          [](SimulatedDevice& d, const std::string& kind, uint64_t bytes, int64_t duration_ns,
+             bool pageable, uint64_t stream) {
+            SimulatedDevice::Copy k;
+            if (kind == "h2d") {
+              k = SimulatedDevice::Copy::kHostToDevice;
+            } else if (kind == "d2h") {
+              k = SimulatedDevice::Copy::kDeviceToHost;
+            } else if (kind == "d2d") {
+              k = SimulatedDevice::Copy::kDeviceToDevice;
+            } else {
+              throw py::value_error("kind must be 'h2d', 'd2h' or 'd2d'");
+            }
+            d.LaunchCopy(k, bytes, duration_ns, pageable, stream);
+          },
+          py::arg("kind"), py::arg("bytes"), py::arg("duration_ns"), py::arg("pageable") = false,
+          py::arg("stream") = 0, "Enqueues a copy ('h2d', 'd2h', 'd2d') on stream now.")
+      .def("launch_memset", &SimulatedDevice::LaunchMemset, py::arg("bytes"), py::arg("duration_ns"),
+           py::arg("stream") = 0, "Enqueues a memset on stream now.")
+      .def("synchronize", &SimulatedDevice::Synchronize, py::arg("stream") = 0,
+           "The host blocks until stream's work is done: records the sync and returns the ns to "
+           "wait (advance the clock by it).")
+      .def_property_readonly("activity_dropped", &SimulatedDevice::activity_dropped)
       .def("launch", &SimulatedDevice::Launch, py::arg("duration_ns"), py::arg("stream") = 0,
            "Enqueues a kernel of duration_ns on stream now (from the recording thread).")
       .def("place_stream", &SimulatedDevice::PlaceStream, py::arg("stream"), py::arg("device"),
@@ -97,12 +123,14 @@ PYBIND11_MODULE(_gpuscope, m) {
                 {"none", SimulatedDevice::Fault::kNone},
                 {"no_driver", SimulatedDevice::Fault::kNoDriver},
                 {"sticky_error", SimulatedDevice::Fault::kStickyError},
-                {"context_destroyed", SimulatedDevice::Fault::kContextDestroyed}};
+                {"context_destroyed", SimulatedDevice::Fault::kContextDestroyed},
+                {"activity_refused", SimulatedDevice::Fault::kActivityRefused}};
             for (const auto& [name, value] : kFaults) {
               if (fault == name) return d.InjectFault(value);
             }
             throw py::value_error(
-                "fault must be 'none', 'no_driver', 'sticky_error' or 'context_destroyed'");
+                "fault must be 'none', 'no_driver', 'sticky_error', 'context_destroyed' or "
+                "'activity_refused'");
           },
           py::arg("fault"))
       .def_property_readonly("live_markers", &SimulatedDevice::live_markers)

@@ -25,12 +25,14 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, U
 
 from . import _gpuscope, testing
 from ._session import Session, _decorate, _torch_stream
-from ._summary import DeviceStats, Finding, PhaseStats, Quantiles, Summary, diagnose_summary
+from ._summary import ActivityStats, DeviceStats, Finding, PhaseStats, Quantiles, Summary, diagnose_summary
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
 
 __all__ = [
+    "ActivityStats",
+    "DeviceStats",
     "Finding",
     "GpuscopeError",
     "PhaseStats",

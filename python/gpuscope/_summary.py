@@ -103,6 +103,44 @@ class PhaseStats:
         )
 
 
+class ActivityStats:
+    """Per-step means from activity records (``Summary.activity``, source
+    ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s),
+    ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``,
+    ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step``
+    (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the
+    GPU waited for a launch), ``dropped_records``."""
+
+    _FIELDS = (
+        "kernels_per_step",
+        "kernel_time_p50",
+        "h2d_bytes_per_step",
+        "d2h_bytes_per_step",
+        "copies_per_step",
+        "pageable_copies_per_step",
+        "syncs_per_step",
+        "sync_time_per_step",
+        "host_wait_gaps_per_step",
+        "host_wait_time_per_step",
+        "dropped_records",
+    )
+    __slots__ = _FIELDS
+
+    def __init__(self, d: Dict[str, Any]) -> None:
+        for name in self._FIELDS:
+            value = d[name]
+            setattr(self, name, int(value) if name == "dropped_records" else float(value))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActivityStats) and all(
+            getattr(self, n) == getattr(other, n) for n in self._FIELDS
+        )
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
+        return f"ActivityStats({inner})"
+
+
 class DeviceStats:
     """One GPU's share of a session (``Summary.devices``): ``device`` (the
     CUDA ordinal), ``gpu_steps`` (window steps it was timed in) and
@@ -134,7 +172,8 @@ class Summary:
     data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``:
     cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``:
     a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their
-    mean);
+    mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or
+    None;
     ``device_step_time``: per-step GPU span (or None); ``throughput``:
     samples/s or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
     """
@@ -162,6 +201,7 @@ class Summary:
         "device_step_time",
         "gpu_clock_error",
         "devices",
+        "activity",
     )
 
     def __init__(self, json_text: str) -> None:
@@ -189,6 +229,9 @@ class Summary:
         self.gpu_steps: int = d.get("gpu_steps", 0)
         self.gpu_clock_error: float = float(d.get("gpu_clock_error", 0.0))
         self.devices: List[DeviceStats] = [DeviceStats._from_dict(x) for x in d.get("devices", [])]
+        self.activity: Optional[ActivityStats] = (
+            ActivityStats(d["activity"]) if d.get("activity") is not None else None
+        )
         self.device_step_time: Optional[Quantiles] = (
             Quantiles._from_dict(d["device_step_time"]) if self.gpu_steps else None
         )

@@ -1,0 +1,96 @@
+"""The cupti source from Python, on the simulated device's activity records:
+exact idle %, launch gaps, copies and syncs per step, fallbacks."""
+
+import pytest
+
+import gpuscope as gs
+from conftest import MS
+
+US = 1_000
+
+
+@pytest.fixture
+def gpu():
+    return gs.testing.SimulatedDevice(activity=True)
+
+
+def test_exact_idle_pageable_copy_and_item_sync(clock, gpu):
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    assert s.source == "cupti"
+
+    def loader():
+        for i in range(10):
+            clock.advance(20 * MS)
+            yield i
+
+    for _ in s.steps(loader()):
+        with s.phase("h2d"):
+            gpu.launch_copy("h2d", 64 << 20, 5 * MS, pageable=True)
+            clock.advance(gpu.synchronize())
+        with s.phase("forward"):
+            for _ in range(100):
+                gpu.launch(50 * US)
+                clock.advance(60 * US)
+        with s.phase("loss.item"):
+            gpu.launch_copy("d2h", 4, 10 * US)
+            clock.advance(gpu.synchronize())
+    clock.advance(1000 * MS)
+    sm = s.summary()
+    assert sm.source == "cupti"
+    # Per 31.01 ms step: 5 ms copy, 100 x 50 us kernels, 10 us copy busy.
+    busy = 5 * MS + 100 * 50 * US + 10 * US
+    assert sm.gpu_idle_pct == pytest.approx(100 * (1 - busy / (31 * MS + 10 * US)), abs=0.01)
+    assert sum(sm.idle_by_cause.values()) == pytest.approx(sm.gpu_idle_pct)
+    assert sm.idle_by_cause["launch"] > 0  # the 10 us gaps between kernels
+    a = sm.activity
+    assert isinstance(a, gs.ActivityStats)
+    assert a.kernels_per_step == 100 and a.kernel_time_p50 == pytest.approx(50e-6)
+    assert a.pageable_copies_per_step == 1 and a.h2d_bytes_per_step == 64 << 20
+    assert a.d2h_bytes_per_step == 4 and a.syncs_per_step == 2
+    assert a.host_wait_gaps_per_step == pytest.approx(99, abs=1)
+    assert a.dropped_records == 0
+    assert sm.phases["forward"].device.p50 == pytest.approx(0.005)
+    back = gs.Summary.from_json(sm.to_json())
+    assert back.activity == a
+    report = s.report()
+    assert "GPU activity per step" in report and "pageable" in report
+    s.close()
+
+
+def test_refused_subscription_falls_back_to_events(clock, gpu):
+    gpu.inject_fault("activity_refused")
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    assert s.source == "events"
+    with s.step():
+        gpu.launch(MS)
+        clock.advance(MS)
+    clock.advance(MS)
+    sm = s.summary()
+    assert "MULTIPLE_SUBSCRIBERS" in sm.source_reason
+    assert any(f.id == "events-only" for f in s.diagnose())
+
+
+def test_no_records_yet_means_no_gpu_numbers(clock, gpu):
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    with s.step():
+        clock.advance(MS)
+    sm = s.summary()
+    assert s.source == "cupti" and sm.source == "host" and sm.gpu_idle_pct is None
+    assert "no activity records have arrived" in sm.source_reason
+
+
+def test_dropped_records_are_counted(clock):
+    gpu = gs.testing.SimulatedDevice(activity=True, activity_capacity=10)
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    with s.step():
+        for _ in range(30):
+            gpu.launch(US)
+        clock.advance(MS)
+    clock.advance(MS)
+    assert gpu.activity_dropped == 20
+    assert s.summary().activity.dropped_records == 20
+
+
+def test_bad_copy_kind(gpu):
+    with pytest.raises(ValueError, match="h2d"):
+        gpu.launch_copy("sideways", 1, 1)
