@@ -128,13 +128,16 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
   SourceChoice choice = SelectSource(backends_);
   source_ = choice.source;
   source_reason_ = std::move(choice.reason);
-  timer_ = backends_.device_timer.get();  // null unless the events source won
-  events_on_.store(timer_ != nullptr, std::memory_order_relaxed);
-  aggregator_.SetDeviceTimer(timer_);
   if (source_ == Source::kCupti) {
     activity_ = backends_.activity.get();
     aggregator_.SetActivitySource(activity_, kDefaultLaunchThresholdNs);
+    fallback_timer_ = backends_.device_timer.get();  // kept, not started
+  } else {
+    timer_ = backends_.device_timer.get();  // null unless the events source won
   }
+  hot_timer_.store(timer_, std::memory_order_relaxed);
+  events_on_.store(timer_ != nullptr, std::memory_order_release);
+  aggregator_.SetDeviceTimer(timer_);
   if (source_ == Source::kHost) {
     LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
   }
@@ -397,7 +400,7 @@ void SessionImpl::PumpLocked() {
       LowerToHost(absl::DataLossError(absl::StrCat(timer_->name(), " lost a marker")));
     }
   } else if (activity_ != nullptr) {
-    aggregator_.ResolvePending();
+    aggregator_.ResolvePending(/*final=*/closed_.load(std::memory_order_relaxed));
   }
   ReportNewMisuse();
 }
@@ -517,6 +520,38 @@ void SessionImpl::Flush() {
   PumpLocked();
 }
 
+void SessionImpl::ReleaseCupti() {
+  if (InForkedChild()) return;
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  if (activity_ == nullptr) return;
+  DrainQueueLocked();
+  aggregator_.ResolvePending(/*final=*/true);  // what the records already cover keeps its numbers
+  activity_->Stop();
+  aggregator_.DropPending();
+  aggregator_.SetActivitySource(nullptr, kDefaultLaunchThresholdNs);
+  activity_ = nullptr;
+  std::string why = "CUPTI released (ReleaseCupti / release_cupti())";
+  if (fallback_timer_ != nullptr && !closed_.load()) {
+    if (absl::Status started = fallback_timer_->Start(); started.ok()) {
+      timer_ = fallback_timer_;
+      aggregator_.SetDeviceTimer(timer_);
+      hot_timer_.store(timer_, std::memory_order_relaxed);
+      events_on_.store(true, std::memory_order_release);
+      source_ = Source::kEvents;
+      source_reason_ = absl::StrCat(why, "; using ", timer_->name(),
+                                    " (GPU idle % is a lower bound, assuming the data phase "
+                                    "enqueues no GPU work)");
+      LogOnce("cupti-released", LogLevel::kInfo, source_reason_);
+      return;
+    } else {
+      absl::StrAppend(&why, "; ", fallback_timer_->name(), " unavailable: ", started.message());
+    }
+  }
+  source_ = Source::kHost;
+  source_reason_ = absl::StrCat(why, "; host timing only");
+  LogOnce("cupti-released", LogLevel::kInfo, source_reason_);
+}
+
 void SessionImpl::Close() {
   if (closed_.exchange(true)) return;
   recording_flag_->store(false, std::memory_order_relaxed);
@@ -621,5 +656,6 @@ void Session::SetStream(uint64_t stream) noexcept {
 Summary Session::Summarize() const { return impl_->Summarize(); }
 void Session::Flush() { impl_->Flush(); }
 void Session::Close() { impl_->Close(); }
+void Session::ReleaseCupti() { impl_->ReleaseCupti(); }
 
 }  // namespace gpuscope

@@ -30,6 +30,20 @@ inline constexpr int kDefaultFlushIntervalMs = 10;
 // Options::stream when no stream is set: scopes carry no device markers.
 inline constexpr uint64_t kNoStream = ~uint64_t{0};
 
+// Cupti
+//
+// Whether a session may use CUPTI activity records (the exact `cupti`
+// source). CUPTI is shared with profilers (torch.profiler, Nsight): before
+// CUPTI 13.2 a process has one subscriber, and whoever holds it first keeps
+// the others from recording GPU activity.
+enum class Cupti : uint8_t {
+  kAuto = 0,  // use it when the library can name its subscriber (cuptiSubscribe_v2)
+              // and no profiler injected itself; otherwise CUDA events
+  kOn = 1,    // also with older CUPTI: torch.profiler then records no GPU
+              // events while this session holds it (release with Close())
+  kOff = 2,   // never: CUDA events at best
+};
+
 // Stream
 //
 // A device stream, as scopes name it: a CUstream or cudaStream_t, or its
@@ -99,6 +113,9 @@ struct Options {
   // blocking streams with it: gpuscope never adds synchronization, so it
   // marks only a stream it was given.
   uint64_t stream = kNoStream;
+
+  // CUPTI use (see Cupti). GPUSCOPE_CUPTI=on|off|auto overrides kAuto.
+  Cupti cupti = Cupti::kAuto;
 
   // Testing: time the GPU side on this simulated device instead of a real
   // GPU (gpuscope/testing.h). With GPUSCOPE_SIMULATE=1 in the environment,

@@ -211,6 +211,14 @@ class Session {
   // up to date (before a fork, say).
   void Flush();
 
+  // Session::ReleaseCupti()
+  //
+  // Gives CUPTI back (disables this session's activity kinds, flushes,
+  // unsubscribes) so that a profiler (torch.profiler, Nsight) can use it; the
+  // session goes on with CUDA events. Steps whose records had not all arrived
+  // lose their GPU numbers. No-op unless the source is kCupti. Thread-safe.
+  void ReleaseCupti();
+
   // Session::Close()
   //
   // Stops recording, drains what is queued and leaves the background worker.

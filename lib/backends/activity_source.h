@@ -54,9 +54,11 @@ class ActivitySource {
   virtual absl::Status Start() = 0;
 
   // Appends every record delivered so far to `out` and returns the host time
-  // before which the record stream is complete: no interval that ended
-  // before it will be delivered later. Never blocks on the device.
-  virtual int64_t Drain(std::vector<DeviceInterval>* out) = 0;
+  // before which the record stream is complete: no interval that began
+  // before it will be delivered later (so a step that ended before it has
+  // every record that overlaps it). Never blocks on the device.
+  // `flush_now` (at close): flush what the library holds, best effort.
+  virtual int64_t Drain(std::vector<DeviceInterval>* out, bool flush_now) = 0;
 
   // Device activity records delivered since Start().
   virtual uint64_t records() const = 0;

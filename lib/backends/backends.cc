@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda_driver_timer.h"
+#include "backends/cupti_activity.h"
 #include "core/worker.h"
 #include "sim/simulated_device.h"
 
@@ -33,6 +34,7 @@ Backends DefaultBackends(const Options& options) {
     // A real GPU times on CLOCK_MONOTONIC, so not with a custom clock; and
     // CUDA is unusable in a forked child, so never there.
     backends.device_timer = MakeCudaDriverTimer();
+    backends.activity = MakeCuptiActivitySource(options.cupti);
   }
   return backends;
 }
@@ -43,7 +45,8 @@ SourceChoice SelectSource(Backends& backends) {
   if (backends.activity != nullptr) {
     absl::Status status = backends.activity->Start();
     if (status.ok()) {
-      backends.device_timer.reset();  // exact activity makes events redundant
+      // Exact activity makes events redundant; the timer stays, not started,
+      // for when CUPTI is released (Session::ReleaseCupti).
       choice.source = Source::kCupti;
       choice.reason = absl::StrCat("activity records from ", backends.activity->name());
       return choice;

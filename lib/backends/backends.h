@@ -38,7 +38,8 @@ struct SourceChoice {
 // The ladder of DESIGN.md §3: `cupti` if the activity source starts, else
 // `events` if the device timer starts, else `host`. Starts the winner, and
 // resets (to null) every GPU backend that lost, so nothing half-started stays
-// attached. The reason names each failed rung and its error.
+// attached; when `cupti` wins, the device timer stays, not started, for
+// Session::ReleaseCupti(). The reason names each failed rung and its error.
 SourceChoice SelectSource(Backends& backends);
 
 }  // namespace gpuscope::internal

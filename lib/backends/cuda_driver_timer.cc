@@ -34,6 +34,7 @@ struct CUstream_st;
 using CUstream = CUstream_st*;
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorNotReady = 600;
+constexpr CUresult kCudaNotInitialized = 3;
 constexpr unsigned kEventDefault = 0;       // CU_EVENT_DEFAULT: timing enabled
 constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 
@@ -466,5 +467,17 @@ std::string CudaDriverLibraryName() {
 }
 
 std::unique_ptr<DeviceTimer> MakeCudaDriverTimer() { return std::make_unique<CudaDriverTimer>(); }
+
+absl::Status CudaInitializedInProcess() {
+  absl::StatusOr<const Driver*> d = LoadDriver();
+  if (!d.ok()) return d.status();
+  CUcontext ctx = nullptr;
+  if ((*d)->CtxGetCurrent(&ctx) == kCudaNotInitialized) {
+    return absl::FailedPreconditionError(
+        "CUDA was not initialized in this process when the session started (create the session "
+        "after the framework has used the GPU, e.g. after model.cuda())");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace gpuscope::internal

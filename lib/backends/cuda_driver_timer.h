@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "backends/device_timer.h"
 
 namespace gpuscope::internal {
@@ -31,6 +32,10 @@ std::string CudaDriverLibraryName();
 // A timer over the CUDA driver. Start() fails (lowering the session to host)
 // when the library cannot be loaded, lacks an entry point, or cuInit fails.
 std::unique_ptr<DeviceTimer> MakeCudaDriverTimer();
+
+// OkStatus() when the CUDA driver loads and CUDA has been initialized in
+// this process (by the framework: gpuscope never calls cuInit); else why not.
+absl::Status CudaInitializedInProcess();
 
 }  // namespace gpuscope::internal
 

@@ -284,8 +284,8 @@ void Aggregator::ReleaseMarkers(const PendingStep& p) {
   }
 }
 
-Aggregator::Resolution Aggregator::ResolveFromActivity() {
-  acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_));
+Aggregator::Resolution Aggregator::ResolveFromActivity(bool final) {
+  acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_, final));
   for (const DeviceInterval& a : acts_) {
     const int device = static_cast<int>(a.device);
     if (IsDeviceActivity(a.kind) &&
@@ -351,9 +351,9 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
   }
 }
 
-Aggregator::Resolution Aggregator::ResolvePending() {
+Aggregator::Resolution Aggregator::ResolvePending(bool final) {
   if (!resolving_) return Resolution::kOk;
-  if (activity_ != nullptr) return ResolveFromActivity();
+  if (activity_ != nullptr) return ResolveFromActivity(final);
   if (timer_ == nullptr) return Resolution::kOk;
   while (!pending_.empty()) {
     PendingStep& p = pending_.front();

@@ -101,7 +101,8 @@ class Aggregator {
   // Non-blocking: for pending steps in order, asks the timer about their
   // markers; a step whose markers all completed gets its device numbers and
   // its markers back in the pool. Stops at the first step still waiting.
-  Resolution ResolvePending();
+  // `final` (at close): the activity source flushes what it holds.
+  Resolution ResolvePending(bool final = false);
 
   // Releases the markers of every pending step, which then keeps its host
   // numbers only (the source was lowered, or the session closes).
@@ -169,7 +170,7 @@ class Aggregator {
   // Forgets lane history once the steps pending now are resolved.
   void QueueForget();
   void ApplyDeviceResult(PendingStep& p);
-  Resolution ResolveFromActivity();
+  Resolution ResolveFromActivity(bool final);
   void ApplyActivityResult(const PendingStep& p);
   PhaseSample* FindSample(uint16_t phase_id, uint64_t step_index);
   void DiscardScratch();  // drops the scratch records, releasing their markers

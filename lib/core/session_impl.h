@@ -72,6 +72,7 @@ class SessionImpl final : public Pumpable {
   void Flush();
   size_t queued_records() const { return queue_.SizeApprox(); }
   void Close();
+  void ReleaseCupti();
 
   // Pumpable (worker, with the worker's lock held).
   void Pump() override;
@@ -121,10 +122,10 @@ class SessionImpl final : public Pumpable {
   // A device marker on `stream`, or kNoEvent (no device timer, no stream,
   // source lowered, pool empty).
   uint32_t RecordMarker(uint64_t stream) noexcept {
-    if (timer_ == nullptr || stream == kNoStream || !events_on_.load(std::memory_order_relaxed)) {
-      return kNoEvent;
-    }
-    return timer_->Record(stream);
+    // events_on_ is set (release) after hot_timer_, and cleared first.
+    if (stream == kNoStream || !events_on_.load(std::memory_order_acquire)) return kNoEvent;
+    DeviceTimer* timer = hot_timer_.load(std::memory_order_relaxed);
+    return timer != nullptr ? timer->Record(stream) : kNoEvent;
   }
   void LowerToHost(const absl::Status& why);  // requires agg_mu_
   void PumpLocked();        // requires agg_mu_
@@ -140,8 +141,10 @@ class SessionImpl final : public Pumpable {
   const TscClock* const tsc_;    // non-null: scopes are stamped in TSC ticks
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
-  DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null
-  ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won
+  DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null (agg_mu_)
+  std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
+  ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
+  DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction

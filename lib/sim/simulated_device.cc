@@ -126,7 +126,7 @@ class SimulatedActivity final : public ActivitySource {
     return absl::OkStatus();
   }
 
-  int64_t Drain(std::vector<DeviceInterval>* out) override {
+  int64_t Drain(std::vector<DeviceInterval>* out, bool) override {
     const int64_t now = state_->Now();
     std::lock_guard<std::mutex> lock(state_->activity_mu);
     // Like CUPTI, deliver what has completed; the rest stays for later.
@@ -136,7 +136,11 @@ class SimulatedActivity final : public ActivitySource {
     records_ += static_cast<uint64_t>(done - held.begin());
     out->insert(out->end(), held.begin(), done);
     held.erase(held.begin(), done);
-    return now;
+    // Complete before the earliest work still running or queued: a step
+    // that work overlaps must wait for its record.
+    int64_t horizon = now;
+    for (const DeviceInterval& a : held) horizon = std::min(horizon, a.begin_ns);
+    return horizon;
   }
 
   uint64_t records() const override { return records_; }

@@ -4,6 +4,8 @@
 // and the fallbacks (refused subscription, no records yet).
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -176,6 +178,25 @@ TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
   }
 }
 
+// A kernel still running when its step ends has no record yet: the step
+// must wait for it, however often the worker drains meanwhile.
+TEST(ActivityTest, AStepWaitsForWorkStillRunningWhenItEnded) {
+  auto clock = std::make_shared<ManualClock>();
+  auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
+  Session session(Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
+  {
+    StepScope step(session);
+    gpu->Launch(20 * kMs);  // runs past the step's end
+    clock->Advance(5 * kMs);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the worker drains, repeatedly
+  EXPECT_EQ(session.Summarize().pending_steps, 1);
+  clock->Advance(100 * kMs);
+  const Summary s = session.Summarize();
+  ASSERT_EQ(s.gpu_steps, 1);
+  EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 0.0);  // the kernel covered the whole step
+}
+
 TEST(ActivityTest, TwoDevicesEachGetExactNumbers) {
   ActivityLoop loop;
   loop.gpu->PlaceStream(7, /*device=*/1);
@@ -246,6 +267,32 @@ TEST(ActivityTest, NoRecordsYetMeansNoGpuNumbersAndSaysWhy) {
   EXPECT_TRUE(std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
     return f.id == "host-only" && f.recommendation.find("no activity records") != std::string::npos;
   }));
+}
+
+TEST(ActivityTest, ReleasingCuptiLowersToEventsAndTheLoopGoesOn) {
+  ActivityLoop loop;
+  const auto step = [&] {
+    loop.Step([&] {
+      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(30 * kMs); }
+      PhaseScope p(*loop.session, Phase::kForward);
+      loop.gpu->Launch(10 * kMs);
+      loop.clock->Advance(loop.gpu->Synchronize());
+    });
+  };
+  for (int i = 0; i < 3; ++i) step();
+  loop.clock->Advance(kMs);
+  EXPECT_EQ(loop.session->Summarize().source, Source::kCupti);
+  loop.session->ReleaseCupti();
+  EXPECT_EQ(loop.session->source(), Source::kEvents);
+  for (int i = 0; i < 3; ++i) step();
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.source, Source::kEvents);
+  EXPECT_THAT(s.source_reason, HasSubstr("CUPTI released"));
+  EXPECT_EQ(s.gpu_steps, 6);  // three exact, three from events (75 % is exact for both here)
+  EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 75.0);
+  EXPECT_EQ(loop.gpu->live_markers(), 0);
+  loop.session->ReleaseCupti();  // again: nothing to do
+  EXPECT_EQ(loop.session->source(), Source::kEvents);
 }
 
 TEST(ActivityTest, SummaryWithActivityRoundTripsThroughJson) {

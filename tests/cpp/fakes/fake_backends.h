@@ -64,7 +64,7 @@ class FakeActivitySource final : public internal::ActivitySource {
     ++calls_->starts;
     return start_status_;
   }
-  int64_t Drain(std::vector<internal::DeviceInterval>*) override { return 0; }
+  int64_t Drain(std::vector<internal::DeviceInterval>*, bool) override { return 0; }
   uint64_t records() const override { return 0; }
   uint64_t dropped() const override { return 0; }
   void Stop() override { ++calls_->stops; }

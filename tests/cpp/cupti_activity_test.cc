@@ -1,0 +1,245 @@
+// The CUPTI source's own code (dlopen, subscription policy, buffer pool,
+// record parsing, correlation of launches, timestamps, clean detach) against
+// a fake CUPTI loaded the way libcupti.so would be (GPUSCOPE_LIBCUPTI), with
+// the fake CUDA driver for "is CUDA initialized". Built twice: against a
+// CUPTI 13 fake (cuptiSubscribe_v2, timestamp callback) and, with
+// FAKE_CUPTI_V1, an older one (neither).
+//
+// These tests use the real clock; assertions leave margins for sleeps that
+// overrun, except where the numbers follow from the records alone.
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "backends/clock.h"
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gtest/gtest.h"
+
+extern "C" {
+void fake_cuda_create_context();
+void fake_cupti_hold(const char* name);
+void fake_cupti_release();
+int fake_cupti_subscribed();
+const char* fake_cupti_subscriber_name();
+int fake_cupti_enabled_kinds();
+int fake_cupti_finalize_calls();
+void fake_cupti_drop(size_t n);
+void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t end_ns);
+void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, uint32_t stream,
+                            uint32_t correlation);
+void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind, uint8_t src_kind,
+                            uint8_t dst_kind, uint64_t bytes, uint32_t correlation);
+void fake_cupti_emit_sync(int64_t start_ns, int64_t end_ns);
+int cuptiSubscribe(void** subscriber, void* callback, void* userdata);
+}
+
+namespace gpuscope {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+constexpr int64_t kMs = 1'000'000;
+
+void SleepMs(int ms) { std::this_thread::sleep_for(milliseconds(ms)); }
+int64_t Now() { return internal::ReadMonotonicNs(); }
+
+// Runs `steps` steps: data sleeps 10 ms; forward launches a 5 ms kernel
+// (an API record, then the kernel record it correlates with) and waits for
+// it (a 5 ms sync record). Returns when every step has GPU numbers.
+Summary StarvedLoop(Session& s, int steps) {
+  static uint32_t correlation = 100;
+  for (int i = 0; i < steps; ++i) {
+    StepScope step(s);
+    { PhaseScope p(s, Phase::kData); SleepMs(10); }
+    PhaseScope p(s, Phase::kForward);
+    const int64_t launch = Now();
+    fake_cupti_emit_api(++correlation, launch, launch + 10'000);
+    fake_cupti_emit_kernel(launch + 20'000, launch + 20'000 + 5 * kMs, 0, 7, correlation);
+    SleepMs(6);
+    fake_cupti_emit_sync(launch + 20'000, launch + 20'000 + 5 * kMs);
+  }
+  Summary sm;
+  for (int i = 0; i < 400; ++i) {
+    sm = s.Summarize();
+    if (sm.gpu_steps == steps) break;
+    SleepMs(5);
+  }
+  return sm;
+}
+
+#ifndef FAKE_CUPTI_V1
+
+TEST(CuptiActivityTest, SubscribesByNameAndGivesExactNumbers) {
+  fake_cuda_create_context();
+  Session session(Options{.window = 5, .flush_interval_ms = 1});
+  ASSERT_EQ(session.source(), Source::kCupti) << session.Summarize().source_reason;
+  EXPECT_STREQ(fake_cupti_subscriber_name(), "gpuscope");
+  EXPECT_EQ(fake_cupti_enabled_kinds(), 6);  // kernels, copies, memsets, syncs, runtime, driver
+  const Summary s = StarvedLoop(session, 5);
+  ASSERT_EQ(s.source, Source::kCupti) << s.source_reason;
+  ASSERT_EQ(s.gpu_steps, 5);
+  // Busy is exactly the five 5 ms kernels, whatever the sleeps took.
+  const double truth = 100.0 * (1 - 5 * 0.005 / s.window_time);
+  EXPECT_NEAR(*s.gpu_idle_pct, truth, 1e-6);
+  EXPECT_GT(s.idle_by_cause.at("data"), 0.8 * 100 * s.FindPhase("data")->total / s.window_time);
+  // The kernel is charged to forward, which launched it (correlation id).
+  EXPECT_NEAR(s.FindPhase("forward")->device.p50, 0.005, 1e-9);
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_DOUBLE_EQ(s.activity->kernels_per_step, 1);
+  EXPECT_DOUBLE_EQ(s.activity->syncs_per_step, 1);
+  EXPECT_NEAR(s.activity->sync_time_per_step, 0.005, 1e-9);
+}
+
+TEST(CuptiActivityTest, CopiesArePagedOrPinnedAndDropsAreCounted) {
+  fake_cuda_create_context();
+  Session session(Options{.window = 3, .flush_interval_ms = 1});
+  ASSERT_EQ(session.source(), Source::kCupti);
+  fake_cupti_drop(7);
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(session);
+    const int64_t t = Now();
+    fake_cupti_emit_memcpy(t, t + kMs, /*HtoD*/ 1, /*pageable*/ 1, /*device*/ 3, 4096, 0);
+    fake_cupti_emit_memcpy(t + kMs, t + 2 * kMs, /*DtoH*/ 2, /*device*/ 3, /*pinned*/ 2, 4, 0);
+    SleepMs(3);
+  }
+  Summary s;
+  for (int i = 0; i < 400 && s.gpu_steps < 3; ++i, SleepMs(5)) s = session.Summarize();
+  ASSERT_EQ(s.gpu_steps, 3);
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_DOUBLE_EQ(s.activity->copies_per_step, 2);
+  EXPECT_DOUBLE_EQ(s.activity->pageable_copies_per_step, 1);
+  EXPECT_DOUBLE_EQ(s.activity->h2d_bytes_per_step, 4096);
+  EXPECT_DOUBLE_EQ(s.activity->d2h_bytes_per_step, 4);
+  EXPECT_EQ(s.activity->dropped_records, 7);
+}
+
+TEST(CuptiActivityTest, AProfilerHoldingCuptiMeansEventsAndItIsNamed) {
+  fake_cuda_create_context();
+  fake_cupti_hold("CUPTI for torch.profiler");
+  Session session(Options{.flush_interval_ms = 1, .stream = 0});
+  EXPECT_EQ(session.source(), Source::kEvents);
+  EXPECT_THAT(session.Summarize().source_reason,
+              HasSubstr("MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI is held by CUPTI for torch.profiler"));
+  fake_cupti_release();
+}
+
+TEST(CuptiActivityTest, AnInjectedProfilerIsLeftAlone) {
+  fake_cuda_create_context();
+  setenv("CUDA_INJECTION64_PATH", "/opt/nsight/libToolsInjection64.so", 1);
+  Session session(Options{.flush_interval_ms = 1, .stream = 0});
+  unsetenv("CUDA_INJECTION64_PATH");
+  EXPECT_EQ(session.source(), Source::kEvents);
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("CUDA_INJECTION64_PATH is set"));
+  EXPECT_EQ(fake_cupti_subscribed(), 0);
+}
+
+TEST(CuptiActivityTest, ClosingDetachesSoThatAProfilerCanSubscribe) {
+  fake_cuda_create_context();
+  {
+    Session session(Options{.flush_interval_ms = 1});
+    ASSERT_EQ(session.source(), Source::kCupti);
+    EXPECT_EQ(fake_cupti_subscribed(), 1);
+    // While gpuscope holds CUPTI, a profiler that subscribes is refused
+    // (what torch.profiler meets on CUPTI before 13.2).
+    void* other = nullptr;
+    EXPECT_EQ(cuptiSubscribe(&other, nullptr, nullptr), 39);
+  }
+  EXPECT_EQ(fake_cupti_subscribed(), 0);
+  EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
+  EXPECT_EQ(fake_cupti_finalize_calls(), 0) << "never cuptiFinalize: another subscriber may exist";
+  void* profiler = nullptr;
+  EXPECT_EQ(cuptiSubscribe(&profiler, nullptr, nullptr), 0) << "a profiler can subscribe after close";
+  // ... and while it holds CUPTI, a new gpuscope session steps aside.
+  Session later(Options{.flush_interval_ms = 1, .stream = 0});
+  EXPECT_EQ(later.source(), Source::kEvents);
+  fake_cupti_release();
+}
+
+TEST(CuptiActivityTest, ReleaseCuptiHandsItBackAndGoesOnWithEvents) {
+  fake_cuda_create_context();
+  Session session(Options{.window = 4, .flush_interval_ms = 1, .stream = 0});
+  ASSERT_EQ(session.source(), Source::kCupti);
+  StarvedLoop(session, 2);
+  session.ReleaseCupti();
+  EXPECT_EQ(session.source(), Source::kEvents);
+  EXPECT_EQ(fake_cupti_subscribed(), 0);
+  EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
+  void* profiler = nullptr;
+  EXPECT_EQ(cuptiSubscribe(&profiler, nullptr, nullptr), 0) << "a profiler can subscribe now";
+  // The loop goes on, timed by CUDA events once the timer is armed.
+  Summary s;
+  for (int i = 0; i < 400 && s.gpu_steps < 4; ++i) {
+    { StepScope step(session); PhaseScope p(session, Phase::kData); SleepMs(2); }
+    s = session.Summarize();
+  }
+  EXPECT_EQ(s.source, Source::kEvents);
+  EXPECT_THAT(s.source_reason, HasSubstr("CUPTI released"));
+  EXPECT_EQ(s.gpu_steps, 4);
+  fake_cupti_release();
+}
+
+TEST(CuptiActivityTest, NotBeforeTheFrameworkInitializedCuda) {
+  Session session(Options{.flush_interval_ms = 1, .stream = 0});  // no context yet
+  EXPECT_EQ(session.source(), Source::kEvents);
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("CUDA was not initialized"));
+  EXPECT_EQ(fake_cupti_subscribed(), 0);
+}
+
+TEST(CuptiActivityTest, OffMeansOff) {
+  fake_cuda_create_context();
+  Session session(Options{.flush_interval_ms = 1, .stream = 0, .cupti = Cupti::kOff});
+  EXPECT_EQ(session.source(), Source::kEvents);
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("CUPTI is off"));
+  setenv("GPUSCOPE_CUPTI", "off", 1);
+  Session by_env(Options{.flush_interval_ms = 1, .stream = 0});
+  unsetenv("GPUSCOPE_CUPTI");
+  EXPECT_EQ(by_env.source(), Source::kEvents);
+}
+
+TEST(CuptiActivityTest, OneGpuscopeSessionAtATime) {
+  fake_cuda_create_context();
+  Session first(Options{.flush_interval_ms = 1});
+  Session second(Options{.flush_interval_ms = 1, .stream = 0});
+  EXPECT_EQ(first.source(), Source::kCupti);
+  EXPECT_EQ(second.source(), Source::kEvents);
+}
+
+#else  // FAKE_CUPTI_V1: CUPTI 12.8, no cuptiSubscribe_v2, no timestamp callback
+
+TEST(CuptiV1Test, OlderCuptiOnlyWhenAsked) {
+  fake_cuda_create_context();
+  Session session(Options{.flush_interval_ms = 1, .stream = 0});
+  EXPECT_EQ(session.source(), Source::kEvents);
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("has no cuptiSubscribe_v2"));
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("cupti=True"));
+  EXPECT_EQ(fake_cupti_subscribed(), 0);
+}
+
+TEST(CuptiV1Test, AskedForItUsesItAndCalibratesItsClock) {
+  fake_cuda_create_context();
+  Session session(Options{.window = 4, .flush_interval_ms = 1, .cupti = Cupti::kOn});
+  ASSERT_EQ(session.source(), Source::kCupti) << session.Summarize().source_reason;
+  // The fake stamps records on its own clock, 1 s ahead of CLOCK_MONOTONIC:
+  // calibration maps them back (to within the calibration's few us).
+  const Summary s = StarvedLoop(session, 4);
+  ASSERT_EQ(s.gpu_steps, 4);
+  const double truth = 100.0 * (1 - 4 * 0.005 / s.window_time);
+  EXPECT_NEAR(*s.gpu_idle_pct, truth, 0.5);
+  EXPECT_NEAR(s.FindPhase("forward")->device.p50, 0.005, 1e-6);
+}
+
+#endif
+
+}  // namespace
+}  // namespace gpuscope
+
+int main(int argc, char** argv) {
+  setenv("GPUSCOPE_LIBCUDA", FAKE_LIBCUDA_PATH, 1);
+  setenv("GPUSCOPE_LIBCUPTI", FAKE_LIBCUPTI_PATH, 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
