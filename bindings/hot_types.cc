@@ -575,19 +575,31 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   static const char* kKeywords[] = {"window",         "enabled",           "max_phases",
                                     "queue_capacity", "flush_interval_ms", "clock",
-                                    "stream",         "simulated_device",  nullptr};
+                                    "stream",         "simulated_device",  "cupti",
+                                    nullptr};
   Options options;
   int enabled = 1;
   PyObject* clock = Py_None;
   PyObject* stream = Py_None;
   PyObject* simulated = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOO:Session", const_cast<char**>(kKeywords),
+  PyObject* cupti = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOO:Session", const_cast<char**>(kKeywords),
                                    &options.window, &enabled, &options.max_phases,
                                    &options.queue_capacity, &options.flush_interval_ms, &clock,
-                                   &stream, &simulated)) {
+                                   &stream, &simulated, &cupti)) {
     return -1;
   }
   options.enabled = enabled != 0;
+  if (cupti == Py_True) {
+    options.cupti = Cupti::kOn;
+  } else if (cupti == Py_False) {
+    options.cupti = Cupti::kOff;
+  } else if (cupti != Py_None) {
+    PyErr_SetString(PyExc_TypeError,
+                    "cupti must be None (use CUPTI when it can be shared), True (also older CUPTI, "
+                    "which then blocks torch.profiler until release_cupti()) or False");
+    return -1;
+  }
   if (stream != Py_None) {
     uint64_t handle = 0;
     if (!StreamHandleOf(stream, &handle)) return -1;
@@ -670,7 +682,10 @@ bool StreamHandleOf(PyObject* stream, uint64_t* out) {
   Py_INCREF(value);
   if (!PyLong_Check(value)) {
     Py_SETREF(value, PyObject_GetAttrString(stream, "cuda_stream"));
-    if (value == nullptr) PyErr_Clear();
+    if (value == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;  // KeyboardInterrupt...
+      PyErr_Clear();
+    }
   }
   bool ok = value != nullptr && PyLong_Check(value);
   if (ok) {
@@ -937,6 +952,13 @@ PyObject* SessionSetStream(PyObject* self, PyObject* stream) {
   Py_RETURN_NONE;
 }
 
+PyObject* SessionReleaseCupti(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  Py_BEGIN_ALLOW_THREADS session->ReleaseCupti();
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 PyObject* SessionSimulated(PyObject* self, void*) {
   PyObject* sim = reinterpret_cast<SessionObject*>(self)->simulated;
   return Py_NewRef(sim != nullptr ? sim : Py_None);
@@ -984,6 +1006,9 @@ PyMethodDef kSessionMethods[] = {
     {"set_stream", SessionSetStream, METH_O,
      "set_stream(stream) -> marks steps and phases from now on on this device stream (a "
      "torch.cuda.Stream, or a CUstream as an int), instead of following torch's current stream."},
+    {"release_cupti", SessionReleaseCupti, METH_NOARGS,
+     "release_cupti() -> gives CUPTI back (so that torch.profiler or Nsight can use it); the "
+     "session goes on with CUDA events. No-op unless the source is 'cupti'."},
     {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},

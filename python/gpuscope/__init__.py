@@ -23,9 +23,43 @@ import atexit
 import threading
 from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, Union
 
-from . import _gpuscope, testing
-from ._session import Session, _decorate, _torch_stream
-from ._summary import ActivityStats, DeviceStats, Finding, PhaseStats, Quantiles, Summary, diagnose_summary
+import importlib.util
+import os
+
+def _cupti_search_path() -> None:
+    """Points the C++ CUPTI loader at PyPI's CUPTI (nvidia-cuda-cupti, or the
+    CUDA 13 wheel) when installed, without importing it. A libcupti already
+    loaded in the process (torch's) still wins, and GPUSCOPE_CUPTI_PATH set by
+    the user is left alone."""
+    if os.environ.get("GPUSCOPE_CUPTI_PATH"):
+        return
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return
+    dirs = []
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        for sub in ("cuda_cupti/lib", "cu13/lib", "cu12/lib"):
+            d = os.path.join(root, sub)
+            if os.path.isdir(d):
+                dirs.append(d)
+    if dirs:
+        os.environ["GPUSCOPE_CUPTI_PATH"] = os.pathsep.join(dirs)
+
+
+_cupti_search_path()
+
+from . import _gpuscope, testing  # noqa: E402
+from ._session import Session, _decorate, _torch_stream  # noqa: E402
+from ._summary import (  # noqa: E402
+    ActivityStats,
+    DeviceStats,
+    Finding,
+    PhaseStats,
+    Quantiles,
+    Summary,
+    diagnose_summary,
+)
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError

@@ -15,7 +15,8 @@ class Session(_gpuscope._Session):
     """Records the steps and phases of one training loop.
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=16384,
-    flush_interval_ms=10, clock=None, stream=None, simulated_device=None)``;
+    flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
+    cupti=None)``;
     every argument has a default. Invalid values raise ``ValueError``;
     ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
 
@@ -27,6 +28,14 @@ class Session(_gpuscope._Session):
     ``gpuscope.testing.SimulatedDevice``) times a simulated GPU instead, for
     tests and demos; ``GPUSCOPE_SIMULATE=1`` does the same for every session.
     ``s.source`` says which source is in use.
+
+    CUPTI (exact GPU idle, launch gaps, copies, syncs): ``cupti=None`` uses it
+    when the library can share it (CUPTI 13+: ``cuptiSubscribe_v2``), no
+    profiler injected itself, and CUDA is already initialized (create the
+    session after the model is on the GPU); ``cupti=True`` also takes an older
+    CUPTI, which then keeps torch.profiler from recording GPU events until
+    ``release_cupti()`` or ``close()``; ``cupti=False`` never uses it. Without
+    CUPTI, CUDA events give a lower bound.
 
     One thread records into a session: the first one that opens a scope. Use
     it from another thread and ``GpuscopeError`` says so. ``summary()``,

@@ -1,6 +1,8 @@
 """The cupti source from Python, on the simulated device's activity records:
 exact idle %, launch gaps, copies and syncs per step, fallbacks."""
 
+import os
+
 import pytest
 
 import gpuscope as gs
@@ -94,3 +96,41 @@ def test_dropped_records_are_counted(clock):
 def test_bad_copy_kind(gpu):
     with pytest.raises(ValueError, match="h2d"):
         gpu.launch_copy("sideways", 1, 1)
+
+
+def test_release_cupti_goes_on_with_events(clock, gpu):
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    for _ in range(2):
+        with s.step():
+            gpu.launch(MS)
+            clock.advance(gpu.synchronize())
+    clock.advance(MS)
+    assert s.summary().source == "cupti"
+    s.release_cupti()
+    assert s.source == "events"
+    with s.step():
+        gpu.launch(MS)
+        clock.advance(gpu.synchronize())
+    clock.advance(MS)
+    sm = s.summary()
+    assert sm.source == "events" and "CUPTI released" in sm.source_reason
+    assert sm.gpu_steps == 3
+    s.release_cupti()  # again: nothing to do
+
+
+def test_cupti_argument(clock):
+    assert gs.Session(clock=clock, cupti=False).source == "host"
+    with pytest.raises(TypeError, match="cupti must be"):
+        gs.Session(cupti="yes")
+
+
+def test_cupti_search_path_points_at_pypi_wheels(tmp_path, monkeypatch):
+    nvidia = tmp_path / "nvidia"
+    (nvidia / "cuda_cupti" / "lib").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("GPUSCOPE_CUPTI_PATH", raising=False)
+    gs._cupti_search_path()
+    assert os.environ["GPUSCOPE_CUPTI_PATH"].split(os.pathsep)[0] == str(nvidia / "cuda_cupti" / "lib")
+    monkeypatch.setenv("GPUSCOPE_CUPTI_PATH", "/mine")
+    gs._cupti_search_path()
+    assert os.environ["GPUSCOPE_CUPTI_PATH"] == "/mine"
