@@ -36,7 +36,7 @@ const char* PhaseNameProblem(std::string_view name) noexcept {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) return "control character";
   }
-  if (name == kOtherPhaseName) return "reserved";
+  if (name == kOtherPhaseName || name == kLaunchCauseName) return "reserved";
   return nullptr;
 }
 
@@ -62,6 +62,11 @@ absl::Status ValidatePhaseName(std::string_view name) {
   if (name == kOtherPhaseName) {
     return absl::InvalidArgumentError(
         "'other' is reserved for step time outside every phase: choose another name");
+  }
+  if (name == kLaunchCauseName) {
+    return absl::InvalidArgumentError(
+        "'launch' is reserved for GPU idle in kernel-launch gaps: choose another name, e.g. "
+        "\"launch_kernels\"");
   }
   return absl::OkStatus();
 }

@@ -69,8 +69,8 @@ std::string_view ScopeStatusMessage(ScopeStatus status) {
     case ScopeStatus::kTooDeep:
       return "too many open scopes (kMaxOpenScopes): end scopes before opening more";
     case ScopeStatus::kInvalidPhase:
-      return "invalid phase: names must be 1-64 printable bytes, not 'other', and fit in "
-             "Options::max_phases; ids must come from this session";
+      return "invalid phase: names must be 1-64 printable bytes, not 'other' or 'launch', and "
+             "fit in Options::max_phases; ids must come from this session";
     case ScopeStatus::kEndedOutOfOrder:
       return "a scope was ended while scopes opened inside it were still open; they were closed "
              "with it: end scopes in reverse order of beginning";
@@ -154,7 +154,7 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
 SessionImpl::~SessionImpl() {
   Close();
   if (InForkedChild()) return;  // the parent's devices are not ours to touch
-  if (backends_.activity != nullptr) backends_.activity->Stop();
+  // The activity source was stopped by Close() (or ReleaseCupti()).
   if (timer_ != nullptr) {
     // Scopes cannot outlive the session: whatever they left is here now.
     // Records that arrived after Close() and scopes still open return their
@@ -520,14 +520,19 @@ void SessionImpl::Flush() {
   PumpLocked();
 }
 
+void SessionImpl::StopActivityLocked() {
+  if (activity_ == nullptr) return;
+  aggregator_.ResolvePending(/*final=*/true);  // what the records already cover keeps its numbers
+  activity_->Stop();
+  aggregator_.DropPending();
+}
+
 void SessionImpl::ReleaseCupti() {
   if (InForkedChild()) return;
   std::lock_guard<std::mutex> lock(agg_mu_);
   if (activity_ == nullptr) return;
   DrainQueueLocked();
-  aggregator_.ResolvePending(/*final=*/true);  // what the records already cover keeps its numbers
-  activity_->Stop();
-  aggregator_.DropPending();
+  StopActivityLocked();
   aggregator_.SetActivitySource(nullptr, kDefaultLaunchThresholdNs);
   activity_ = nullptr;
   std::string why = "CUPTI released (ReleaseCupti / release_cupti())";
@@ -559,6 +564,11 @@ void SessionImpl::Close() {
   if (InForkedChild()) return;  // the parent's worker is not ours to touch
   if (registered_.exchange(false)) Worker::Get().Unregister(this);
   Flush();
+  {
+    // A closed session holds CUPTI no longer: a profiler may subscribe.
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    StopActivityLocked();
+  }
   if (timer_ != nullptr) {
     // Markers of steps still waiting for the GPU go back to the pool: after
     // Close() nothing asks for them again.

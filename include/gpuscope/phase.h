@@ -51,6 +51,10 @@ inline constexpr int kMaxPhaseNameLength = 64;
 // registered as a phase name.
 inline constexpr std::string_view kOtherPhaseName = "other";
 
+// The idle cause for launch gaps (Summary::idle_by_cause); reserved too, so
+// that a phase cannot share its entry.
+inline constexpr std::string_view kLaunchCauseName = "launch";
+
 // PhaseName()
 //
 // The lower-case name of a built-in phase: "data", "h2d", "forward", ...

@@ -1,8 +1,10 @@
 #include "backends/cupti_activity.h"
 
 #include <link.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -40,14 +42,18 @@ using BufferCompletedFn = void (*)(void* ctx, uint32_t stream_id, uint8_t* buffe
                                    size_t valid_size);
 using TimestampFn = uint64_t (*)();
 
-// CUpti_SubscriberParams as of CUPTI 13.0 (later versions append fields and
-// read structSize to know which are there).
+// CUpti_SubscriberParams: CUPTI 13.0 has the first four fields, 13.2
+// appends allowMultipleSubscribers; structSize says which are there.
 struct SubscriberParams {
   size_t struct_size;
   const char* subscriber_name;
   char* old_subscriber_name;
   size_t old_subscriber_size;
+  uint8_t allow_multiple_subscribers;
 };
+constexpr size_t kSubscriberParamsSize130 = offsetof(SubscriberParams, allow_multiple_subscribers);
+constexpr size_t kSubscriberParamsSize132 = sizeof(SubscriberParams);
+constexpr CUptiResult kInvalidParameter = 1;
 
 struct CuptiApi {
   CUptiResult (*GetVersion)(uint32_t*) = nullptr;
@@ -139,6 +145,7 @@ constexpr size_t kBufferBytes = 1 << 20;  // CUPTI's records are 8-byte aligned
 constexpr size_t kBuffers = 16;
 constexpr int64_t kFlushIntervalNs = 20'000'000;
 constexpr int64_t kMinSettleNs = 1'000'000;
+constexpr int64_t kMaxSettleNs = 1'000'000'000;
 constexpr size_t kCorrelationSlots = 1 << 16;
 constexpr uint32_t kKinds[] = {cupti::kConcurrentKernel, cupti::kMemcpy, cupti::kMemset,
                                cupti::kSynchronization, cupti::kRuntime, cupti::kDriver};
@@ -158,7 +165,8 @@ struct Hub {
   std::array<Completed, kBuffers> completed{};
   size_t completed_count = 0;
   uint64_t refused = 0;  // requests that found no free buffer
-  const CuptiApi* api = nullptr;
+  // cuptiActivityGetNumDroppedRecords while a session owns CUPTI, else null.
+  CUptiResult (*get_dropped)(void*, uint32_t, size_t*) = nullptr;
   std::atomic<uint64_t> dropped{0};
 
   uint8_t* Buffer(size_t i) { return storage.get() + i * kBufferBytes; }
@@ -190,8 +198,13 @@ void BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
 
 void BufferCompleted(void* ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid) {
   Hub& h = TheHub();
+  CUptiResult (*get_dropped)(void*, uint32_t, size_t*) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(h.mu);
+    get_dropped = h.get_dropped;
+  }
   size_t dropped = 0;
-  if (h.api != nullptr && h.api->GetNumDroppedRecords(ctx, stream_id, &dropped) == kSuccess) {
+  if (get_dropped != nullptr && get_dropped(ctx, stream_id, &dropped) == kSuccess) {
     h.dropped.fetch_add(dropped, std::memory_order_relaxed);
   }
   if (buffer == nullptr) return;
@@ -238,19 +251,28 @@ class CuptiActivity final : public ActivitySource {
         return absl::FailedPreconditionError("another gpuscope session holds CUPTI (one at a time)");
       }
     }
-    // Subscribe: named where the library can, older CUPTI only when asked.
+    // Subscribe: shared and named where the library can share (13.2+);
+    // an older CUPTI (one subscriber: a profiler started later would record
+    // no GPU events) only when asked.
+    const bool can_share = api_.SubscribeV2 != nullptr && version >= cupti::kFirstSharingVersion;
+    if (!can_share && mode_ != Cupti::kOn) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "CUPTI ", version, " allows one subscriber (sharing needs 13.2 and cuptiSubscribe_v2): "
+          "gpuscope takes it only when asked (Options::cupti = Cupti::kOn, cupti=True, "
+          "GPUSCOPE_CUPTI=on), so that torch.profiler keeps recording GPU events"));
+    }
     CUptiResult r = kSuccess;
     char old_name[256] = {0};
     if (api_.SubscribeV2 != nullptr) {
-      SubscriberParams params{sizeof(SubscriberParams), "gpuscope", old_name, sizeof(old_name)};
+      SubscriberParams params{can_share ? kSubscriberParamsSize132 : kSubscriberParamsSize130, "gpuscope",
+                              old_name, sizeof(old_name), 1};
       r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, &params);
-    } else if (mode_ == Cupti::kOn) {
-      r = api_.Subscribe(&subscriber_, IgnoreCallback, nullptr);
+      if (r == kInvalidParameter && can_share) {  // a build that does not know the field
+        params.struct_size = kSubscriberParamsSize130;
+        r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, &params);
+      }
     } else {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "CUPTI ", version, " has no cuptiSubscribe_v2 and allows one subscriber: gpuscope takes it "
-          "only when asked (Options::cupti = Cupti::kOn, cupti=True, GPUSCOPE_CUPTI=on), so that "
-          "torch.profiler keeps recording GPU events"));
+      r = api_.Subscribe(&subscriber_, IgnoreCallback, nullptr);
     }
     if (r != kSuccess) {
       subscriber_ = nullptr;
@@ -264,14 +286,15 @@ class CuptiActivity final : public ActivitySource {
     {
       Hub& h = TheHub();
       std::lock_guard<std::mutex> lock(h.mu);
+      // Buffers CUPTI may still hold from an earlier session stay in use.
       if (h.storage == nullptr) h.storage.reset(new uint8_t[kBuffers * kBufferBytes]);
-      h.in_use.fill(false);
       h.completed_count = 0;
-      h.api = &api_;
+      h.get_dropped = api_.GetNumDroppedRecords;
       h.active = true;
     }
     owner_ = true;
     started_ = true;
+    pid_ = getpid();
     dropped_at_start_ = TheHub().dropped.load(std::memory_order_relaxed);
     timestamps_are_host_ = api_.RegisterTimestampCallback != nullptr &&
                            api_.RegisterTimestampCallback(MonotonicTimestamp) == kSuccess;
@@ -299,14 +322,16 @@ class CuptiActivity final : public ActivitySource {
     if (!owner_) return INT64_MIN;
     const int64_t now = ReadMonotonicNs();
     if (flush_now || now - last_flush_ns_ >= kFlushIntervalNs) {
-      // Records of activity that ended before the previous forced flush have
-      // been delivered by now. Activity that began before time t ended by
-      // t + (its duration): so the horizon is the previous flush less the
-      // longest activity seen yet, twice over for margin (at close, when
-      // asked to flush everything: now, best effort).
-      horizon_ = flush_now ? now
-                           : last_flush_ns_ - std::max<int64_t>(2 * longest_ns_, kMinSettleNs);
+      // Records of activity that ended before the previous forced flush (or
+      // this one, when asked to flush everything) have been delivered by
+      // now. Activity that began before time t ended by t + (its duration):
+      // so the horizon is that flush less the longest activity of the last
+      // 2 s, twice over for margin. A heuristic: longer activity running
+      // across a step's end (a collective waiting for a peer) can be missed.
+      horizon_ = (flush_now ? now : last_flush_ns_) - SettleNs();
       last_flush_ns_ = now;
+      recent_longest_[recent_index_++ % recent_longest_.size()] = longest_ns_;
+      longest_ns_ = 0;
       api_.FlushAll(kFlushForced);  // may call BufferCompleted on this thread
       if (!timestamps_are_host_) Calibrate();
     }
@@ -339,17 +364,19 @@ class CuptiActivity final : public ActivitySource {
   // another subscriber may exist. Idempotent.
   void Stop() override {
     if (!owner_) return;
+    owner_ = false;
+    if (getpid() != pid_) return;  // a forked child: the parent's CUPTI is not ours
     for (uint32_t kind : enabled_) api_.Disable(kind);
     enabled_.clear();
-    api_.FlushAll(kFlushForced);
+    api_.FlushAll(kFlushForced);  // CUPTI hands its buffers back
     if (subscriber_ != nullptr) api_.Unsubscribe(subscriber_);
     subscriber_ = nullptr;
     Hub& h = TheHub();
     std::lock_guard<std::mutex> lock(h.mu);
     h.active = false;
+    h.get_dropped = nullptr;
+    for (size_t i = 0; i < h.completed_count; ++i) h.in_use[h.IndexOf(h.completed[i].buffer)] = false;
     h.completed_count = 0;
-    h.in_use.fill(false);
-    owner_ = false;
   }
 
  private:
@@ -436,6 +463,7 @@ class CuptiActivity final : public ActivitySource {
         }
         case cupti::kSynchronization: {
           const auto* s = static_cast<const cupti::SyncRecord*>(record);
+          if (s->type == cupti::kSyncStreamWaitEvent) continue;  // does not block the host
           d = Interval(s->start, s->end, 0, s->stream_id, ActivityKind::kSync);
           break;
         }
@@ -478,7 +506,17 @@ class CuptiActivity final : public ActivitySource {
   int64_t last_flush_ns_ = INT64_MIN / 2;
   int64_t horizon_ = INT64_MIN;
   uint64_t records_ = 0;
-  int64_t longest_ns_ = 0;  // the longest device activity seen
+  // The longest device activity since the last flush, and per flush over
+  // the last 2 s (100 flushes), for the horizon's settle time.
+  int64_t longest_ns_ = 0;
+  std::array<int64_t, 100> recent_longest_{};
+  size_t recent_index_ = 0;
+  int64_t SettleNs() const {
+    int64_t longest = longest_ns_;
+    for (int64_t l : recent_longest_) longest = std::max(longest, l);
+    return std::clamp<int64_t>(2 * longest, kMinSettleNs, kMaxSettleNs);
+  }
+  pid_t pid_ = 0;
   struct Launch {
     uint32_t correlation = 0;
     int64_t host_ns = -1;

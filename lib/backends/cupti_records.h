@@ -24,6 +24,11 @@ enum Kind : uint32_t {
   kSynchronization = 38,
 };
 enum MemcpyKind : uint8_t { kHtoD = 1, kDtoH = 2 };
+// CUpti_ActivitySynchronizationType: a stream waiting on an event does not
+// block the host; the others (event, stream, context synchronize) do.
+inline constexpr uint32_t kSyncStreamWaitEvent = 2;
+// CUPTI 13.2 added multi-subscriber support: cuptiSubscribe_v2 may share.
+inline constexpr uint32_t kFirstSharingVersion = 130200;
 inline constexpr uint8_t kMemoryPageable = 1;
 
 struct alignas(8) KernelRecord {  // CUpti_ActivityKernel4 .. 10

@@ -45,9 +45,9 @@ struct ActivityStepInput {
   // the window are used for launch attribution and host-wait tests only).
   const std::vector<DeviceInterval>* activity = nullptr;
   int64_t launch_threshold_ns = kDefaultLaunchThresholdNs;
-  // Devices that take part even without activity in the window (the ones the
-  // session has seen work on): a step in which a GPU did nothing is 100 %
-  // idle on it, not missing.
+  // Devices that take part even without activity in the window (the
+  // aggregator passes those that worked within 10 s of the step): a step in
+  // which a GPU did nothing is 100 % idle on it, not missing.
   std::vector<int> known_devices;
 };
 

@@ -208,6 +208,7 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
     h.window.Push(sample);
   }
   s.top_level_ns = std::min(top_level, s.duration_ns());
+  last_step_end_ns_ = std::max(last_step_end_ns_, s.end_ns);
   lifetime_.Add(s.duration_ns());
   ++completed_;
   if (timer_ != nullptr) {
@@ -275,7 +276,8 @@ void Aggregator::MakePending(const Record& step, PendingStep::Kind kind) {
 }
 
 void Aggregator::ReleaseMarkers(const PendingStep& p) {
-  if (p.kind == PendingStep::Kind::kForget) return;  // holds none
+  // Forget entries and activity-mode steps hold none.
+  if (p.kind == PendingStep::Kind::kForget || timer_ == nullptr) return;
   timer_->Release(p.begin.slot);
   timer_->Release(p.end.slot);
   for (const PendingPhase& ph : p.phases) {
@@ -285,24 +287,35 @@ void Aggregator::ReleaseMarkers(const PendingStep& p) {
 }
 
 Aggregator::Resolution Aggregator::ResolveFromActivity(bool final) {
+  const size_t before = acts_.size();
   acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_, final));
-  for (const DeviceInterval& a : acts_) {
+  for (size_t i = before; i < acts_.size(); ++i) {
+    const DeviceInterval& a = acts_[i];
+    if (!IsDeviceActivity(a.kind)) continue;
     const int device = static_cast<int>(a.device);
-    if (IsDeviceActivity(a.kind) &&
-        std::find(known_devices_.begin(), known_devices_.end(), device) == known_devices_.end()) {
-      known_devices_.push_back(device);
+    auto it = std::find_if(seen_devices_.begin(), seen_devices_.end(),
+                           [device](const SeenDevice& d) { return d.device == device; });
+    if (it == seen_devices_.end()) {
+      seen_devices_.push_back({device, a.begin_ns, a.end_ns});
+    } else {
+      it->first_ns = std::min(it->first_ns, a.begin_ns);
+      it->last_ns = std::max(it->last_ns, a.end_ns);
     }
   }
   while (!pending_.empty() && pending_.front().end.host_ns <= acts_horizon_) {
     ApplyActivityResult(pending_.front());
     pending_.pop_front();
   }
-  // Keep what a pending (or the next) step may still need: activity that ends
-  // after, or is launched after, the oldest such step's begin, less a margin
-  // for launch gaps and host-wait tests that look one activity back.
+  // At close, steps whose records are not all in go without GPU numbers:
+  // partial records would overstate their idle time.
+  if (final) pending_.clear();
+  // Keep what a pending step, or one not ended yet, may still need: activity
+  // that ends after, or is launched after, the oldest such step's begin, less
+  // a margin for launch gaps and host-wait tests that look one activity
+  // back. A step not ended yet began after the last completed one ended.
   constexpr int64_t kMarginNs = 100'000'000;
   const int64_t keep_from =
-      (pending_.empty() ? acts_horizon_ : pending_.front().begin.host_ns) - kMarginNs;
+      (pending_.empty() ? last_step_end_ns_ : pending_.front().begin.host_ns) - kMarginNs;
   acts_.erase(std::remove_if(acts_.begin(), acts_.end(),
                              [keep_from](const DeviceInterval& a) {
                                return a.end_ns < keep_from && a.launch_ns < keep_from;
@@ -319,7 +332,15 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
   in.end_ns = p.end.host_ns;
   in.activity = &acts_;
   in.launch_threshold_ns = launch_threshold_ns_;
-  in.known_devices = known_devices_;
+  // A device takes part in a step, even idle throughout, when it worked
+  // within 10 s of it (before or after): the steps around its use, not every
+  // step forever (a stray memset on a device must not count it idle for good).
+  constexpr int64_t kDeviceNearNs = 10'000'000'000;
+  for (const SeenDevice& d : seen_devices_) {
+    if (d.first_ns <= in.end_ns + kDeviceNearNs && d.last_ns >= in.begin_ns - kDeviceNearNs) {
+      in.known_devices.push_back(d.device);
+    }
+  }
   in.phases.reserve(p.phases.size());
   for (const PendingPhase& ph : p.phases) {
     in.phases.push_back({ph.id, ph.depth, ph.begin.host_ns, ph.end.host_ns});
@@ -586,7 +607,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   if (gpu_window_ns > 0) {
     out->gpu_idle_pct = pct_of_gpu_window(gpu_idle_ns);
     if (idle_other_ns > 0) out->idle_by_cause[std::string(kOtherPhaseName)] = pct_of_gpu_window(idle_other_ns);
-    if (idle_launch_ns > 0) out->idle_by_cause["launch"] = pct_of_gpu_window(idle_launch_ns);
+    if (idle_launch_ns > 0) out->idle_by_cause[std::string(kLaunchCauseName)] = pct_of_gpu_window(idle_launch_ns);
   }
 
   const auto share_of = [&](int64_t ns) {

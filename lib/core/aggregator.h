@@ -192,7 +192,14 @@ class Aggregator {
   int64_t launch_threshold_ns_ = kDefaultLaunchThresholdNs;
   std::vector<DeviceInterval> acts_;  // drained, not yet behind every pending step
   int64_t acts_horizon_ = INT64_MIN;  // the record stream is complete before this
-  std::vector<int> known_devices_;    // devices activity was seen on
+  // Devices activity was seen on: the first activity's begin, the last's end.
+  struct SeenDevice {
+    int device;
+    int64_t first_ns;
+    int64_t last_ns;
+  };
+  std::vector<SeenDevice> seen_devices_;
+  int64_t last_step_end_ns_ = INT64_MIN / 2;  // the latest completed step's end
   bool resolving_ = true;
   std::deque<PendingStep> pending_;
   // Per lane, its last marker before the next step to be analyzed; lanes

@@ -128,6 +128,9 @@ class SessionImpl final : public Pumpable {
     return timer != nullptr ? timer->Record(stream) : kNoEvent;
   }
   void LowerToHost(const absl::Status& why);  // requires agg_mu_
+  // Final drain of the activity source, then detaches it (CUPTI usable by
+  // others). Steps still waiting lose their GPU numbers. Requires agg_mu_.
+  void StopActivityLocked();
   void PumpLocked();        // requires agg_mu_
   void DrainQueueLocked();  // requires agg_mu_: records into the aggregator
   void ReportNewMisuse();

@@ -197,6 +197,47 @@ TEST(ActivityTest, AStepWaitsForWorkStillRunningWhenItEnded) {
   EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 0.0);  // the kernel covered the whole step
 }
 
+// A step far longer than the records' retention margin (a sync on a long
+// backlog), with the worker draining while it is still open: the records of
+// its first kernels must still be there when it ends.
+TEST(ActivityTest, ALongStepKeepsItsEarlyRecordsWhileItIsOpen) {
+  auto clock = std::make_shared<ManualClock>();
+  auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
+  Session session(Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
+  { StepScope step(session); clock->Advance(kMs); }  // a completed step first
+  {
+    StepScope step(session);
+    gpu->Launch(10 * kMs);
+    clock->Advance(500 * kMs);  // the kernel ended long ago; the step is still open
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the worker drains, repeatedly
+    clock->Advance(kMs);
+  }
+  clock->Advance(kMs);
+  const Summary s = session.Summarize();
+  ASSERT_EQ(s.gpu_steps, 2);
+  EXPECT_NEAR(*s.gpu_idle_pct, 100.0 * (1 - 10.0 / 502), 1e-9);
+}
+
+// ReleaseCupti with a step still waiting for its records: it loses its GPU
+// numbers, nothing crashes, the loop goes on with events.
+TEST(ActivityTest, ReleasingWithAStepPendingDropsItsGpuNumbers) {
+  auto clock = std::make_shared<ManualClock>();
+  auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
+  Session session(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
+  {
+    StepScope step(session);
+    gpu->Launch(100 * kMs);  // still running when the step ends
+    clock->Advance(kMs);
+  }
+  session.ReleaseCupti();
+  EXPECT_EQ(session.source(), Source::kEvents);
+  clock->Advance(1000 * kMs);
+  const Summary s = session.Summarize();
+  EXPECT_EQ(s.total_steps, 1);
+  EXPECT_EQ(s.gpu_steps, 0);
+  EXPECT_EQ(s.pending_steps, 0);
+}
+
 TEST(ActivityTest, TwoDevicesEachGetExactNumbers) {
   ActivityLoop loop;
   loop.gpu->PlaceStream(7, /*device=*/1);
@@ -214,6 +255,28 @@ TEST(ActivityTest, TwoDevicesEachGetExactNumbers) {
   EXPECT_DOUBLE_EQ(*s.devices[0].gpu_idle_pct, 80.0);  // 10 of 50 ms
   EXPECT_DOUBLE_EQ(*s.devices[1].gpu_idle_pct, 60.0);  // 20 of 50 ms
   EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 70.0);
+}
+
+TEST(ActivityTest, ADeviceThatStoppedWorkingLeavesTheAverageAfterTenSeconds) {
+  ActivityLoop loop;
+  loop.gpu->PlaceStream(7, /*device=*/1);
+  loop.Step([&] {
+    loop.gpu->LaunchMemset(4, kUs, 7);  // a stray memset on device 1, once
+    loop.gpu->Launch(kMs);
+    loop.clock->Advance(loop.gpu->Synchronize());
+  });
+  loop.clock->Advance(11'000 * kMs);
+  for (int i = 0; i < 3; ++i) {
+    loop.Step([&] {
+      loop.gpu->Launch(kMs);
+      loop.clock->Advance(loop.gpu->Synchronize());
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.gpu_steps, 4);
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.devices[1].gpu_steps, 1);  // only the step it worked in
+  EXPECT_EQ(s.devices[0].gpu_steps, 4);
 }
 
 TEST(ActivityTest, DroppedRecordsAreCountedAndReported) {

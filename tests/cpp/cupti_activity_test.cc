@@ -33,7 +33,10 @@ void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, u
                             uint32_t correlation);
 void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind, uint8_t src_kind,
                             uint8_t dst_kind, uint64_t bytes, uint32_t correlation);
-void fake_cupti_emit_sync(int64_t start_ns, int64_t end_ns);
+void fake_cupti_emit_sync(int64_t start_ns, int64_t end_ns, uint32_t type);
+void fake_cupti_set_version(uint32_t version);
+size_t fake_cupti_last_params_size();
+int fake_cupti_last_allow_multiple();
 int cuptiSubscribe(void** subscriber, void* callback, void* userdata);
 }
 
@@ -60,7 +63,8 @@ Summary StarvedLoop(Session& s, int steps) {
     fake_cupti_emit_api(++correlation, launch, launch + 10'000);
     fake_cupti_emit_kernel(launch + 20'000, launch + 20'000 + 5 * kMs, 0, 7, correlation);
     SleepMs(6);
-    fake_cupti_emit_sync(launch + 20'000, launch + 20'000 + 5 * kMs);
+    fake_cupti_emit_sync(launch + 20'000, launch + 20'000 + 5 * kMs, /*stream sync*/ 3);
+    fake_cupti_emit_sync(launch, launch + 10'000, /*stream waits on an event*/ 2);  // not a host sync
   }
   Summary sm;
   for (int i = 0; i < 400; ++i) {
@@ -78,6 +82,7 @@ TEST(CuptiActivityTest, SubscribesByNameAndGivesExactNumbers) {
   Session session(Options{.window = 5, .flush_interval_ms = 1});
   ASSERT_EQ(session.source(), Source::kCupti) << session.Summarize().source_reason;
   EXPECT_STREQ(fake_cupti_subscriber_name(), "gpuscope");
+  EXPECT_EQ(fake_cupti_last_allow_multiple(), 1) << "gpuscope asks to share CUPTI";
   EXPECT_EQ(fake_cupti_enabled_kinds(), 6);  // kernels, copies, memsets, syncs, runtime, driver
   const Summary s = StarvedLoop(session, 5);
   ASSERT_EQ(s.source, Source::kCupti) << s.source_reason;
@@ -135,6 +140,32 @@ TEST(CuptiActivityTest, AnInjectedProfilerIsLeftAlone) {
   EXPECT_EQ(session.source(), Source::kEvents);
   EXPECT_THAT(session.Summarize().source_reason, HasSubstr("CUDA_INJECTION64_PATH is set"));
   EXPECT_EQ(fake_cupti_subscribed(), 0);
+}
+
+TEST(CuptiActivityTest, CuptiThirteenOhCannotShareSoOnlyWhenAsked) {
+  fake_cuda_create_context();
+  fake_cupti_set_version(130001);  // has cuptiSubscribe_v2, but one subscriber only
+  {
+    Session session(Options{.flush_interval_ms = 1, .stream = 0});
+    EXPECT_EQ(session.source(), Source::kEvents);
+    EXPECT_THAT(session.Summarize().source_reason, HasSubstr("allows one subscriber (sharing needs 13.2"));
+    EXPECT_EQ(fake_cupti_subscribed(), 0);
+  }
+  Session asked(Options{.flush_interval_ms = 1, .cupti = Cupti::kOn});
+  EXPECT_EQ(asked.source(), Source::kCupti);
+  EXPECT_STREQ(fake_cupti_subscriber_name(), "gpuscope");
+  EXPECT_EQ(fake_cupti_last_params_size(), 32u) << "13.0's CUpti_SubscriberParams";
+}
+
+TEST(CuptiActivityTest, CloseDetachesEvenWhileTheSessionLives) {
+  fake_cuda_create_context();
+  Session session(Options{.flush_interval_ms = 1});
+  ASSERT_EQ(session.source(), Source::kCupti);
+  StarvedLoop(session, 2);
+  session.Close();
+  EXPECT_EQ(fake_cupti_subscribed(), 0);
+  EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
+  EXPECT_EQ(session.Summarize().gpu_steps, 2);  // what was measured stays
 }
 
 TEST(CuptiActivityTest, ClosingDetachesSoThatAProfilerCanSubscribe) {
@@ -214,7 +245,7 @@ TEST(CuptiV1Test, OlderCuptiOnlyWhenAsked) {
   fake_cuda_create_context();
   Session session(Options{.flush_interval_ms = 1, .stream = 0});
   EXPECT_EQ(session.source(), Source::kEvents);
-  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("has no cuptiSubscribe_v2"));
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("allows one subscriber"));
   EXPECT_THAT(session.Summarize().source_reason, HasSubstr("cupti=True"));
   EXPECT_EQ(fake_cupti_subscribed(), 0);
 }

@@ -48,6 +48,7 @@ TEST(PhaseTableTest, RejectsBadNamesWithActionableErrors) {
   EXPECT_TRUE(t.Register(std::string(64, 'x')).ok());
   EXPECT_EQ(code("tab\there"), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code("other"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code("launch"), absl::StatusCode::kInvalidArgument);  // the launch-gap idle cause
   EXPECT_NE(t.Register("").status().message().find("empty"), std::string_view::npos);
   EXPECT_NE(t.Register(std::string(100, 'y')).status().message().find("limit is 64"),
             std::string_view::npos);

@@ -41,11 +41,12 @@ using BufferRequestedFn = void (*)(uint8_t**, size_t*, size_t*);
 using BufferCompletedFn = void (*)(void*, uint32_t, uint8_t*, size_t, size_t);
 using TimestampFn = uint64_t (*)();
 
-struct SubscriberParams {
+struct SubscriberParams {  // as of CUPTI 13.2
   size_t struct_size;
   const char* subscriber_name;
   char* old_subscriber_name;
   size_t old_subscriber_size;
+  uint8_t allow_multiple_subscribers;
 };
 
 struct Pending {
@@ -63,6 +64,13 @@ struct State {
   BufferCompletedFn completed = nullptr;
   TimestampFn timestamp = nullptr;
   std::set<uint32_t> enabled;
+#ifdef FAKE_CUPTI_V2
+  uint32_t version = 130200;
+#else
+  uint32_t version = 120800;
+#endif
+  size_t last_params_size = 0;
+  int last_allow_multiple = -1;
   std::vector<Pending> pending;
   size_t dropped = 0;
 };
@@ -154,21 +162,21 @@ EXPORT void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t cop
   m.correlation_id = correlation;
   Emit(cupti::kMemcpy, m);
 }
-EXPORT void fake_cupti_emit_sync(int64_t start_ns, int64_t end_ns) {
+EXPORT void fake_cupti_emit_sync(int64_t start_ns, int64_t end_ns, uint32_t type) {
   cupti::SyncRecord s{};
   s.kind = cupti::kSynchronization;
+  s.type = type;
   s.start = Stamp(start_ns);
   s.end = Stamp(end_ns);
   Emit(cupti::kSynchronization, s);
 }
 
 // ---- The CUPTI API subset.
+EXPORT void fake_cupti_set_version(uint32_t version) { S().version = version; }
+EXPORT size_t fake_cupti_last_params_size() { return S().last_params_size; }
+EXPORT int fake_cupti_last_allow_multiple() { return S().last_allow_multiple; }
 EXPORT CUptiResult cuptiGetVersion(uint32_t* version) {
-#ifdef FAKE_CUPTI_V2
-  *version = 130001;
-#else
-  *version = 120800;
-#endif
+  *version = S().version;
   return kSuccess;
 }
 EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char** s) {
@@ -190,6 +198,10 @@ EXPORT CUptiResult cuptiSubscribe(void** subscriber, void*, void*) {
 EXPORT CUptiResult cuptiSubscribe_v2(void** subscriber, void*, void*, SubscriberParams* params) {
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().subscribe_calls;
+  S().last_params_size = params != nullptr ? params->struct_size : 0;
+  S().last_allow_multiple =
+      params != nullptr && params->struct_size >= sizeof(SubscriberParams) ? params->allow_multiple_subscribers : -1;
+  if (params != nullptr && params->struct_size > sizeof(SubscriberParams)) return kInvalidParameter;
   if (S().subscribed) {
     if (params != nullptr && params->old_subscriber_name != nullptr && params->old_subscriber_size > 0) {
       std::strncpy(params->old_subscriber_name, S().subscriber_name.c_str(), params->old_subscriber_size - 1);
