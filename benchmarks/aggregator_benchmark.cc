@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "core/activity_timeline.h"
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
@@ -92,5 +93,37 @@ BENCHMARK(BM_Summarize)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpuscope
+
+// The cupti source's per-step analysis (worker side, under the aggregator
+// lock): a step of `range(0)` kernels of 20 us with 5 us launch gaps on two
+// streams, four phases, plus the neighbouring steps' records in the slice.
+void BM_ActivityStep(benchmark::State& state) {
+  const int kernels = static_cast<int>(state.range(0));
+  std::vector<gpuscope::internal::DeviceInterval> acts;
+  int64_t t = 0;
+  for (int i = 0; i < 3 * kernels; ++i) {  // the step before, this one, the one after
+    gpuscope::internal::DeviceInterval a;
+    a.begin_ns = t;
+    a.end_ns = t + 20'000;
+    a.launch_ns = t - 3'000;
+    a.stream = static_cast<uint32_t>(i % 2);
+    acts.push_back(a);
+    t += 25'000;
+  }
+  gpuscope::internal::ActivityStepInput in;
+  in.begin_ns = static_cast<int64_t>(kernels) * 25'000;
+  in.end_ns = 2 * in.begin_ns;
+  const int64_t q = (in.end_ns - in.begin_ns) / 4;
+  for (int p = 0; p < 4; ++p) in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
+  in.activity = acts;
+  for (auto _ : state) {
+    gpuscope::internal::ActivityStepResult r = gpuscope::internal::AnalyzeActivityStep(in);
+    benchmark::DoNotOptimize(r);
+    benchmark::DoNotOptimize(gpuscope::internal::LaunchedDeviceTime(acts, {{in.begin_ns, in.begin_ns + q}}));
+  }
+  state.counters["ns_per_kernel"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kernels, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ActivityStep)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -15,8 +15,7 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   const int64_t we = std::max(in.end_ns, in.begin_ns);
   out.window_ns = we - wb;
   out.phases.resize(in.phases.size());
-  static const std::vector<DeviceInterval> kNone;
-  const std::vector<DeviceInterval>& acts = in.activity != nullptr ? *in.activity : kNone;
+  const std::span<const DeviceInterval> acts = in.activity;
 
   // Device activity per device; devices take part when some of it overlaps
   // the window.
@@ -127,7 +126,7 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   return out;
 }
 
-int64_t LaunchedDeviceTime(const std::vector<DeviceInterval>& activity,
+int64_t LaunchedDeviceTime(std::span<const DeviceInterval> activity,
                            const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   std::vector<Interval> launched;
   for (const DeviceInterval& a : activity) {

@@ -21,6 +21,8 @@
 #define GPUSCOPE_LIB_CORE_ACTIVITY_TIMELINE_H_
 
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "backends/activity_source.h"
@@ -42,8 +44,8 @@ struct ActivityStepInput {
   int64_t end_ns = 0;
   std::vector<HostPhase> phases;  // any order
   // Activity that may concern the step (any order; intervals wholly outside
-  // the window are used for launch attribution and host-wait tests only).
-  const std::vector<DeviceInterval>* activity = nullptr;
+  // the window are used for launch-gap and host-wait tests only).
+  std::span<const DeviceInterval> activity;
   int64_t launch_threshold_ns = kDefaultLaunchThresholdNs;
   // Devices that take part even without activity in the window (the
   // aggregator passes those that worked within 10 s of the step): a step in
@@ -100,7 +102,7 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in);
 // The union length of the intervals in `activity` whose launch call began
 // inside one of `ranges` (host intervals): the device time of the work a
 // phase launched.
-int64_t LaunchedDeviceTime(const std::vector<DeviceInterval>& activity,
+int64_t LaunchedDeviceTime(std::span<const DeviceInterval> activity,
                            const std::vector<std::pair<int64_t, int64_t>>& ranges);
 
 }  // namespace gpuscope::internal

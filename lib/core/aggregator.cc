@@ -289,8 +289,13 @@ void Aggregator::ReleaseMarkers(const PendingStep& p) {
 Aggregator::Resolution Aggregator::ResolveFromActivity(bool final) {
   const size_t before = acts_.size();
   acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_, final));
+  // Kept in begin order, so that each step looks at its own slice only.
+  const auto by_begin = [](const DeviceInterval& a, const DeviceInterval& b) { return a.begin_ns < b.begin_ns; };
+  std::sort(acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
+  std::inplace_merge(acts_.begin(), acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
   for (size_t i = before; i < acts_.size(); ++i) {
     const DeviceInterval& a = acts_[i];
+    longest_activity_ns_ = std::max(longest_activity_ns_, a.end_ns - a.begin_ns);
     if (!IsDeviceActivity(a.kind)) continue;
     const int device = static_cast<int>(a.device);
     auto it = std::find_if(seen_devices_.begin(), seen_devices_.end(),
@@ -330,7 +335,25 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
   ActivityStepInput in;
   in.begin_ns = p.begin.host_ns;
   in.end_ns = p.end.host_ns;
-  in.activity = &acts_;
+  // The slice that can concern the step: from activity that may still run
+  // (or end a launch gap, or precede a kernel on its stream) at its begin, to
+  // activity beginning by its end plus the launch threshold. Records are in
+  // begin order; the longest one bounds how far back to look.
+  const auto begins_before = [this](int64_t t) {
+    return std::lower_bound(acts_.cbegin(), acts_.cend(), t,
+                            [](const DeviceInterval& a, int64_t v) { return a.begin_ns < v; });
+  };
+  const auto lo = begins_before(in.begin_ns - longest_activity_ns_ - launch_threshold_ns_ - 1);
+  const auto hi = begins_before(in.end_ns + launch_threshold_ns_ + 1);
+  const auto at = [this](std::vector<DeviceInterval>::const_iterator it) {
+    return acts_.data() + (it - acts_.cbegin());
+  };
+  in.activity = std::span<const DeviceInterval>(at(lo), static_cast<size_t>(hi - lo));
+  // Work a phase launched begins at or after the step's begin, possibly
+  // after its end.
+  const auto launched_from = begins_before(in.begin_ns);
+  const std::span<const DeviceInterval> launched(at(launched_from),
+                                                 static_cast<size_t>(acts_.cend() - launched_from));
   in.launch_threshold_ns = launch_threshold_ns_;
   // A device takes part in a step, even idle throughout, when it worked
   // within 10 s of it (before or after): the steps around its use, not every
@@ -366,7 +389,7 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
     }
     PhaseSample* sample = FindSample(id, p.index);
     if (sample == nullptr) continue;
-    sample->device_ns = LaunchedDeviceTime(acts_, ranges);
+    sample->device_ns = LaunchedDeviceTime(launched, ranges);
     sample->idle_ns = idle;
     sample->backlog_ns = -1;
   }

@@ -200,6 +200,7 @@ class Aggregator {
   };
   std::vector<SeenDevice> seen_devices_;
   int64_t last_step_end_ns_ = INT64_MIN / 2;  // the latest completed step's end
+  int64_t longest_activity_ns_ = 0;           // the longest record drained
   bool resolving_ = true;
   std::deque<PendingStep> pending_;
   // Per lane, its last marker before the next step to be analyzed; lanes

@@ -32,7 +32,7 @@ TEST(ActivityTimelineTest, StarvedStepIsIdleInDataExactly) {
   in.begin_ns = 0;
   in.end_ns = 40 * kMs;
   in.phases = {{0, 0, 0, 30 * kMs}, {2, 0, 30 * kMs, 40 * kMs}};
-  in.activity = &acts;
+  in.activity = acts;
   const ActivityStepResult r = AnalyzeActivityStep(in);
   ASSERT_EQ(r.devices.size(), 1u);
   EXPECT_EQ(r.busy_ns, 10 * kMs);
@@ -58,7 +58,7 @@ TEST(ActivityTimelineTest, ShortGapsBetweenKernelsAreLaunchOverhead) {
   in.begin_ns = 0;
   in.end_ns = last_end + kMs + 10 * kUs;
   in.phases = {{4, 0, last_end, last_end + kMs}};
-  in.activity = &acts;
+  in.activity = acts;
   const ActivityStepResult r = AnalyzeActivityStep(in);
   EXPECT_EQ(r.busy_ns, 101 * 10 * kUs);
   EXPECT_EQ(r.idle_launch_ns, 99 * 5 * kUs);
@@ -76,7 +76,7 @@ TEST(ActivityTimelineTest, KernelsQueuedAheadAreNotHostWaits) {
   for (int i = 0; i < 10; ++i) acts.push_back(Kernel(i * kMs, (i + 1) * kMs, 0));
   ActivityStepInput in;
   in.end_ns = 10 * kMs;
-  in.activity = &acts;
+  in.activity = acts;
   const ActivityStepResult r = AnalyzeActivityStep(in);
   EXPECT_EQ(r.counts.host_wait_gaps, 0);
   EXPECT_EQ(r.idle_ns, 0);
@@ -98,7 +98,7 @@ TEST(ActivityTimelineTest, CopiesSyncsAndCounts) {
   acts = {h2d, d2h, sync, memset, Kernel(kMs, 5 * kMs, kMs)};
   ActivityStepInput in;
   in.end_ns = 10 * kMs;
-  in.activity = &acts;
+  in.activity = acts;
   const ActivityStepResult r = AnalyzeActivityStep(in);
   EXPECT_EQ(r.counts.copies, 2);
   EXPECT_EQ(r.counts.pageable_copies, 1);
@@ -116,7 +116,7 @@ TEST(ActivityTimelineTest, KnownDevicesTakePartEvenWhenIdle) {
   ActivityStepInput in;
   in.begin_ns = 2 * kMs;
   in.end_ns = 4 * kMs;
-  in.activity = &acts;
+  in.activity = acts;
   EXPECT_TRUE(AnalyzeActivityStep(in).devices.empty());
   in.known_devices = {0, 1};
   const ActivityStepResult r = AnalyzeActivityStep(in);
@@ -158,7 +158,7 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
       const int64_t b = in.begin_ns + static_cast<int64_t>(rng() % 150) * kUs;
       in.phases.push_back({p, static_cast<int>(rng() % 2), b, b + static_cast<int64_t>(rng() % 60) * kUs});
     }
-    in.activity = &acts;
+    in.activity = acts;
     const ActivityStepResult got = AnalyzeActivityStep(in);
     for (const ActivityDeviceResult& d : got.devices) {
       int64_t busy = 0, launch = 0, other = 0;
