@@ -60,6 +60,16 @@ def test_truth_from_a_hand_made_trace():
     assert t["phase_device_s"]["missing"] == 0.0
 
 
+def test_targets_per_source():
+    assert gv.check("events", "starved", truth=75.0, got=70.0) == (True, "bound <= truth, within 10 pts")
+    assert gv.check("events", "starved", truth=75.0, got=60.0)[0] is False  # too loose
+    assert gv.check("events", "starved", truth=75.0, got=76.0)[0] is False  # above the truth
+    assert gv.check("events", "mixed", truth=75.0, got=40.0)[0] is True     # no closeness target
+    assert gv.check("cupti", "mixed", truth=75.0, got=73.5)[0] is True
+    assert gv.check("cupti", "mixed", truth=75.0, got=77.5)[0] is False
+    assert gv.check("host", "starved", truth=75.0, got=75.0)[0] is False
+
+
 def test_a_trace_without_steps_is_an_error():
     with pytest.raises(ValueError, match=gv.STEP_RANGE):
         gv.truth_from_trace({"traceEvents": []})
