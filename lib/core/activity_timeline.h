@@ -48,8 +48,8 @@ struct ActivityStepInput {
   std::span<const DeviceInterval> activity;
   int64_t launch_threshold_ns = kDefaultLaunchThresholdNs;
   // Devices that take part even without activity in the window (the
-  // aggregator passes those that worked within 10 s of the step): a step in
-  // which a GPU did nothing is 100 % idle on it, not missing.
+  // aggregator passes those that worked by the step's end, within the 10 s
+  // before it): a step in which a GPU did nothing is 100 % idle on it.
   std::vector<int> known_devices;
 };
 

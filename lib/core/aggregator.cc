@@ -294,18 +294,7 @@ Aggregator::Resolution Aggregator::ResolveFromActivity(bool final) {
   std::sort(acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
   std::inplace_merge(acts_.begin(), acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
   for (size_t i = before; i < acts_.size(); ++i) {
-    const DeviceInterval& a = acts_[i];
-    longest_activity_ns_ = std::max(longest_activity_ns_, a.end_ns - a.begin_ns);
-    if (!IsDeviceActivity(a.kind)) continue;
-    const int device = static_cast<int>(a.device);
-    auto it = std::find_if(seen_devices_.begin(), seen_devices_.end(),
-                           [device](const SeenDevice& d) { return d.device == device; });
-    if (it == seen_devices_.end()) {
-      seen_devices_.push_back({device, a.begin_ns, a.end_ns});
-    } else {
-      it->first_ns = std::min(it->first_ns, a.begin_ns);
-      it->last_ns = std::max(it->last_ns, a.end_ns);
-    }
+    longest_activity_ns_ = std::max(longest_activity_ns_, acts_[i].end_ns - acts_[i].begin_ns);
   }
   while (!pending_.empty() && pending_.front().end.host_ns <= acts_horizon_) {
     ApplyActivityResult(pending_.front());
@@ -321,15 +310,41 @@ Aggregator::Resolution Aggregator::ResolveFromActivity(bool final) {
   constexpr int64_t kMarginNs = 100'000'000;
   const int64_t keep_from =
       (pending_.empty() ? last_step_end_ns_ : pending_.front().begin.host_ns) - kMarginNs;
-  acts_.erase(std::remove_if(acts_.begin(), acts_.end(),
-                             [keep_from](const DeviceInterval& a) {
-                               return a.end_ns < keep_from && a.launch_ns < keep_from;
-                             }),
-              acts_.end());
+  const auto stale = [keep_from](const DeviceInterval& a) {
+    return a.end_ns < keep_from && a.launch_ns < keep_from;
+  };
+  for (const DeviceInterval& a : acts_) {
+    // Before every unresolved step: part of the device history for all of them.
+    if (stale(a) && a.begin_ns >= history_until_) NoteDeviceActivity(a);
+  }
+  acts_.erase(std::remove_if(acts_.begin(), acts_.end(), stale), acts_.end());
   return Resolution::kOk;
 }
 
+void Aggregator::NoteDeviceActivity(const DeviceInterval& a) {
+  if (!IsDeviceActivity(a.kind)) return;
+  const int device = static_cast<int>(a.device);
+  auto it = std::find_if(seen_devices_.begin(), seen_devices_.end(),
+                         [device](const SeenDevice& d) { return d.device == device; });
+  if (it == seen_devices_.end()) {
+    seen_devices_.push_back({device, a.end_ns});
+  } else {
+    it->last_ns = std::max(it->last_ns, a.end_ns);
+  }
+}
+
+void Aggregator::FoldHistoryUpTo(int64_t t) {
+  if (t <= history_until_) return;
+  auto it = std::lower_bound(acts_.cbegin(), acts_.cend(), history_until_,
+                             [](const DeviceInterval& a, int64_t v) { return a.begin_ns < v; });
+  for (; it != acts_.cend() && it->begin_ns < t; ++it) NoteDeviceActivity(*it);
+  history_until_ = t;
+}
+
 void Aggregator::ApplyActivityResult(const PendingStep& p) {
+  // Everything that began before the step's end is in (the horizon passed
+  // it): fold it into the device history, whether or not the step is kept.
+  FoldHistoryUpTo(p.end.host_ns);
   const uint64_t first = completed_ - steps_.size();
   if (p.index < first) return;  // rolled out of the window meanwhile
   ActivityStepInput in;
@@ -355,12 +370,12 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
   const std::span<const DeviceInterval> launched(at(launched_from),
                                                  static_cast<size_t>(acts_.cend() - launched_from));
   in.launch_threshold_ns = launch_threshold_ns_;
-  // A device takes part in a step, even idle throughout, when it worked
-  // within 10 s of it (before or after): the steps around its use, not every
-  // step forever (a stray memset on a device must not count it idle for good).
-  constexpr int64_t kDeviceNearNs = 10'000'000'000;
+  // A device takes part in a step, even idle throughout, when it has worked
+  // by the step's end and within the 10 s before its begin: not every step
+  // forever (a stray memset on a device must not count it idle for good).
+  constexpr int64_t kDeviceRecentNs = 10'000'000'000;
   for (const SeenDevice& d : seen_devices_) {
-    if (d.first_ns <= in.end_ns + kDeviceNearNs && d.last_ns >= in.begin_ns - kDeviceNearNs) {
+    if (d.last_ns >= in.begin_ns - kDeviceRecentNs) {
       in.known_devices.push_back(d.device);
     }
   }

@@ -192,13 +192,17 @@ class Aggregator {
   int64_t launch_threshold_ns_ = kDefaultLaunchThresholdNs;
   std::vector<DeviceInterval> acts_;  // drained, not yet behind every pending step
   int64_t acts_horizon_ = INT64_MIN;  // the record stream is complete before this
-  // Devices activity was seen on: the first activity's begin, the last's end.
+  // Devices activity was seen on, with the latest end of their activity
+  // that began before `history_until_` (folded in step order, so that which
+  // devices take part in a step never depends on what was drained early).
   struct SeenDevice {
     int device;
-    int64_t first_ns;
     int64_t last_ns;
   };
   std::vector<SeenDevice> seen_devices_;
+  int64_t history_until_ = INT64_MIN;
+  void NoteDeviceActivity(const DeviceInterval& a);
+  void FoldHistoryUpTo(int64_t t);  // notes drained activity that began before t
   int64_t last_step_end_ns_ = INT64_MIN / 2;  // the latest completed step's end
   int64_t longest_activity_ns_ = 0;           // the longest record drained
   bool resolving_ = true;

@@ -155,7 +155,8 @@ TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {
     ActivityLoop loop;
-    int launches = 0;
+    loop.gpu->Launch(kUs);  // the GPU is in use before the first step (its steps all count)
+    int launches = 1;
     for (int i = 0; i < 15; ++i) {
       loop.Step([&] {
         { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(static_cast<int64_t>(rng() % 20) * kMs); }
@@ -204,6 +205,7 @@ TEST(ActivityTest, ALongStepKeepsItsEarlyRecordsWhileItIsOpen) {
   auto clock = std::make_shared<ManualClock>();
   auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
   Session session(Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
+  gpu->Launch(kUs);  // the GPU is in use before the first step
   { StepScope step(session); clock->Advance(kMs); }  // a completed step first
   {
     StepScope step(session);
@@ -215,7 +217,7 @@ TEST(ActivityTest, ALongStepKeepsItsEarlyRecordsWhileItIsOpen) {
   clock->Advance(kMs);
   const Summary s = session.Summarize();
   ASSERT_EQ(s.gpu_steps, 2);
-  EXPECT_NEAR(*s.gpu_idle_pct, 100.0 * (1 - 10.0 / 502), 1e-9);
+  EXPECT_NEAR(*s.gpu_idle_pct, 100.0 * (1 - 10.001 / 502), 1e-9);  // steps of 1 and 501 ms
 }
 
 // ReleaseCupti with a step still waiting for its records: it loses its GPU
@@ -277,6 +279,21 @@ TEST(ActivityTest, ADeviceThatStoppedWorkingLeavesTheAverageAfterTenSeconds) {
   ASSERT_EQ(s.devices.size(), 2u);
   EXPECT_EQ(s.devices[1].gpu_steps, 1);  // only the step it worked in
   EXPECT_EQ(s.devices[0].gpu_steps, 4);
+}
+
+// Steps before the GPU was first used have no GPU numbers, whatever the
+// worker had drained when it resolved them.
+TEST(ActivityTest, StepsBeforeTheFirstGpuWorkHaveNoGpuNumbers) {
+  ActivityLoop loop;
+  loop.Step([&] { loop.clock->Advance(kMs); });
+  loop.Step([&] {
+    loop.gpu->Launch(kMs);
+    loop.clock->Advance(loop.gpu->Synchronize());
+  });
+  const Summary s = loop.DrainAndSummarize();
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_EQ(s.gpu_steps, 1);
+  EXPECT_DOUBLE_EQ(*s.gpu_idle_pct, 0.0);
 }
 
 TEST(ActivityTest, DroppedRecordsAreCountedAndReported) {
