@@ -1,0 +1,126 @@
+// The NVML reader against a fake NVML loaded the way libnvidia-ml.so.1
+// would be (GPUSCOPE_LIBNVML): every field decoded, unsupported queries left
+// unknown, throttle reasons named, init failures explained.
+
+#include "backends/nvml.h"
+
+#include <stdlib.h>
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/fake_nvml.h"
+
+namespace gpuscope::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(NvmlTest, ReadsEveryFieldOfAHealthyGpu) {
+  FakeGpu gpus[2];
+  gpus[1].pcie_gen = 3;  // the second GPU's link trained down
+  gpus[1].pcie_width = 8;
+  std::snprintf(gpus[1].bus_id, sizeof(gpus[1].bus_id), "00000000:65:00.0");
+  fake_nvml_set_gpus(gpus, 2);
+  absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok()) << nvml.status();
+  EXPECT_EQ((*nvml)->device_count(), 2);
+  EXPECT_EQ((*nvml)->driver_version(), "580.65.06");
+  EXPECT_EQ((*nvml)->cuda_driver_version(), 13000);
+  const GpuState g = (*nvml)->Read(0);
+  EXPECT_EQ(g.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(g.bus_id, "00000000:17:00.0");
+  EXPECT_DOUBLE_EQ(g.sm_clock_mhz, 1980);
+  EXPECT_DOUBLE_EQ(g.sm_clock_max_mhz, 1980);
+  EXPECT_DOUBLE_EQ(g.mem_clock_mhz, 2619);
+  EXPECT_DOUBLE_EQ(g.power_w, 350);  // from milliwatts
+  EXPECT_DOUBLE_EQ(g.power_limit_w, 700);
+  EXPECT_DOUBLE_EQ(g.temperature_c, 45);
+  EXPECT_TRUE(g.clocks_event_reasons_known);
+  EXPECT_EQ(g.clocks_event_reasons, 0u);
+  EXPECT_DOUBLE_EQ(g.utilization_gpu_pct, 97);
+  EXPECT_DOUBLE_EQ(g.memory_total_bytes, 80.0 * (1 << 30));
+  EXPECT_EQ(g.pcie_gen, 5);
+  EXPECT_EQ(g.pcie_width_max, 16);
+  EXPECT_DOUBLE_EQ(g.pcie_rx_bytes_per_s, 2000 * 1024.0);  // from KB/s
+  EXPECT_EQ(g.ecc_uncorrected, 0);
+  EXPECT_EQ(g.persistence_mode, 1);
+  EXPECT_EQ(g.mig_mode, 0);
+  const GpuState h = (*nvml)->Read(1);
+  EXPECT_EQ(h.bus_id, "00000000:65:00.0");
+  EXPECT_EQ(h.pcie_gen, 3);
+  EXPECT_EQ(h.pcie_width, 8);
+  EXPECT_EQ(h.pcie_gen_max, 5);
+}
+
+TEST(NvmlTest, UnsupportedQueriesStayUnknownAndTheRestIsRead) {
+  FakeGpu gpu;
+  gpu.power_mw = -1;
+  gpu.clocks_event_reasons = -1;
+  gpu.ecc_corrected = gpu.ecc_uncorrected = -1;
+  gpu.mig = -1;
+  fake_nvml_set_gpus(&gpu, 1);
+  auto nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok());
+  const GpuState g = (*nvml)->Read(0);
+  EXPECT_TRUE(std::isnan(g.power_w));
+  EXPECT_FALSE(g.clocks_event_reasons_known);
+  EXPECT_EQ(g.ecc_corrected, -1);
+  EXPECT_EQ(g.mig_mode, -1);
+  EXPECT_DOUBLE_EQ(g.temperature_c, 45);  // the rest is there
+  EXPECT_DOUBLE_EQ(g.power_limit_w, 700);
+}
+
+TEST(NvmlTest, ThrottleReasonsAreNamed) {
+  EXPECT_THAT(ClocksEventReasonNames(kSwPowerCap | kHwThermalSlowdown),
+              ElementsAre("sw_power_cap", "hw_thermal_slowdown"));
+  EXPECT_THAT(ClocksEventReasonNames(kGpuIdle), ElementsAre("gpu_idle"));
+  EXPECT_THAT(ClocksEventReasonNames(uint64_t{1} << 40), ElementsAre("bit_40"));
+  EXPECT_TRUE(ClocksEventReasonNames(0).empty());
+  EXPECT_TRUE(IsThrottling(kSwPowerCap));
+  EXPECT_TRUE(IsThrottling(kHwSlowdown | kGpuIdle));
+  EXPECT_FALSE(IsThrottling(kGpuIdle | kApplicationsClocksSetting));
+
+  FakeGpu gpu;
+  gpu.clocks_event_reasons = static_cast<int64_t>(kSwPowerCap | kSwThermalSlowdown);
+  gpu.sm_clock = 1410;
+  fake_nvml_set_gpus(&gpu, 1);
+  auto nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok());
+  const GpuState g = (*nvml)->Read(0);
+  EXPECT_THAT(ClocksEventReasonNames(g.clocks_event_reasons), ElementsAre("sw_power_cap", "sw_thermal_slowdown"));
+  EXPECT_TRUE(IsThrottling(g.clocks_event_reasons));
+}
+
+TEST(NvmlTest, InitFailureSaysWhyAndClosingShutsDown) {
+  fake_nvml_fail_init(9);
+  absl::StatusOr<std::unique_ptr<Nvml>> failed = Nvml::Open();
+  fake_nvml_fail_init(0);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("NVML_ERROR_DRIVER_NOT_LOADED (no NVIDIA driver is loaded)"));
+  {
+    auto nvml = Nvml::Open();
+    ASSERT_TRUE(nvml.ok());
+    EXPECT_EQ(fake_nvml_inits(), 1);
+  }
+  EXPECT_EQ(fake_nvml_inits(), 0) << "every nvmlInit is shut down";
+}
+
+TEST(NvmlTest, AMissingLibraryIsNotFound) {
+  setenv("GPUSCOPE_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+  absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open();
+  setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpuscope::internal
+
+int main(int argc, char** argv) {
+  setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,31 @@
+// The fake NVML's device table (tests/cpp/support/fake_libnvml.cc): what
+// each query answers. A negative value makes that query answer
+// NVML_ERROR_NOT_SUPPORTED, as a GPU without the feature does.
+
+#ifndef GPUSCOPE_TESTS_CPP_SUPPORT_FAKE_NVML_H_
+#define GPUSCOPE_TESTS_CPP_SUPPORT_FAKE_NVML_H_
+
+#include <cstdint>
+
+struct FakeGpu {
+  char name[64] = "NVIDIA H100 80GB HBM3";
+  char bus_id[32] = "00000000:17:00.0";
+  int64_t sm_clock = 1980, sm_clock_max = 1980, mem_clock = 2619, mem_clock_max = 2619;  // MHz
+  int64_t power_mw = 350000, power_limit_mw = 700000;
+  int64_t temperature = 45;
+  int64_t clocks_event_reasons = 0;  // -1: not supported
+  int64_t util_gpu = 97, util_memory = 40;
+  int64_t memory_used = 40LL << 30, memory_total = 80LL << 30;
+  int64_t pcie_gen = 5, pcie_gen_max = 5, pcie_width = 16, pcie_width_max = 16;
+  int64_t pcie_tx_kbps = 1000, pcie_rx_kbps = 2000;
+  int64_t ecc_corrected = 0, ecc_uncorrected = 0;
+  int64_t persistence = 1, compute_mode = 0, mig = 0;
+};
+
+extern "C" {
+void fake_nvml_set_gpus(const FakeGpu* gpus, int count);
+void fake_nvml_fail_init(int result);
+int fake_nvml_inits();  // nvmlInit calls not yet shut down
+}
+
+#endif  // GPUSCOPE_TESTS_CPP_SUPPORT_FAKE_NVML_H_
