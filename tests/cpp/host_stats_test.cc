@@ -1,0 +1,133 @@
+// Host telemetry and placement from a fake /proc and /sys tree: every file
+// format parsed, missing files left unknown, rates computed.
+
+#include "backends/host_stats.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpuscope::internal {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+
+class FakeRoot {
+ public:
+  FakeRoot() {
+    char tmpl[] = "/tmp/gpuscope_fake_root_XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  ~FakeRoot() { fs::remove_all(root_); }
+  void Write(const std::string& rel, const std::string& text) {
+    const fs::path p = fs::path(root_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string Path(const std::string& rel) const { return (fs::path(root_) / rel).string(); }
+
+ private:
+  std::string root_;
+};
+
+TEST(HostStatsTest, ReadsEveryProcFile) {
+  FakeRoot r;
+  r.Write("proc/stat", "cpu  100 0 50 800 40 5 5 0 0 0\ncpu0 50 0 25 400 20 2 3 0 0 0\n");
+  const long hz = sysconf(_SC_CLK_TCK);
+  r.Write("proc/self/stat", "1234 (python -m train) S 1 2 3 4 5 6 7 8 9 10 " + std::to_string(3 * hz) + " " +
+                                std::to_string(hz) + " " + std::to_string(8 * hz) + " " + std::to_string(2 * hz) +
+                                " 20 0 1 0\n");
+  r.Write("proc/meminfo", "MemTotal:       16384 kB\nMemFree:  1 kB\nMemAvailable:    8192 kB\nSwapTotal: 4096 kB\nSwapFree: 1024 kB\n");
+  r.Write("proc/loadavg", "3.50 2.00 1.00 2/300 4242\n");
+  r.Write("proc/pressure/memory", "some avg10=12.50 avg60=3.00 avg300=1.00 total=99\nfull avg10=1.00 avg60=0 avg300=0 total=9\n");
+  r.Write("proc/vmstat", "nr_free_pages 10\npswpin 7\npswpout 11\n");
+  absl::StatusOr<HostSnapshot> s = ReadHost(r.Path("proc"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->cpu.user, 100u);
+  EXPECT_EQ(s->cpu.iowait, 40u);
+  EXPECT_EQ(s->cpu.total(), 1000u);
+  EXPECT_DOUBLE_EQ(s->process_cpu_s, 4.0);   // utime 3 s + stime 1 s, the name's spaces skipped
+  EXPECT_DOUBLE_EQ(s->children_cpu_s, 10.0);  // DataLoader workers, once reaped
+  EXPECT_DOUBLE_EQ(s->mem_total_bytes, 16384.0 * 1024);
+  EXPECT_DOUBLE_EQ(s->mem_available_bytes, 8192.0 * 1024);
+  EXPECT_DOUBLE_EQ(s->swap_total_bytes - s->swap_free_bytes, 3072.0 * 1024);
+  EXPECT_DOUBLE_EQ(s->load1, 3.5);
+  EXPECT_DOUBLE_EQ(s->memory_pressure_pct, 12.5);
+  EXPECT_EQ(s->swap_in_pages, 7u);
+  EXPECT_EQ(s->swap_out_pages, 11u);
+}
+
+TEST(HostStatsTest, OptionalFilesMissingStayUnknownButStatIsRequired) {
+  FakeRoot r;
+  EXPECT_EQ(ReadHost(r.Path("proc")).status().code(), absl::StatusCode::kNotFound);
+  r.Write("proc/stat", "intr 1 2 3\n");
+  EXPECT_EQ(ReadHost(r.Path("proc")).status().code(), absl::StatusCode::kDataLoss);
+  r.Write("proc/stat", "cpu 1 2 3 4 5 6 7 8\n");
+  absl::StatusOr<HostSnapshot> s = ReadHost(r.Path("proc"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(std::isnan(s->mem_total_bytes));
+  EXPECT_TRUE(std::isnan(s->memory_pressure_pct));  // no PSI
+  EXPECT_EQ(s->process_cpu_s, 0);
+}
+
+TEST(HostStatsTest, RatesBetweenSnapshots) {
+  HostSnapshot a, b;
+  a.cpu = {100, 0, 50, 800, 50, 0, 0, 0};
+  b.cpu = {300, 0, 150, 1000, 150, 0, 0, 0};  // +600 ticks: 300 busy, 200 idle, 100 iowait
+  a.process_cpu_s = 10;
+  b.process_cpu_s = 14;
+  a.children_cpu_s = 0;
+  b.children_cpu_s = 6;
+  b.swap_in_pages = 20;
+  const HostRates r = RatesBetween(a, b, 2.0);
+  EXPECT_DOUBLE_EQ(r.cpu_pct, 50.0);
+  EXPECT_NEAR(r.iowait_pct, 100.0 / 6, 1e-12);
+  EXPECT_DOUBLE_EQ(r.process_cores, 2.0);
+  EXPECT_DOUBLE_EQ(r.children_cores, 3.0);
+  EXPECT_DOUBLE_EQ(r.swap_pages_per_s, 10.0);
+}
+
+TEST(HostStatsTest, CpuLists) {
+  EXPECT_THAT(ParseCpuList("0-3,8,10-11\n"), ElementsAre(0, 1, 2, 3, 8, 10, 11));
+  EXPECT_THAT(ParseCpuList("5"), ElementsAre(5));
+  EXPECT_TRUE(ParseCpuList("3-1").empty());
+  EXPECT_TRUE(ParseCpuList("x").empty());
+}
+
+TEST(HostStatsTest, PlacementCgroupLimitAffinityAndNuma) {
+  FakeRoot r;
+  r.Write("sys/devices/system/cpu/online", "0-63\n");
+  r.Write("sys/devices/system/node/node0/cpulist", "0-31\n");
+  r.Write("sys/devices/system/node/node1/cpulist", "32-63\n");
+  r.Write("cgroup/cpu.max", "800000 100000\n");
+  r.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n");
+  const std::vector<int> allowed = {0, 1, 2, 3};  // pinned to node 0
+  const HostPlacement p = ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed);
+  EXPECT_EQ(p.cpus_online, 64);
+  EXPECT_EQ(p.cpus_allowed, 4);
+  EXPECT_DOUBLE_EQ(p.cgroup_cpu_limit, 8.0);
+  EXPECT_THAT(p.numa_nodes_of_allowed_cpus, ElementsAre(0));
+  EXPECT_EQ(PciNumaNode(r.Path("sys"), "00000000:17:00.0"), 1);  // NVML's 8-digit domain
+  EXPECT_EQ(PciNumaNode(r.Path("sys"), "00000000:65:00.0"), -1);
+  r.Write("cgroup/cpu.max", "max 100000\n");
+  EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed).cgroup_cpu_limit));
+}
+
+TEST(HostStatsTest, ThisMachinesProcIsReadable) {
+  absl::StatusOr<HostSnapshot> s = ReadHost();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->cpu.total(), 0u);
+  EXPECT_GT(s->mem_total_bytes, 0);
+  EXPECT_GT(ReadPlacement().cpus_allowed, 0);
+}
+
+}  // namespace
+}  // namespace gpuscope::internal
