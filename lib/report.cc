@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "util/strings.h"
+#include "util/text.h"
 
 namespace gpuscope {
 namespace {
@@ -87,19 +88,6 @@ std::string Fit(std::string_view name, size_t width) {
 }
 
 // Appends `text` wrapped at 80 columns, every line indented by `indent`.
-void AppendWrapped(std::string* out, std::string_view text, size_t indent) {
-  const std::string pad(indent, ' ');
-  std::string line;
-  for (absl::string_view word : absl::StrSplit(internal::ToAbsl(text), ' ', absl::SkipEmpty())) {
-    if (!line.empty() && indent + line.size() + 1 + word.size() > 80) {
-      absl::StrAppend(out, pad, line, "\n");
-      line.clear();
-    }
-    absl::StrAppend(&line, line.empty() ? "" : " ", word);
-  }
-  if (!line.empty()) absl::StrAppend(out, pad, line, "\n");
-}
-
 void QuantileRow(std::string* out, const char* label, const Quantiles& q, const char* note) {
   absl::StrAppendFormat(out, "  %-9s %9s %9s %9s %9s %9s %9s%s\n", label, Duration(q.p50),
                         Duration(q.p90), Duration(q.p95), Duration(q.p99), Duration(q.mean),
@@ -113,7 +101,7 @@ std::string FormatReport(const Summary& s) {
   absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (",
                   s.total_steps, " total) | source: ", internal::ToAbsl(SourceName(s.source)),
                   "\n");
-  AppendWrapped(&out, s.source_reason, 2);
+  internal::AppendWrapped(&out, s.source_reason, 2);
   if (s.steps == 0) {
     absl::StrAppend(&out, "\nno completed steps yet: wrap each training step in a StepScope "
                           "(C++) or s.step() / s.steps() (Python)\n");
@@ -146,7 +134,7 @@ std::string FormatReport(const Summary& s) {
       }
       if (!causes.empty()) {
         line.pop_back();
-        AppendWrapped(&out, line, 12);
+        internal::AppendWrapped(&out, line, 12);
       }
       if (s.devices.size() > 1) {
         std::string per_device = absl::StrFormat("per device:");
@@ -156,13 +144,13 @@ std::string FormatReport(const Summary& s) {
         }
         per_device.back() = ' ';
         absl::StrAppendFormat(&per_device, "(the line above is their mean)");
-        AppendWrapped(&out, per_device, 12);
+        internal::AppendWrapped(&out, per_device, 12);
       }
     } else if (s.source != Source::kHost && s.pending_steps > 0) {
       absl::StrAppendFormat(&out, "GPU idle    (%d steps waiting for the GPU to catch up)\n",
                             s.pending_steps);
     } else if (s.source == Source::kEvents) {
-      AppendWrapped(&out,
+      internal::AppendWrapped(&out,
                     "GPU idle    (no step has device markers yet: is a stream set "
                     "(Options::stream, SetStream), and has CUDA been initialized on the "
                     "recording thread?)",
@@ -229,7 +217,7 @@ std::string FormatReport(const Summary& s) {
     absl::StrAppendFormat(&out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
                           Duration(a.sync_time_per_step));
     if (a.dropped_records > 0) {
-      AppendWrapped(&out,
+      internal::AppendWrapped(&out,
                     absl::StrCat("  ", a.dropped_records,
                                  " activity records were dropped (buffers full): the numbers above "
                                  "miss them"),
@@ -270,8 +258,8 @@ std::string FormatReport(const Summary& s) {
     absl::StrAppend(&out, "\nfindings (ranked by the step time they explain)\n");
     for (const Finding& f : findings) {
       std::string head = absl::StrCat("[", internal::ToAbsl(SeverityName(f.severity)), "] ", f.title);
-      AppendWrapped(&out, head, 2);
-      AppendWrapped(&out, f.recommendation, 6);
+      internal::AppendWrapped(&out, head, 2);
+      internal::AppendWrapped(&out, f.recommendation, 6);
     }
   }
   return out;

@@ -26,6 +26,7 @@
 
 #include "gpuscope/clock.h"
 #include "gpuscope/diagnose.h"
+#include "gpuscope/doctor.h"
 #include "gpuscope/log.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
