@@ -5,6 +5,7 @@
 // is bound with pybind11 here.
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "gpuscope/clock.h"
 #include "gpuscope/diagnose.h"
+#include "gpuscope/doctor.h"
 #include "gpuscope/report.h"
 #include "gpuscope/summary.h"
 #include "gpuscope/testing.h"
@@ -34,6 +36,15 @@ Summary SummaryOrThrow(const std::string& json) {
     throw py::error_already_set();
   }
   return *std::move(summary);
+}
+
+DoctorReport DoctorOrThrow(const std::string& json) {
+  absl::StatusOr<DoctorReport> report = DoctorFromJson(json);
+  if (!report.ok()) {
+    SetError(report.status());
+    throw py::error_already_set();
+  }
+  return *std::move(report);
 }
 
 }  // namespace
@@ -149,6 +160,29 @@ PYBIND11_MODULE(_gpuscope, m) {
       "format_report",
       [](const std::string& summary_json) { return FormatReport(SummaryOrThrow(summary_json)); },
       py::arg("summary_json"), "The human report for a summary given as JSON.");
+
+  m.def(
+      "_doctor_json",
+      []() {
+        py::gil_scoped_release release;
+        return DoctorToJson(RunDoctor());
+      },
+      "Runs gpuscope doctor's checks now; the report as JSON.");
+  m.def(
+      "_doctor_format",
+      [](const std::string& report_json, bool color) { return FormatDoctor(DoctorOrThrow(report_json), color); },
+      py::arg("report_json"), py::arg("color") = false, "The doctor's table for a report given as JSON.");
+  m.def(
+      "_doctor_diff",
+      [](const std::string& baseline_json, const std::string& now_json) {
+        return DoctorBaselineDiff(DoctorOrThrow(baseline_json), DoctorOrThrow(now_json));
+      },
+      py::arg("baseline_json"), py::arg("now_json"),
+      "Differences of the node's facts from a saved baseline (ValueError if it is not one).");
+  m.def(
+      "_doctor_has_failures",
+      [](const std::string& report_json) { return DoctorOrThrow(report_json).has_failures(); },
+      py::arg("report_json"));
 
   m.def(
       "validate_summary_json",
