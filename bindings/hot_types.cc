@@ -576,17 +576,17 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* kKeywords[] = {"window",         "enabled",           "max_phases",
                                     "queue_capacity", "flush_interval_ms", "clock",
                                     "stream",         "simulated_device",  "cupti",
-                                    nullptr};
+                                    "telemetry_interval_ms", nullptr};
   Options options;
   int enabled = 1;
   PyObject* clock = Py_None;
   PyObject* stream = Py_None;
   PyObject* simulated = Py_None;
   PyObject* cupti = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOO:Session", const_cast<char**>(kKeywords),
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOOi:Session", const_cast<char**>(kKeywords),
                                    &options.window, &enabled, &options.max_phases,
                                    &options.queue_capacity, &options.flush_interval_ms, &clock,
-                                   &stream, &simulated, &cupti)) {
+                                   &stream, &simulated, &cupti, &options.telemetry_interval_ms)) {
     return -1;
   }
   options.enabled = enabled != 0;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "util/strings.h"
 #include "util/text.h"
@@ -222,6 +223,39 @@ std::string FormatReport(const Summary& s) {
                                  " activity records were dropped (buffers full): the numbers above "
                                  "miss them"),
                     4);
+    }
+  }
+  if (s.telemetry.has_value() && s.telemetry->steps > 0) {
+    const TelemetryStats& t = *s.telemetry;
+    internal::AppendHanging(&out, absl::StrFormat("\ntelemetry (%d steps):", t.steps), t.source, 4);
+    if (t.gpu_utilization_pct.has_value()) {
+      std::string line = absl::StrFormat(
+          "GPU utilization as nvidia-smi reports it: %.0f%% (a kernel ran during the sample: "
+          "not GPU busy time%s)",
+          *t.gpu_utilization_pct, s.gpu_idle_pct.has_value() ? ", see GPU idle above" : "");
+      internal::AppendHanging(&out, "  ", line, 4);
+    }
+    if (t.sm_clock_ratio.has_value()) {
+      std::string line = absl::StrFormat("clocks: the slowest GPU at %.0f%% of its maximum SM clock", 100 * *t.sm_clock_ratio);
+      if (!t.clocks_event_reasons.empty()) {
+        absl::StrAppendFormat(&line, "; %.0f%% of steps throttled; reasons seen: %s", 100 * t.throttled_steps,
+                              absl::StrJoin(t.clocks_event_reasons, ", "));
+      }
+      internal::AppendHanging(&out, "  ", line, 4);
+    }
+    if (t.host_cpu_pct.has_value()) {
+      std::string line = absl::StrFormat("host CPUs %.0f%% busy, %.0f%% iowait", *t.host_cpu_pct,
+                                         t.host_iowait_pct.value_or(0));
+      if (t.process_cores.has_value()) absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
+      if (t.worker_cores.has_value()) absl::StrAppendFormat(&line, ", its workers %.1f cores", *t.worker_cores);
+      internal::AppendHanging(&out, "  ", line, 4);
+    }
+    for (const GpuTelemetry& g : t.gpus) {
+      std::string line = absl::StrFormat("gpu%d: %.0f%% util, SM %.0f of %.0f MHz, %.0f of %.0f W, %.0f C", g.index,
+                                         g.utilization_pct, g.sm_clock_mhz, g.sm_clock_max_mhz, g.power_w,
+                                         g.power_limit_w, g.temperature_c);
+      if (!g.clocks_event_reasons.empty()) absl::StrAppend(&line, "; ", absl::StrJoin(g.clocks_event_reasons, ", "));
+      internal::AppendHanging(&out, "  ", line, 4);
     }
   }
   bool outside_header = false;

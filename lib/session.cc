@@ -52,6 +52,9 @@ absl::Status Options::Validate() const {
   if (flush_interval_ms < 1 || flush_interval_ms > 10000) {
     return RangeError("flush_interval_ms", flush_interval_ms, 1, 10000);
   }
+  if (telemetry_interval_ms < 0 || telemetry_interval_ms > 60000) {
+    return RangeError("telemetry_interval_ms", telemetry_interval_ms, 0, 60000);
+  }
   return absl::OkStatus();
 }
 
@@ -138,6 +141,14 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
   hot_timer_.store(timer_, std::memory_order_relaxed);
   events_on_.store(timer_ != nullptr, std::memory_order_release);
   aggregator_.SetDeviceTimer(timer_);
+  if (backends_.telemetry != nullptr && options_.telemetry_interval_ms > 0) {
+    if (absl::Status started = backends_.telemetry->Start(); started.ok()) {
+      telemetry_ = backends_.telemetry.get();
+      aggregator_.SetTelemetrySource(telemetry_->description());
+    } else {
+      LogOnce("telemetry-off", LogLevel::kInfo, absl::StrCat("no telemetry: ", started.message()));
+    }
+  }
   if (source_ == Source::kHost) {
     LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
   }
@@ -390,6 +401,16 @@ void SessionImpl::Pump() {
 }
 
 void SessionImpl::PumpLocked() {
+  if (telemetry_ != nullptr) {
+    // Before the queue is drained: steps ending now see the latest sample.
+    const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
+    if (next_sample_ns_ == INT64_MIN || now >= next_sample_ns_) {
+      TelemetrySample sample;
+      telemetry_->Sample(now, &sample);
+      aggregator_.AddTelemetry(sample);
+      next_sample_ns_ = now + int64_t{options_.telemetry_interval_ms} * 1'000'000;
+    }
+  }
   if (timer_ != nullptr && events_on_.load(std::memory_order_relaxed)) {
     if (absl::Status healthy = timer_->Maintain(); !healthy.ok()) LowerToHost(healthy);
   }

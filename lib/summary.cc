@@ -1,6 +1,8 @@
 #include "gpuscope/summary.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -106,6 +108,37 @@ void ActivityFields(V& v, A& a) {
   v.Int("dropped_records", a.dropped_records);
 }
 
+// Optional numbers (NaN or nullopt) are written as null.
+template <typename V, typename G>
+void GpuTelemetryFields(V& v, G& g) {
+  v.Int("index", g.index);
+  v.NanNumber("utilization_pct", g.utilization_pct);
+  v.NanNumber("sm_clock_mhz", g.sm_clock_mhz);
+  v.NanNumber("sm_clock_max_mhz", g.sm_clock_max_mhz);
+  v.NanNumber("power_w", g.power_w);
+  v.NanNumber("power_limit_w", g.power_limit_w);
+  v.NanNumber("temperature_c", g.temperature_c);
+  v.NanNumber("memory_used_bytes", g.memory_used_bytes);
+  v.NanNumber("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s);
+  v.NanNumber("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s);
+  v.Strings("clocks_event_reasons", g.clocks_event_reasons);
+}
+
+template <typename V, typename T>
+void TelemetryFields(V& v, T& t) {
+  v.String("source", t.source);
+  v.Int("steps", t.steps);
+  v.Optional("gpu_utilization_pct", t.gpu_utilization_pct);
+  v.Optional("sm_clock_ratio", t.sm_clock_ratio);
+  v.Number("throttled_steps", t.throttled_steps);
+  v.Strings("clocks_event_reasons", t.clocks_event_reasons);
+  v.Optional("host_cpu_pct", t.host_cpu_pct);
+  v.Optional("host_iowait_pct", t.host_iowait_pct);
+  v.Optional("process_cores", t.process_cores);
+  v.Optional("worker_cores", t.worker_cores);
+  v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
+}
+
 template <typename V, typename S>
 void SummaryFields(V& v, S& s) {
   v.String("version", s.version);
@@ -128,6 +161,7 @@ void SummaryFields(V& v, S& s) {
   v.NumberMap("idle_by_cause", s.idle_by_cause);
   v.Array("devices", s.devices, [](auto& sub, auto& d) { DeviceFields(sub, d); }, kOptional);
   v.OptionalObject("activity", s.activity, [](auto& sub, auto& a) { ActivityFields(sub, a); });
+  v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
 }
 
@@ -149,6 +183,20 @@ class JsonOut {
     } else {
       w_.Null();
     }
+  }
+  void NanNumber(std::string_view key, double v) {
+    w_.Key(key);
+    if (std::isnan(v)) {
+      w_.Null();
+    } else {
+      w_.Number(v);
+    }
+  }
+  void Strings(std::string_view key, const std::vector<std::string>& v) {
+    w_.Key(key);
+    w_.BeginArray();
+    for (const std::string& x : v) w_.String(x);
+    w_.EndArray();
   }
   void NumberMap(std::string_view key, const std::map<std::string, double>& m) {
     w_.Key(key);
@@ -263,6 +311,27 @@ class JsonIn {
       }
     }
   }
+  void NanNumber(std::string_view key, double& out) {
+    if (const JsonValue* v = Get(key)) {
+      if (v->is_null()) {
+        out = std::numeric_limits<double>::quiet_NaN();
+      } else if (v->is_number()) {
+        out = v->as_number();
+      } else {
+        Fail(key, "must be a number or null");
+      }
+    }
+  }
+  void Strings(std::string_view key, std::vector<std::string>& out) {
+    const JsonValue* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(key, "must be an array of strings");
+    out.clear();
+    for (const JsonValue& x : v->as_array()) {
+      if (!x.is_string()) return Fail(key, "must be an array of strings");
+      out.push_back(x.as_string());
+    }
+  }
   void NumberMap(std::string_view key, std::map<std::string, double>& out) {
     const JsonValue* v = Get(key);
     if (v == nullptr) return;
@@ -362,9 +431,9 @@ absl::StatusOr<Summary> SummaryFromJson(std::string_view json) {
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not a gpuscope summary: ", status.message()));
   }
-  if (schema != kJsonSchemaVersion) {
+  if (schema < 1 || schema > kJsonSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "gpuscope summary JSON has schema_version ", schema, "; this gpuscope reads version ",
+        "gpuscope summary JSON has schema_version ", schema, "; this gpuscope reads versions 1 to ",
         kJsonSchemaVersion, ": re-save it with a matching gpuscope version"));
   }
   Summary s;

@@ -117,6 +117,11 @@ struct Options {
   // CUPTI use (see Cupti). GPUSCOPE_CUPTI=on|off|auto overrides kAuto.
   Cupti cupti = Cupti::kAuto;
 
+  // How often the background worker samples NVML (every GPU) and /proc for
+  // Summary::telemetry; 0: never. 0 to 60000 ms. Sampling never runs on the
+  // recording thread; with a custom `clock` there is no system telemetry.
+  int telemetry_interval_ms = 100;
+
   // Testing: time the GPU side on this simulated device instead of a real
   // GPU (gpuscope/testing.h). With GPUSCOPE_SIMULATE=1 in the environment,
   // sessions without one get a fresh simulated device.

@@ -41,7 +41,7 @@ namespace gpuscope {
 
 // Version of the JSON encoding. Bumped when a field changes meaning or is
 // removed; adding a field does not bump it.
-inline constexpr int kJsonSchemaVersion = 1;
+inline constexpr int kJsonSchemaVersion = 2;  // 2: telemetry; version 1 files still read
 
 // Where the GPU side of a summary comes from, best first (DESIGN.md §2).
 enum class Source : uint8_t {
@@ -161,6 +161,50 @@ struct ActivityStats {
   bool operator==(const ActivityStats&) const = default;
 };
 
+// GpuTelemetry
+//
+// One GPU as NVML saw it over the window (means of the worker's samples).
+// NaN: not available on this GPU.
+struct GpuTelemetry {
+  int index = 0;                   // NVML index
+  double utilization_pct = 0;      // as nvidia-smi reports it: a kernel ran during the sample
+  double sm_clock_mhz = 0;
+  double sm_clock_max_mhz = 0;
+  double power_w = 0;
+  double power_limit_w = 0;
+  double temperature_c = 0;
+  double memory_used_bytes = 0;
+  double pcie_rx_bytes_per_s = 0;
+  double pcie_tx_bytes_per_s = 0;
+  std::vector<std::string> clocks_event_reasons;  // seen in the window, by name
+
+  bool operator==(const GpuTelemetry&) const = default;
+};
+
+// TelemetryStats
+//
+// Device and host state sampled by the worker (NVML, /proc), over the
+// window's steps, each step time-weighted. nullopt fields: not sampled.
+struct TelemetryStats {
+  std::string source;   // "NVML, /proc", "/proc (no GPU telemetry: ...)"
+  int64_t steps = 0;    // window steps a sample covered
+  // As nvidia-smi reports it (mean over GPUs): NOT GPU busy; see gpu_idle_pct.
+  std::optional<double> gpu_utilization_pct;
+  // Mean of the lowest GPU's SM clock over its maximum (1: full speed).
+  std::optional<double> sm_clock_ratio;
+  // Share of those steps during which a GPU was power- or thermal-capped or
+  // slowed down, and the reasons seen, by name.
+  double throttled_steps = 0;
+  std::vector<std::string> clocks_event_reasons;
+  std::optional<double> host_cpu_pct;      // all CPUs busy
+  std::optional<double> host_iowait_pct;
+  std::optional<double> process_cores;     // this process's CPU use, in cores
+  std::optional<double> worker_cores;      // its child processes' (DataLoader workers)
+  std::vector<GpuTelemetry> gpus;
+
+  bool operator==(const TelemetryStats&) const = default;
+};
+
 // Summary
 //
 // A snapshot; copying it is safe and it refers to nothing in the session.
@@ -206,6 +250,8 @@ struct Summary {
   std::vector<DeviceStats> devices;
   // With Source::kCupti: per-step counts from the activity records.
   std::optional<ActivityStats> activity;
+  // With telemetry (Options::telemetry_interval_ms > 0 and NVML or /proc).
+  std::optional<TelemetryStats> telemetry;
 
   MisuseCounts misuse;
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda_driver_timer.h"
 #include "backends/cupti_activity.h"
+#include "backends/system_telemetry.h"
 #include "core/worker.h"
 #include "sim/simulated_device.h"
 
@@ -35,6 +36,7 @@ Backends DefaultBackends(const Options& options) {
     // CUDA is unusable in a forked child, so never there.
     backends.device_timer = MakeCudaDriverTimer();
     backends.activity = MakeCuptiActivitySource(options.cupti);
+    if (options.telemetry_interval_ms > 0) backends.telemetry = MakeSystemTelemetry();
   }
   return backends;
 }

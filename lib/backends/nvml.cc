@@ -214,7 +214,7 @@ GpuState Nvml::Read(int index) const {
   // Each query on its own: what fails stays unknown.
   const auto uint_query = [&](auto fn, auto... args) -> double {
     unsigned v = 0;
-    if (fn == nullptr || fn(d, args..., &v) != kSuccess) return kUnknown;
+    if (fn == nullptr || fn(d, args..., &v) != kSuccess) return kUnknownValue;
     return static_cast<double>(v);
   };
   char buf[96] = {0};

@@ -20,7 +20,7 @@
 
 namespace gpuscope::internal {
 
-inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kUnknownValue = std::numeric_limits<double>::quiet_NaN();
 
 // The clocks-event (throttle) reasons bitmask, as NVML defines it.
 enum ClocksEventReason : uint64_t {
@@ -49,25 +49,25 @@ struct GpuState {
   int index = -1;
   std::string name;
   std::string bus_id;              // "00000000:17:00.0"
-  double sm_clock_mhz = kUnknown;
-  double sm_clock_max_mhz = kUnknown;
-  double mem_clock_mhz = kUnknown;
-  double mem_clock_max_mhz = kUnknown;
-  double power_w = kUnknown;
-  double power_limit_w = kUnknown;  // enforced
-  double temperature_c = kUnknown;
+  double sm_clock_mhz = kUnknownValue;
+  double sm_clock_max_mhz = kUnknownValue;
+  double mem_clock_mhz = kUnknownValue;
+  double mem_clock_max_mhz = kUnknownValue;
+  double power_w = kUnknownValue;
+  double power_limit_w = kUnknownValue;  // enforced
+  double temperature_c = kUnknownValue;
   bool clocks_event_reasons_known = false;
   uint64_t clocks_event_reasons = 0;
-  double utilization_gpu_pct = kUnknown;     // as nvidia-smi reports it: a kernel ran in the sample
-  double utilization_memory_pct = kUnknown;
-  double memory_used_bytes = kUnknown;
-  double memory_total_bytes = kUnknown;
+  double utilization_gpu_pct = kUnknownValue;     // as nvidia-smi reports it: a kernel ran in the sample
+  double utilization_memory_pct = kUnknownValue;
+  double memory_used_bytes = kUnknownValue;
+  double memory_total_bytes = kUnknownValue;
   int pcie_gen = -1;
   int pcie_gen_max = -1;
   int pcie_width = -1;
   int pcie_width_max = -1;
-  double pcie_tx_bytes_per_s = kUnknown;
-  double pcie_rx_bytes_per_s = kUnknown;
+  double pcie_tx_bytes_per_s = kUnknownValue;
+  double pcie_rx_bytes_per_s = kUnknownValue;
   int64_t ecc_corrected = -1;      // volatile (since the driver loaded)
   int64_t ecc_uncorrected = -1;
   int persistence_mode = -1;       // 0 off, 1 on

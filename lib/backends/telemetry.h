@@ -1,11 +1,14 @@
 // Telemetry: device and host state sampled by the background worker at a
-// fixed rate, never on the hot path (NVML, /proc).
+// fixed rate, never on the hot path (NVML, /proc), and what a step keeps of
+// it.
 
 #ifndef GPUSCOPE_LIB_BACKENDS_TELEMETRY_H_
 #define GPUSCOPE_LIB_BACKENDS_TELEMETRY_H_
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -13,30 +16,58 @@
 namespace gpuscope::internal {
 
 inline constexpr double kNotSampled = std::numeric_limits<double>::quiet_NaN();
+inline constexpr int kMaxTelemetryGpus = 8;
 
-// One sample, or a time-weighted mean of samples over a step. NaN: not
-// available from this source.
-struct TelemetrySample {
-  int64_t host_ns = 0;
-  double gpu_utilization_pct = kNotSampled;  // as nvidia-smi reports it
+// One GPU at one moment. NaN: not available.
+struct GpuSample {
+  int index = -1;                             // NVML index; -1: unused slot
+  double utilization_pct = kNotSampled;       // as nvidia-smi reports it
   double sm_clock_mhz = kNotSampled;
   double sm_clock_max_mhz = kNotSampled;
   double power_w = kNotSampled;
   double power_limit_w = kNotSampled;
   double temperature_c = kNotSampled;
-  uint64_t throttle_reasons = 0;             // NVML clocks-event bitmask
-  double host_cpu_pct = kNotSampled;
+  double memory_used_bytes = kNotSampled;
+  double pcie_rx_bytes_per_s = kNotSampled;
+  double pcie_tx_bytes_per_s = kNotSampled;
+  uint64_t clocks_event_reasons = 0;
+};
+
+// One sample of everything, taken at `host_ns`.
+struct TelemetrySample {
+  int64_t host_ns = 0;
+  double host_cpu_pct = kNotSampled;      // all CPUs, since the previous sample
   double host_iowait_pct = kNotSampled;
+  double process_cores = kNotSampled;     // this process's CPU use
+  double children_cores = kNotSampled;    // its live child processes' (DataLoader workers)
+  double memory_available_bytes = kNotSampled;
+  double swap_pages_per_s = kNotSampled;
+  int gpu_count = 0;
+  std::array<GpuSample, kMaxTelemetryGpus> gpus{};
+};
+
+// What a completed step keeps: time-weighted over its window, compact (the
+// window ring holds one per step). NaN: no sample covered it.
+struct StepTelemetry {
+  float gpu_utilization_pct = std::numeric_limits<float>::quiet_NaN();  // mean over GPUs
+  float sm_clock_ratio = std::numeric_limits<float>::quiet_NaN();       // lowest GPU's clock / max
+  float host_cpu_pct = std::numeric_limits<float>::quiet_NaN();
+  float host_iowait_pct = std::numeric_limits<float>::quiet_NaN();
+  float process_cores = std::numeric_limits<float>::quiet_NaN();
+  float children_cores = std::numeric_limits<float>::quiet_NaN();
+  uint64_t clocks_event_reasons = 0;  // OR over the step and its GPUs
 };
 
 class Telemetry {
  public:
   virtual ~Telemetry() = default;
   virtual absl::string_view name() const = 0;
-  // Once: OkStatus(), or why not (NVML missing, /proc unreadable).
+  // Once: OkStatus(), or why not (neither NVML nor /proc readable).
   virtual absl::Status Start() = 0;
-  // Worker: fills `out` with the current state.
+  // Worker: the state now (rates since the previous call).
   virtual void Sample(int64_t now_ns, TelemetrySample* out) = 0;
+  // What is sampled, for the summary ("NVML, /proc", "/proc (no NVML: ...)").
+  virtual std::string description() const = 0;
 };
 
 }  // namespace gpuscope::internal

@@ -1,10 +1,14 @@
 #include "core/aggregator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <map>
 #include <string>
 #include <tuple>
 
+#include "backends/nvml.h"
 #include "core/device_timeline.h"
 #include "core/phase_table.h"
 #include "core/quantiles.h"
@@ -75,6 +79,145 @@ void Aggregator::RememberLanes(const PendingStep& p) {
     remember(ph.begin);
     remember(ph.end);
   }
+}
+
+void Aggregator::AddTelemetry(const TelemetrySample& sample) {
+  if (!samples_.empty() && sample.host_ns < samples_.back().host_ns) return;  // out of order
+  if (samples_.size() == kTelemetrySamples) samples_.pop_front();
+  samples_.push_back(sample);
+}
+
+// Each sample holds from its time to the next one's (the last, onwards); a
+// step's value is the mean over its window weighted by overlap. A step of no
+// duration takes the sample that holds at its time.
+StepTelemetry Aggregator::TelemetryOver(int64_t begin_ns, int64_t end_ns) const {
+  StepTelemetry t;
+  if (samples_.empty()) return t;
+  struct Mean {
+    double sum = 0, weight = 0;
+    void Add(double v, double w) {
+      if (!std::isnan(v) && w > 0) {
+        sum += v * w;
+        weight += w;
+      }
+    }
+    float Get() const { return weight > 0 ? static_cast<float>(sum / weight) : std::numeric_limits<float>::quiet_NaN(); }
+  };
+  Mean util, ratio, cpu, iowait, proc, children;
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    const TelemetrySample& s = samples_[i];
+    const int64_t from = s.host_ns;
+    const int64_t to = i + 1 < samples_.size() ? samples_[i + 1].host_ns : INT64_MAX;
+    double w = static_cast<double>(std::min(to, end_ns) - std::max(from, begin_ns));
+    if (end_ns == begin_ns && from <= begin_ns && begin_ns < to) w = 1;
+    if (w <= 0) continue;
+    Mean gpu_util;
+    double lowest_ratio = std::numeric_limits<double>::quiet_NaN();
+    for (int g = 0; g < s.gpu_count; ++g) {
+      const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
+      gpu_util.Add(gs.utilization_pct, 1);
+      if (gs.sm_clock_max_mhz > 0) {
+        const double r = gs.sm_clock_mhz / gs.sm_clock_max_mhz;
+        if (std::isnan(lowest_ratio) || r < lowest_ratio) lowest_ratio = r;
+      }
+      t.clocks_event_reasons |= gs.clocks_event_reasons;
+    }
+    util.Add(gpu_util.Get(), w);
+    ratio.Add(lowest_ratio, w);
+    cpu.Add(s.host_cpu_pct, w);
+    iowait.Add(s.host_iowait_pct, w);
+    proc.Add(s.process_cores, w);
+    children.Add(s.children_cores, w);
+  }
+  t.gpu_utilization_pct = util.Get();
+  t.sm_clock_ratio = ratio.Get();
+  t.host_cpu_pct = cpu.Get();
+  t.host_iowait_pct = iowait.Get();
+  t.process_cores = proc.Get();
+  t.children_cores = children.Get();
+  return t;
+}
+
+void Aggregator::FillTelemetry(Summary* out) const {
+  out->telemetry.reset();
+  if (telemetry_source_.empty()) return;
+  TelemetryStats ts;
+  ts.source = telemetry_source_;
+  struct Mean {
+    double sum = 0, weight = 0;
+    void Add(double v, double w) {
+      if (!std::isnan(v) && w > 0) {
+        sum += v * w;
+        weight += w;
+      }
+    }
+    std::optional<double> Get() const { return weight > 0 ? std::optional<double>(sum / weight) : std::nullopt; }
+  };
+  Mean util, ratio, cpu, iowait, proc, children;
+  uint64_t reasons = 0;
+  int64_t throttled = 0;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const StepRecord& s = steps_[i];
+    const StepTelemetry& t = s.telemetry;
+    const bool covered = !std::isnan(t.gpu_utilization_pct) || !std::isnan(t.host_cpu_pct) ||
+                         !std::isnan(t.sm_clock_ratio) || !std::isnan(t.process_cores);
+    if (!covered) continue;
+    ++ts.steps;
+    const double w = static_cast<double>(std::max<int64_t>(1, s.duration_ns()));
+    util.Add(t.gpu_utilization_pct, w);
+    ratio.Add(t.sm_clock_ratio, w);
+    cpu.Add(t.host_cpu_pct, w);
+    iowait.Add(t.host_iowait_pct, w);
+    proc.Add(t.process_cores, w);
+    children.Add(t.children_cores, w);
+    reasons |= t.clocks_event_reasons;
+    if (IsThrottling(t.clocks_event_reasons)) ++throttled;
+  }
+  ts.gpu_utilization_pct = util.Get();
+  ts.sm_clock_ratio = ratio.Get();
+  ts.host_cpu_pct = cpu.Get();
+  ts.host_iowait_pct = iowait.Get();
+  ts.process_cores = proc.Get();
+  ts.worker_cores = children.Get();
+  ts.throttled_steps = ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
+  ts.clocks_event_reasons = ClocksEventReasonNames(reasons);
+  // Per GPU: plain means of the samples taken during the window.
+  if (!steps_.empty()) {
+    const int64_t from = steps_[0].begin_ns;
+    const int64_t to = steps_[steps_.size() - 1].end_ns;
+    std::map<int, std::pair<GpuTelemetry, int>> per_gpu;
+    std::map<int, uint64_t> gpu_reasons;
+    for (const TelemetrySample& s : samples_) {
+      if (s.host_ns < from || s.host_ns > to) continue;
+      for (int g = 0; g < s.gpu_count; ++g) {
+        const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
+        auto& [sum, n] = per_gpu[gs.index];
+        sum.index = gs.index;
+        sum.utilization_pct += gs.utilization_pct;
+        sum.sm_clock_mhz += gs.sm_clock_mhz;
+        sum.sm_clock_max_mhz += gs.sm_clock_max_mhz;
+        sum.power_w += gs.power_w;
+        sum.power_limit_w += gs.power_limit_w;
+        sum.temperature_c += gs.temperature_c;
+        sum.memory_used_bytes += gs.memory_used_bytes;
+        sum.pcie_rx_bytes_per_s += gs.pcie_rx_bytes_per_s;
+        sum.pcie_tx_bytes_per_s += gs.pcie_tx_bytes_per_s;
+        gpu_reasons[gs.index] |= gs.clocks_event_reasons;
+        ++n;
+      }
+    }
+    for (auto& [index, entry] : per_gpu) {
+      auto& [g, n] = entry;
+      const double k = 1.0 / n;
+      for (double* v : {&g.utilization_pct, &g.sm_clock_mhz, &g.sm_clock_max_mhz, &g.power_w, &g.power_limit_w,
+                        &g.temperature_c, &g.memory_used_bytes, &g.pcie_rx_bytes_per_s, &g.pcie_tx_bytes_per_s}) {
+        *v *= k;  // NaN stays NaN: not available on this GPU
+      }
+      g.clocks_event_reasons = ClocksEventReasonNames(gpu_reasons[index]);
+      ts.gpus.push_back(g);
+    }
+  }
+  out->telemetry = std::move(ts);
 }
 
 Aggregator::PendingMarker Aggregator::Pending(uint32_t slot, int64_t host_ns) const {
@@ -173,7 +316,7 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
   s.backlog_begin_ns = -1;
   s.idle_other_ns = -1;
   s.idle_launch_ns = -1;
-  s.telemetry = TelemetrySample{};
+  s.telemetry = TelemetryOver(s.begin_ns, s.end_ns);
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).
@@ -618,6 +761,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     }
     out->devices.push_back(ds);
   }
+  FillTelemetry(out);
   out->gpu_steps = gpu_steps;
   out->activity.reset();
   if (activity_ != nullptr && gpu_steps > 0) {

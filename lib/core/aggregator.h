@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "backends/device_timer.h"
@@ -55,7 +56,7 @@ struct StepRecord {
   int64_t idle_other_ns = -1;     // idle with no phase open
   int64_t idle_launch_ns = -1;    // idle gaps shorter than the launch threshold
   ActivityCounts activity;        // cupti: per-step counts (valid when device_busy_ns >= 0)
-  TelemetrySample telemetry;      // time-weighted over the step
+  StepTelemetry telemetry;        // time-weighted over the step
 
   int64_t duration_ns() const { return end_ns - begin_ns; }
 };
@@ -95,6 +96,12 @@ class Aggregator {
 
   // Takes one record, in queue order.
   void Consume(const Record& record);
+
+  // Takes one telemetry sample (in time order); steps completing from now on
+  // get their time-weighted share of the samples (StepRecord::telemetry).
+  // `source` describes what is sampled.
+  void AddTelemetry(const TelemetrySample& sample);
+  void SetTelemetrySource(std::string source) { telemetry_source_ = std::move(source); }
 
   enum class Resolution { kOk, kMarkerLost };
 
@@ -170,6 +177,8 @@ class Aggregator {
   // Forgets lane history once the steps pending now are resolved.
   void QueueForget();
   void ApplyDeviceResult(PendingStep& p);
+  StepTelemetry TelemetryOver(int64_t begin_ns, int64_t end_ns) const;
+  void FillTelemetry(Summary* out) const;
   Resolution ResolveFromActivity(bool final);
   void ApplyActivityResult(const PendingStep& p);
   PhaseSample* FindSample(uint16_t phase_id, uint64_t step_index);
@@ -186,6 +195,11 @@ class Aggregator {
   uint64_t completed_ = 0;
   int64_t incomplete_steps_ = 0;
   std::vector<PhaseHistory> phases_;  // indexed by phase id
+
+  // Telemetry samples, oldest first: enough for about 100 s at 10 Hz.
+  static constexpr size_t kTelemetrySamples = 1024;
+  std::deque<TelemetrySample> samples_;
+  std::string telemetry_source_;  // empty: no telemetry
 
   DeviceTimer* timer_ = nullptr;
   ActivitySource* activity_ = nullptr;

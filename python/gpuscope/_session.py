@@ -16,7 +16,7 @@ class Session(_gpuscope._Session):
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=16384,
     flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
-    cupti=None)``;
+    cupti=None, telemetry_interval_ms=100)``;
     every argument has a default. Invalid values raise ``ValueError``;
     ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
 

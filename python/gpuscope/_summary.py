@@ -141,6 +141,50 @@ class ActivityStats:
         return f"ActivityStats({inner})"
 
 
+class GpuTelemetry:
+    """One GPU as NVML saw it over the window (``TelemetryStats.gpus``):
+    ``index``, ``utilization_pct`` (as nvidia-smi reports it), ``sm_clock_mhz``,
+    ``sm_clock_max_mhz``, ``power_w``, ``power_limit_w``, ``temperature_c``,
+    ``memory_used_bytes``, ``pcie_rx_bytes_per_s``, ``pcie_tx_bytes_per_s``
+    (None where the GPU does not report it) and ``clocks_event_reasons``."""
+
+    def __init__(self, d: Dict[str, Any]) -> None:
+        self.index: int = int(d["index"])
+        for name in ("utilization_pct", "sm_clock_mhz", "sm_clock_max_mhz", "power_w", "power_limit_w",
+                     "temperature_c", "memory_used_bytes", "pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s"):
+            setattr(self, name, _float_or_none(d[name]))
+        self.clocks_event_reasons: List[str] = list(d["clocks_event_reasons"])
+
+    def __repr__(self) -> str:
+        return f"GpuTelemetry(index={self.index}, utilization_pct={self.utilization_pct})"
+
+
+class TelemetryStats:
+    """Device and host state the worker sampled (``Summary.telemetry``):
+    ``source``, ``steps`` (window steps covered), ``gpu_utilization_pct`` (as
+    nvidia-smi reports it: not GPU busy), ``sm_clock_ratio`` (the slowest
+    GPU's clock over its maximum), ``throttled_steps`` (share of steps with a
+    power or thermal cap), ``clocks_event_reasons``, ``host_cpu_pct``,
+    ``host_iowait_pct``, ``process_cores``, ``worker_cores`` (DataLoader
+    workers) and ``gpus`` (``GpuTelemetry``); None where not sampled."""
+
+    def __init__(self, d: Dict[str, Any]) -> None:
+        self.source: str = d["source"]
+        self.steps: int = int(d["steps"])
+        self.gpu_utilization_pct = _float_or_none(d["gpu_utilization_pct"])
+        self.sm_clock_ratio = _float_or_none(d["sm_clock_ratio"])
+        self.throttled_steps: float = float(d["throttled_steps"])
+        self.clocks_event_reasons: List[str] = list(d["clocks_event_reasons"])
+        self.host_cpu_pct = _float_or_none(d["host_cpu_pct"])
+        self.host_iowait_pct = _float_or_none(d["host_iowait_pct"])
+        self.process_cores = _float_or_none(d["process_cores"])
+        self.worker_cores = _float_or_none(d["worker_cores"])
+        self.gpus: List[GpuTelemetry] = [GpuTelemetry(g) for g in d["gpus"]]
+
+    def __repr__(self) -> str:
+        return f"TelemetryStats(source={self.source!r}, steps={self.steps})"
+
+
 class DeviceStats:
     """One GPU's share of a session (``Summary.devices``): ``device`` (the
     CUDA ordinal), ``gpu_steps`` (window steps it was timed in) and
@@ -173,6 +217,7 @@ class Summary:
     cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``:
     a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their
     mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or
+    None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or
     None;
     ``device_step_time``: per-step GPU span (or None); ``throughput``:
     samples/s or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
@@ -202,6 +247,7 @@ class Summary:
         "gpu_clock_error",
         "devices",
         "activity",
+        "telemetry",
     )
 
     def __init__(self, json_text: str) -> None:
@@ -229,6 +275,9 @@ class Summary:
         self.gpu_steps: int = d.get("gpu_steps", 0)
         self.gpu_clock_error: float = float(d.get("gpu_clock_error", 0.0))
         self.devices: List[DeviceStats] = [DeviceStats._from_dict(x) for x in d.get("devices", [])]
+        self.telemetry: Optional[TelemetryStats] = (
+            TelemetryStats(d["telemetry"]) if d.get("telemetry") is not None else None
+        )
         self.activity: Optional[ActivityStats] = (
             ActivityStats(d["activity"]) if d.get("activity") is not None else None
         )

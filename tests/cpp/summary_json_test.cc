@@ -39,7 +39,7 @@ TEST(SummaryJsonTest, RoundTripIsExact) {
   original.idle_by_cause = {{"data", 30.0}, {"launch", 7.25}};
   original.source = Source::kEvents;
   const std::string json = ToJson(original);
-  EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos);
+  EXPECT_NE(json.find("\"schema_version\": 2"), std::string::npos);
   const absl::StatusOr<Summary> back = SummaryFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, original);
@@ -69,10 +69,43 @@ TEST(SummaryJsonTest, RejectsTextThatIsNotASummary) {
 
 TEST(SummaryJsonTest, OtherSchemaVersionIsAPreconditionError) {
   std::string json = ToJson(Summary{});
-  json.replace(json.find("\"schema_version\": 1"), 19, "\"schema_version\": 99");
+  json.replace(json.find("\"schema_version\": 2"), 19, "\"schema_version\": 99");
   const absl::StatusOr<Summary> r = SummaryFromJson(json);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("99"), std::string_view::npos);
+}
+
+TEST(SummaryJsonTest, VersionOneFilesStillRead) {
+  // Version 1 had no telemetry (nor devices, activity): all optional on read.
+  std::string json = ToJson(Summary{});
+  json.replace(json.find("\"schema_version\": 2"), 19, "\"schema_version\": 1");
+  const absl::StatusOr<Summary> r = SummaryFromJson(json);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->telemetry.has_value());
+}
+
+TEST(SummaryJsonTest, TelemetryRoundTrips) {
+  Summary s;
+  TelemetryStats t;
+  t.source = "NVML, /proc";
+  t.steps = 3;
+  t.gpu_utilization_pct = 97.5;
+  t.sm_clock_ratio = 0.71;
+  t.throttled_steps = 1.0 / 3;
+  t.clocks_event_reasons = {"sw_power_cap"};
+  t.host_cpu_pct = 35;
+  t.worker_cores = 3.5;
+  GpuTelemetry g;
+  g.index = 0;
+  g.utilization_pct = 97.5;
+  g.sm_clock_mhz = 1410;
+  g.sm_clock_max_mhz = 1980;
+  g.clocks_event_reasons = {"sw_power_cap"};
+  t.gpus = {g};
+  s.telemetry = t;
+  const absl::StatusOr<Summary> back = SummaryFromJson(ToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->telemetry, s.telemetry);
 }
 
 TEST(SummaryJsonTest, NamesTheFieldThatIsMissingOrMistyped) {

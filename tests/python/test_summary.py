@@ -42,7 +42,7 @@ def test_json_round_trip(session, clock):
     s = session.summary()
     text = s.to_json()
     d = json.loads(text)
-    assert d["schema_version"] == 1
+    assert d["schema_version"] == 2
     assert d == s.to_dict()
     back = gs.Summary.from_json(text)
     assert back == s
@@ -57,7 +57,7 @@ def test_from_json_rejects_what_is_not_a_summary():
         gs.Summary.from_json("{}")
     with pytest.raises(ValueError):
         gs.Summary.from_json("not json")
-    text = gs.Session().summary().to_json().replace('"schema_version": 1', '"schema_version": 7')
+    text = gs.Session().summary().to_json().replace('"schema_version": 2', '"schema_version": 7')
     with pytest.raises(gs.GpuscopeError, match="schema_version 7"):
         gs.Summary.from_json(text)
 
@@ -86,3 +86,26 @@ def test_report_includes_findings_and_fits_80_columns(session, clock):
     assert "[high] Input-bound" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert str(session.summary()) == text
+
+
+def test_host_telemetry_is_sampled_while_training():
+    """The worker samples /proc (and NVML where there is a GPU) at 10 Hz; each
+    step gets its time-weighted share and the summary their window means."""
+    import time
+
+    s = gs.Session(window=20, telemetry_interval_ms=5)
+    for _ in s.steps(range(20)):
+        with s.phase("forward"):
+            sum(range(100000))
+        time.sleep(0.01)
+    t = s.summary().telemetry
+    assert isinstance(t, gs.TelemetryStats)
+    assert t.steps > 10
+    assert t.host_cpu_pct is not None and 0 <= t.host_cpu_pct <= 100
+    assert t.process_cores is not None and t.process_cores > 0
+    assert "/proc" in t.source
+    assert gs.Summary.from_json(s.summary().to_json()).telemetry.steps == s.summary().telemetry.steps
+    assert "telemetry (" in s.report()
+    assert gs.Session(telemetry_interval_ms=0).summary().telemetry is None
+    with pytest.raises(ValueError, match="telemetry_interval_ms"):
+        gs.Session(telemetry_interval_ms=-5)

@@ -1,0 +1,144 @@
+#include "backends/system_telemetry.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "backends/host_stats.h"
+#include "backends/nvml.h"
+
+namespace gpuscope::internal {
+namespace {
+
+// CPU ticks (utime + stime) of every live child of `parent`, by pid.
+std::map<int, uint64_t> ChildTicks(const std::string& proc_root, int parent) {
+  std::map<int, uint64_t> out;
+  DIR* dir = opendir(proc_root.c_str());
+  if (dir == nullptr) return out;
+  while (dirent* e = readdir(dir)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::ifstream f(absl::StrCat(proc_root, "/", e->d_name, "/stat"));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string text = ss.str();
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipEmpty());
+    // fields[0] is field 3 (state), [1] the parent pid, [11] and [12] utime, stime.
+    int ppid = 0;
+    uint64_t utime = 0, stime = 0;
+    if (fields.size() > 12 && absl::SimpleAtoi(fields[1], &ppid) && ppid == parent &&
+        absl::SimpleAtoi(fields[11], &utime) && absl::SimpleAtoi(fields[12], &stime)) {
+      out[pid] = utime + stime;
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
+class SystemTelemetry final : public Telemetry {
+ public:
+  explicit SystemTelemetry(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+
+  absl::string_view name() const override { return "system"; }
+
+  absl::Status Start() override {
+    absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open();
+    if (nvml.ok()) {
+      nvml_ = std::move(*nvml);
+    } else {
+      nvml_status_ = std::string(nvml.status().message());
+    }
+    host_ok_ = ReadHost(proc_root_).ok();
+    if (nvml_ == nullptr && !host_ok_) {
+      return absl::UnavailableError(absl::StrCat("neither NVML (", nvml_status_, ") nor ", proc_root_, " is readable"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string description() const override {
+    if (nvml_ != nullptr) return host_ok_ ? "NVML, /proc" : "NVML";
+    return absl::StrCat("/proc (no GPU telemetry: ", nvml_status_, ")");
+  }
+
+  void Sample(int64_t now_ns, TelemetrySample* out) override {
+    *out = TelemetrySample{};
+    out->host_ns = now_ns;
+    if (host_ok_) SampleHost(now_ns, out);
+    if (nvml_ != nullptr) {
+      out->gpu_count = std::min(nvml_->device_count(), kMaxTelemetryGpus);
+      for (int i = 0; i < out->gpu_count; ++i) {
+        const GpuState g = nvml_->Read(i);
+        GpuSample& s = out->gpus[static_cast<size_t>(i)];
+        s.index = i;
+        s.utilization_pct = g.utilization_gpu_pct;
+        s.sm_clock_mhz = g.sm_clock_mhz;
+        s.sm_clock_max_mhz = g.sm_clock_max_mhz;
+        s.power_w = g.power_w;
+        s.power_limit_w = g.power_limit_w;
+        s.temperature_c = g.temperature_c;
+        s.memory_used_bytes = g.memory_used_bytes;
+        s.pcie_rx_bytes_per_s = g.pcie_rx_bytes_per_s;
+        s.pcie_tx_bytes_per_s = g.pcie_tx_bytes_per_s;
+        s.clocks_event_reasons = g.clocks_event_reasons_known ? g.clocks_event_reasons : 0;
+      }
+    }
+  }
+
+ private:
+  void SampleHost(int64_t now_ns, TelemetrySample* out) {
+    absl::StatusOr<HostSnapshot> snap = ReadHost(proc_root_);
+    if (!snap.ok()) return;
+    out->memory_available_bytes = snap->mem_available_bytes;
+    std::map<int, uint64_t> children = ChildTicks(proc_root_, static_cast<int>(getpid()));
+    if (prev_.has_value() && now_ns > prev_ns_) {
+      const double seconds = static_cast<double>(now_ns - prev_ns_) * 1e-9;
+      const HostRates r = RatesBetween(*prev_, *snap, seconds);
+      out->host_cpu_pct = r.cpu_pct;
+      out->host_iowait_pct = r.iowait_pct;
+      out->process_cores = r.process_cores;
+      out->swap_pages_per_s = r.swap_pages_per_s;
+      // Children alive at both samples: their CPU time since the last one.
+      double ticks = 0;
+      for (const auto& [pid, now_ticks] : children) {
+        const auto it = prev_children_.find(pid);
+        if (it != prev_children_.end() && now_ticks >= it->second) ticks += static_cast<double>(now_ticks - it->second);
+      }
+      const double hz = static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)));
+      out->children_cores = ticks / hz / seconds;
+    }
+    prev_ = *snap;
+    prev_ns_ = now_ns;
+    prev_children_ = std::move(children);
+  }
+
+  const std::string proc_root_;
+  std::unique_ptr<Nvml> nvml_;
+  std::string nvml_status_;
+  bool host_ok_ = false;
+  std::optional<HostSnapshot> prev_;
+  int64_t prev_ns_ = 0;
+  std::map<int, uint64_t> prev_children_;
+};
+
+}  // namespace
+
+std::unique_ptr<Telemetry> MakeSystemTelemetry(std::string proc_root) {
+  return std::make_unique<SystemTelemetry>(std::move(proc_root));
+}
+
+}  // namespace gpuscope::internal

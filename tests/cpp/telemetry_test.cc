@@ -1,0 +1,179 @@
+// Telemetry: per-step time-weighting of the worker's samples (a scripted
+// source on a ManualClock), the summary's window numbers, and the system
+// sampler on a fake NVML and a fake /proc (child processes included).
+
+#include <unistd.h>
+
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "backends/backends.h"
+#include "backends/nvml.h"
+#include "backends/system_telemetry.h"
+#include "core/session_impl.h"
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gtest/gtest.h"
+#include "support/fake_nvml.h"
+
+namespace gpuscope {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+constexpr int64_t kMs = 1'000'000;
+
+// Returns the scripted samples in order (the last one again when out).
+class ScriptedTelemetry final : public internal::Telemetry {
+ public:
+  explicit ScriptedTelemetry(std::deque<internal::TelemetrySample> script) : script_(std::move(script)) {}
+  absl::string_view name() const override { return "scripted"; }
+  absl::Status Start() override { return absl::OkStatus(); }
+  std::string description() const override { return "scripted"; }
+  void Sample(int64_t now_ns, internal::TelemetrySample* out) override {
+    *out = script_.front();
+    if (script_.size() > 1) script_.pop_front();
+    out->host_ns = now_ns;
+  }
+
+ private:
+  std::deque<internal::TelemetrySample> script_;
+};
+
+internal::TelemetrySample GpuAt(double util, uint64_t reasons, double clock, double cpu) {
+  internal::TelemetrySample s;
+  s.gpu_count = 1;
+  s.gpus[0].index = 0;
+  s.gpus[0].utilization_pct = util;
+  s.gpus[0].sm_clock_mhz = clock;
+  s.gpus[0].sm_clock_max_mhz = 2000;
+  s.gpus[0].clocks_event_reasons = reasons;
+  s.host_cpu_pct = cpu;
+  return s;
+}
+
+TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
+  auto clock = std::make_shared<ManualClock>();
+  internal::Backends b;
+  b.telemetry = std::make_unique<ScriptedTelemetry>(std::deque<internal::TelemetrySample>{
+      GpuAt(100, 0, 2000, 50), GpuAt(0, internal::kSwPowerCap, 1000, 10)});
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
+      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10}, std::move(b));
+  s->Flush();  // sample 1 at t0: 100 %, full clock
+  clock->Advance(5 * kMs);
+  {
+    StepScope step(*s);  // [t0 + 5, t0 + 15]
+    clock->Advance(5 * kMs);
+    s->Flush();  // sample 2 at t0 + 10: idle, power-capped at half clock
+    clock->Advance(5 * kMs);
+  }
+  const Summary sum = s->Summarize();
+  ASSERT_TRUE(sum.telemetry.has_value());
+  const TelemetryStats& t = *sum.telemetry;
+  EXPECT_EQ(t.source, "scripted");
+  EXPECT_EQ(t.steps, 1);
+  EXPECT_NEAR(*t.gpu_utilization_pct, 50.0, 1e-4);  // half the step at 100 %, half at 0 %
+  EXPECT_NEAR(*t.sm_clock_ratio, 0.75, 1e-6);
+  EXPECT_NEAR(*t.host_cpu_pct, 30.0, 1e-4);
+  EXPECT_DOUBLE_EQ(t.throttled_steps, 1.0);
+  EXPECT_THAT(t.clocks_event_reasons, ElementsAre("sw_power_cap"));
+  EXPECT_FALSE(t.process_cores.has_value());  // never sampled
+  ASSERT_EQ(t.gpus.size(), 1u);
+  EXPECT_THAT(t.gpus[0].clocks_event_reasons, ElementsAre("sw_power_cap"));
+  EXPECT_THAT(FormatReport(sum), ::testing::HasSubstr("sw_power_cap"));
+}
+
+TEST(TelemetryTest, NoTelemetryWhenTurnedOff) {
+  auto clock = std::make_shared<ManualClock>();
+  internal::Backends b;
+  b.telemetry = std::make_unique<ScriptedTelemetry>(std::deque<internal::TelemetrySample>{GpuAt(1, 0, 1, 1)});
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
+      Options{.clock = clock, .telemetry_interval_ms = 0}, std::move(b));
+  { StepScope step(*s); clock->Advance(kMs); }
+  EXPECT_FALSE(s->Summarize().telemetry.has_value());
+  EXPECT_FALSE(Session(Options{.telemetry_interval_ms = -1}).status().ok());
+}
+
+class FakeProc {
+ public:
+  FakeProc() {
+    char tmpl[] = "/tmp/gpuscope_telemetry_XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  ~FakeProc() { fs::remove_all(root_); }
+  void Write(const std::string& rel, const std::string& text) {
+    const fs::path p = fs::path(root_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  // A process's stat line: its parent and CPU ticks.
+  void Process(int pid, int ppid, long utime, long stime) {
+    Write(std::to_string(pid) + "/stat", std::to_string(pid) + " (pt_data_worker) S " + std::to_string(ppid) +
+                                             " 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
+                                             std::to_string(stime) + " 0 0 20 0 1 0\n");
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
+  FakeGpu gpu;
+  gpu.clocks_event_reasons = static_cast<int64_t>(internal::kSwThermalSlowdown);
+  fake_nvml_set_gpus(&gpu, 1);
+  FakeProc proc;
+  const long hz = sysconf(_SC_CLK_TCK);
+  const int me = static_cast<int>(getpid());
+  proc.Write("stat", "cpu 100 0 0 800 100 0 0 0\n");
+  proc.Write("meminfo", "MemTotal: 1000 kB\nMemAvailable: 500 kB\n");
+  proc.Process(4242, me, 0, 0);      // a DataLoader worker
+  proc.Process(4343, 1, 0, 0);       // someone else's process
+  proc.Write("self/stat", "1 (self) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0\n");
+  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root());
+  ASSERT_TRUE(t->Start().ok());
+  EXPECT_EQ(t->description(), "NVML, /proc");
+  internal::TelemetrySample a, b;
+  t->Sample(0, &a);
+  EXPECT_TRUE(std::isnan(a.host_cpu_pct));  // rates need two samples
+  EXPECT_EQ(a.gpu_count, 1);
+  EXPECT_DOUBLE_EQ(a.gpus[0].utilization_pct, 97);
+  EXPECT_EQ(a.gpus[0].clocks_event_reasons, internal::kSwThermalSlowdown);
+  // One second later: the CPUs 50 % busy, 10 % iowait; the worker used 2
+  // CPU-seconds, the stranger 5 (not ours).
+  proc.Write("stat", "cpu 600 0 0 1200 200 0 0 0\n");  // +1000 ticks: 500 busy, 100 iowait
+  proc.Process(4242, me, 2 * hz, 0);
+  proc.Process(4343, 1, 5 * hz, 0);
+  t->Sample(1'000'000'000, &b);
+  EXPECT_NEAR(b.host_cpu_pct, 50.0, 1e-9);
+  EXPECT_NEAR(b.host_iowait_pct, 10.0, 1e-9);
+  EXPECT_NEAR(b.children_cores, 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(b.memory_available_bytes, 500.0 * 1024);
+}
+
+TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {
+  setenv("GPUSCOPE_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+  FakeProc proc;
+  proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
+  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root());
+  const absl::Status started = t->Start();
+  setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
+  ASSERT_TRUE(started.ok());
+  EXPECT_THAT(t->description(), ::testing::HasSubstr("/proc (no GPU telemetry: "));
+  internal::TelemetrySample s;
+  t->Sample(0, &s);
+  EXPECT_EQ(s.gpu_count, 0);
+}
+
+}  // namespace
+}  // namespace gpuscope
+
+int main(int argc, char** argv) {
+  setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
