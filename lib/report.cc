@@ -248,6 +248,13 @@ std::string FormatReport(const Summary& s) {
                                          t.host_iowait_pct.value_or(0));
       if (t.process_cores.has_value()) absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
       if (t.worker_cores.has_value()) absl::StrAppendFormat(&line, ", its workers %.1f cores", *t.worker_cores);
+      if (t.load1.has_value()) absl::StrAppendFormat(&line, "; load %.1f", *t.load1);
+      internal::AppendHanging(&out, "  ", line, 4);
+    }
+    if (t.memory_available_bytes.has_value()) {
+      std::string line = absl::StrFormat("memory %.1f GiB available", *t.memory_available_bytes / (1024.0 * 1024 * 1024));
+      if (t.memory_pressure_pct.has_value()) absl::StrAppendFormat(&line, ", pressure %.1f%%", *t.memory_pressure_pct);
+      if (t.swap_pages_per_s.has_value()) absl::StrAppendFormat(&line, ", swapping %.0f pages/s", *t.swap_pages_per_s);
       internal::AppendHanging(&out, "  ", line, 4);
     }
     for (const GpuTelemetry& g : t.gpus) {

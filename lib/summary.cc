@@ -136,6 +136,10 @@ void TelemetryFields(V& v, T& t) {
   v.Optional("host_iowait_pct", t.host_iowait_pct);
   v.Optional("process_cores", t.process_cores);
   v.Optional("worker_cores", t.worker_cores);
+  v.Optional("memory_available_bytes", t.memory_available_bytes);
+  v.Optional("memory_pressure_pct", t.memory_pressure_pct);
+  v.Optional("swap_pages_per_s", t.swap_pages_per_s);
+  v.Optional("load1", t.load1);
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
 }
 

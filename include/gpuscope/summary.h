@@ -200,6 +200,11 @@ struct TelemetryStats {
   std::optional<double> host_iowait_pct;
   std::optional<double> process_cores;     // this process's CPU use, in cores
   std::optional<double> worker_cores;      // its child processes' (DataLoader workers)
+  // Means of the samples taken during the window.
+  std::optional<double> memory_available_bytes;
+  std::optional<double> memory_pressure_pct;  // PSI "some avg10": % of time tasks stalled on memory
+  std::optional<double> swap_pages_per_s;     // swapped in + out
+  std::optional<double> load1;
   std::vector<GpuTelemetry> gpus;
 
   bool operator==(const TelemetryStats&) const = default;

@@ -104,6 +104,8 @@ class SystemTelemetry final : public Telemetry {
     absl::StatusOr<HostSnapshot> snap = ReadHost(proc_root_);
     if (!snap.ok()) return;
     out->memory_available_bytes = snap->mem_available_bytes;
+    out->memory_pressure_pct = snap->memory_pressure_pct;
+    out->load1 = snap->load1;
     std::map<int, uint64_t> children = ChildTicks(proc_root_, static_cast<int>(getpid()));
     if (prev_.has_value() && now_ns > prev_ns_) {
       const double seconds = static_cast<double>(now_ns - prev_ns_) * 1e-9;

@@ -41,7 +41,9 @@ struct TelemetrySample {
   double process_cores = kNotSampled;     // this process's CPU use
   double children_cores = kNotSampled;    // its live child processes' (DataLoader workers)
   double memory_available_bytes = kNotSampled;
+  double memory_pressure_pct = kNotSampled;  // PSI "some avg10"
   double swap_pages_per_s = kNotSampled;
+  double load1 = kNotSampled;
   int gpu_count = 0;
   std::array<GpuSample, kMaxTelemetryGpus> gpus{};
 };

@@ -181,10 +181,23 @@ void Aggregator::FillTelemetry(Summary* out) const {
   ts.worker_cores = children.Get();
   ts.throttled_steps = ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
   ts.clocks_event_reasons = ClocksEventReasonNames(reasons);
-  // Per GPU: plain means of the samples taken during the window.
+  // Host memory and load, and per GPU: plain means of the samples taken
+  // during the window.
   if (!steps_.empty()) {
     const int64_t from = steps_[0].begin_ns;
     const int64_t to = steps_[steps_.size() - 1].end_ns;
+    Mean avail, pressure, swap, load;
+    for (const TelemetrySample& s : samples_) {
+      if (s.host_ns < from || s.host_ns > to) continue;
+      avail.Add(s.memory_available_bytes, 1);
+      pressure.Add(s.memory_pressure_pct, 1);
+      swap.Add(s.swap_pages_per_s, 1);
+      load.Add(s.load1, 1);
+    }
+    ts.memory_available_bytes = avail.Get();
+    ts.memory_pressure_pct = pressure.Get();
+    ts.swap_pages_per_s = swap.Get();
+    ts.load1 = load.Get();
     std::map<int, std::pair<GpuTelemetry, int>> per_gpu;
     std::map<int, uint64_t> gpu_reasons;
     for (const TelemetrySample& s : samples_) {

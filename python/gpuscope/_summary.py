@@ -166,7 +166,9 @@ class TelemetryStats:
     GPU's clock over its maximum), ``throttled_steps`` (share of steps with a
     power or thermal cap), ``clocks_event_reasons``, ``host_cpu_pct``,
     ``host_iowait_pct``, ``process_cores``, ``worker_cores`` (DataLoader
-    workers) and ``gpus`` (``GpuTelemetry``); None where not sampled."""
+    workers), ``memory_available_bytes``, ``memory_pressure_pct`` (PSI),
+    ``swap_pages_per_s``, ``load1`` and ``gpus`` (``GpuTelemetry``); None
+    where not sampled."""
 
     def __init__(self, d: Dict[str, Any]) -> None:
         self.source: str = d["source"]
@@ -179,6 +181,10 @@ class TelemetryStats:
         self.host_iowait_pct = _float_or_none(d["host_iowait_pct"])
         self.process_cores = _float_or_none(d["process_cores"])
         self.worker_cores = _float_or_none(d["worker_cores"])
+        self.memory_available_bytes = _float_or_none(d.get("memory_available_bytes"))
+        self.memory_pressure_pct = _float_or_none(d.get("memory_pressure_pct"))
+        self.swap_pages_per_s = _float_or_none(d.get("swap_pages_per_s"))
+        self.load1 = _float_or_none(d.get("load1"))
         self.gpus: List[GpuTelemetry] = [GpuTelemetry(g) for g in d["gpus"]]
 
     def __repr__(self) -> str:

@@ -131,6 +131,8 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   const int me = static_cast<int>(getpid());
   proc.Write("stat", "cpu 100 0 0 800 100 0 0 0\n");
   proc.Write("meminfo", "MemTotal: 1000 kB\nMemAvailable: 500 kB\n");
+  proc.Write("loadavg", "3.25 1 1 1/1 1\n");
+  proc.Write("pressure/memory", "some avg10=4.50 avg60=0 avg300=0 total=1\n");
   proc.Process(4242, me, 0, 0);      // a DataLoader worker
   proc.Process(4343, 1, 0, 0);       // someone else's process
   proc.Write("self/stat", "1 (self) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0\n");
@@ -153,6 +155,8 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   EXPECT_NEAR(b.host_iowait_pct, 10.0, 1e-9);
   EXPECT_NEAR(b.children_cores, 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(b.memory_available_bytes, 500.0 * 1024);
+  EXPECT_DOUBLE_EQ(b.load1, 3.25);
+  EXPECT_DOUBLE_EQ(b.memory_pressure_pct, 4.5);
 }
 
 TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {

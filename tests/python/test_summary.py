@@ -103,6 +103,7 @@ def test_host_telemetry_is_sampled_while_training():
     assert t.steps > 10
     assert t.host_cpu_pct is not None and 0 <= t.host_cpu_pct <= 100
     assert t.process_cores is not None and t.process_cores > 0
+    assert t.load1 is not None and t.memory_available_bytes > 0
     assert "/proc" in t.source
     assert gs.Summary.from_json(s.summary().to_json()).telemetry.steps == s.summary().telemetry.steps
     assert "telemetry (" in s.report()
