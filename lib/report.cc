@@ -261,6 +261,9 @@ std::string FormatReport(const Summary& s) {
       std::string line = absl::StrFormat("gpu%d: %.0f%% util, SM %.0f of %.0f MHz, %.0f of %.0f W, %.0f C", g.index,
                                          g.utilization_pct, g.sm_clock_mhz, g.sm_clock_max_mhz, g.power_w,
                                          g.power_limit_w, g.temperature_c);
+      if (g.pcie_width > 0 && g.pcie_width_max > 0) {
+        absl::StrAppendFormat(&line, ", PCIe Gen%d x%d of Gen%d x%d", g.pcie_gen, g.pcie_width, g.pcie_gen_max, g.pcie_width_max);
+      }
       if (!g.clocks_event_reasons.empty()) absl::StrAppend(&line, "; ", absl::StrJoin(g.clocks_event_reasons, ", "));
       internal::AppendHanging(&out, "  ", line, 4);
     }

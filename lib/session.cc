@@ -396,21 +396,25 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
 // Aggregation side.
 
 void SessionImpl::Pump() {
+  // Telemetry is sampled by the worker only, outside the aggregator lock (an
+  // NVML query can take milliseconds): Summarize() never waits for one.
+  bool sampled = false;
+  TelemetrySample sample;
+  if (telemetry_ != nullptr) {
+    const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
+    if (next_sample_ns_ == INT64_MIN || now >= next_sample_ns_) {
+      telemetry_->Sample(now, &sample);
+      next_sample_ns_ = now + int64_t{options_.telemetry_interval_ms} * 1'000'000;
+      sampled = true;
+    }
+  }
   std::lock_guard<std::mutex> lock(agg_mu_);
+  // Before the queue is drained: steps ending now see the latest sample.
+  if (sampled) aggregator_.AddTelemetry(sample);
   PumpLocked();
 }
 
 void SessionImpl::PumpLocked() {
-  if (telemetry_ != nullptr) {
-    // Before the queue is drained: steps ending now see the latest sample.
-    const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
-    if (next_sample_ns_ == INT64_MIN || now >= next_sample_ns_) {
-      TelemetrySample sample;
-      telemetry_->Sample(now, &sample);
-      aggregator_.AddTelemetry(sample);
-      next_sample_ns_ = now + int64_t{options_.telemetry_interval_ms} * 1'000'000;
-    }
-  }
   if (timer_ != nullptr && events_on_.load(std::memory_order_relaxed)) {
     if (absl::Status healthy = timer_->Maintain(); !healthy.ok()) LowerToHost(healthy);
   }

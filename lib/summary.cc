@@ -115,13 +115,25 @@ void GpuTelemetryFields(V& v, G& g) {
   v.NanNumber("utilization_pct", g.utilization_pct);
   v.NanNumber("sm_clock_mhz", g.sm_clock_mhz);
   v.NanNumber("sm_clock_max_mhz", g.sm_clock_max_mhz);
+  v.NanNumber("mem_clock_mhz", g.mem_clock_mhz);
+  v.NanNumber("mem_clock_max_mhz", g.mem_clock_max_mhz);
   v.NanNumber("power_w", g.power_w);
   v.NanNumber("power_limit_w", g.power_limit_w);
   v.NanNumber("temperature_c", g.temperature_c);
   v.NanNumber("memory_used_bytes", g.memory_used_bytes);
+  v.NanNumber("memory_total_bytes", g.memory_total_bytes);
   v.NanNumber("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s);
   v.NanNumber("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s);
   v.Strings("clocks_event_reasons", g.clocks_event_reasons);
+  v.Int("pcie_gen", g.pcie_gen);
+  v.Int("pcie_gen_max", g.pcie_gen_max);
+  v.Int("pcie_width", g.pcie_width);
+  v.Int("pcie_width_max", g.pcie_width_max);
+  v.Int("ecc_corrected", g.ecc_corrected);
+  v.Int("ecc_uncorrected", g.ecc_uncorrected);
+  v.Int("persistence_mode", g.persistence_mode);
+  v.Int("compute_mode", g.compute_mode);
+  v.Int("mig_mode", g.mig_mode);
 }
 
 template <typename V, typename T>

@@ -170,13 +170,20 @@ struct GpuTelemetry {
   double utilization_pct = 0;      // as nvidia-smi reports it: a kernel ran during the sample
   double sm_clock_mhz = 0;
   double sm_clock_max_mhz = 0;
+  double mem_clock_mhz = 0;
+  double mem_clock_max_mhz = 0;
   double power_w = 0;
   double power_limit_w = 0;
   double temperature_c = 0;
   double memory_used_bytes = 0;
+  double memory_total_bytes = 0;
   double pcie_rx_bytes_per_s = 0;
   double pcie_tx_bytes_per_s = 0;
   std::vector<std::string> clocks_event_reasons;  // seen in the window, by name
+  // At the window's last sample (-1: not available).
+  int pcie_gen = -1, pcie_gen_max = -1, pcie_width = -1, pcie_width_max = -1;
+  int64_t ecc_corrected = -1, ecc_uncorrected = -1;  // since the driver loaded
+  int persistence_mode = -1, compute_mode = -1, mig_mode = -1;
 
   bool operator==(const GpuTelemetry&) const = default;
 };

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -182,10 +183,13 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
 }
 
 int PciNumaNode(const std::string& sys_root, const std::string& bus_id) {
-  // NVML: "00000000:17:00.0" (8-digit domain); sysfs: "0000:17:00.0".
+  // NVML: "00000000:17:00.0" (an 8-digit domain, upper-case hex); sysfs:
+  // "0000:17:00.0" (at least 4 digits: VMD domains such as 10000 keep 5).
   std::string id = absl::AsciiStrToLower(bus_id);
-  if (const size_t colon = id.find(':'); colon != std::string::npos && colon > 4) {
-    id = id.substr(colon - 4);
+  if (const size_t colon = id.find(':'); colon != std::string::npos) {
+    unsigned long domain = 0;
+    if (!absl::SimpleHexAtoi(id.substr(0, colon), &domain)) return -1;
+    id = absl::StrCat(absl::StrFormat("%04x", domain), id.substr(colon));
   }
   std::string text;
   if (!ReadFile(absl::StrCat(sys_root, "/bus/pci/devices/", id, "/numa_node"), &text)) return -1;

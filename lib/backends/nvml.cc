@@ -206,7 +206,7 @@ int Nvml::cuda_driver_version() const {
   return v;
 }
 
-GpuState Nvml::Read(int index) const {
+GpuState Nvml::Read(int index, bool pcie_throughput) const {
   GpuState g;
   g.index = index;
   Device d = nullptr;
@@ -251,8 +251,10 @@ GpuState Nvml::Read(int index) const {
   g.pcie_gen_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkGeneration));
   g.pcie_width = as_int(uint_query(api_->DeviceGetCurrPcieLinkWidth));
   g.pcie_width_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkWidth));
-  g.pcie_tx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, kPcieTxBytes) * 1024.0;  // KB/s
-  g.pcie_rx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, kPcieRxBytes) * 1024.0;
+  if (pcie_throughput) {
+    g.pcie_tx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, kPcieTxBytes) * 1024.0;  // KB/s
+    g.pcie_rx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, kPcieRxBytes) * 1024.0;
+  }
   unsigned long long ecc = 0;
   if (api_->DeviceGetTotalEccErrors != nullptr) {
     if (api_->DeviceGetTotalEccErrors(d, kErrorCorrected, kVolatileEcc, &ecc) == kSuccess) {

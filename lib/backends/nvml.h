@@ -71,7 +71,7 @@ struct GpuState {
   int64_t ecc_corrected = -1;      // volatile (since the driver loaded)
   int64_t ecc_uncorrected = -1;
   int persistence_mode = -1;       // 0 off, 1 on
-  int compute_mode = -1;           // 0 default, 2 exclusive process, 3 prohibited
+  int compute_mode = -1;           // 0 default, 1 exclusive thread, 2 prohibited, 3 exclusive process
   int mig_mode = -1;               // 0 off, 1 on
 };
 
@@ -91,8 +91,10 @@ class Nvml {
   int cuda_driver_version() const;     // 13000 for CUDA 13.0; -1 when unknown
 
   // The state of GPU `index` now. Never fails: what cannot be read stays
-  // unknown. Thread-compatible (NVML itself is thread-safe).
-  GpuState Read(int index) const;
+  // unknown. Thread-compatible (NVML itself is thread-safe). The PCIe
+  // throughput counters take NVML about 20 ms each: `pcie_throughput` false
+  // leaves them unknown.
+  GpuState Read(int index, bool pcie_throughput = true) const;
 
   struct Api;  // the entry points (nvml.cc)
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,15 +23,48 @@
 namespace gpuscope::internal {
 namespace {
 
+// The pids of `parent`'s live children: from /proc/<parent>/task/*/children
+// where the kernel has it (cheap), else by scanning every process (costly
+// on a busy host).
+std::vector<int> ChildPids(const std::string& proc_root, int parent, bool* scan_all) {
+  std::vector<int> pids;
+  const std::string tasks = absl::StrCat(proc_root, "/", parent, "/task");
+  DIR* dir = opendir(tasks.c_str());
+  bool have_children_files = false;
+  if (dir != nullptr) {
+    while (dirent* e = readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(absl::StrCat(tasks, "/", e->d_name, "/children"));
+      if (!f) continue;
+      have_children_files = true;
+      int pid = 0;
+      while (f >> pid) pids.push_back(pid);
+    }
+    closedir(dir);
+  }
+  *scan_all = !have_children_files;
+  return pids;
+}
+
 // CPU ticks (utime + stime) of every live child of `parent`, by pid.
 std::map<int, uint64_t> ChildTicks(const std::string& proc_root, int parent) {
   std::map<int, uint64_t> out;
-  DIR* dir = opendir(proc_root.c_str());
-  if (dir == nullptr) return out;
-  while (dirent* e = readdir(dir)) {
+  bool scan_all = false;
+  std::vector<std::string> names;
+  for (int pid : ChildPids(proc_root, parent, &scan_all)) names.push_back(absl::StrCat(pid));
+  if (scan_all) {
+    DIR* dir = opendir(proc_root.c_str());
+    if (dir == nullptr) return out;
+    while (dirent* e = readdir(dir)) {
+      int pid = 0;
+      if (absl::SimpleAtoi(e->d_name, &pid)) names.push_back(e->d_name);
+    }
+    closedir(dir);
+  }
+  for (const std::string& name : names) {
     int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::ifstream f(absl::StrCat(proc_root, "/", e->d_name, "/stat"));
+    if (!absl::SimpleAtoi(name, &pid)) continue;
+    std::ifstream f(absl::StrCat(proc_root, "/", name, "/stat"));
     std::stringstream ss;
     ss << f.rdbuf();
     const std::string text = ss.str();
@@ -46,7 +80,6 @@ std::map<int, uint64_t> ChildTicks(const std::string& proc_root, int parent) {
       out[pid] = utime + stime;
     }
   }
-  closedir(dir);
   return out;
 }
 
@@ -76,23 +109,38 @@ class SystemTelemetry final : public Telemetry {
   }
 
   void Sample(int64_t now_ns, TelemetrySample* out) override {
+    ++samples_;
     *out = TelemetrySample{};
     out->host_ns = now_ns;
     if (host_ok_) SampleHost(now_ns, out);
     if (nvml_ != nullptr) {
       out->gpu_count = std::min(nvml_->device_count(), kMaxTelemetryGpus);
       for (int i = 0; i < out->gpu_count; ++i) {
-        const GpuState g = nvml_->Read(i);
+        // PCIe throughput counters take NVML about 20 ms each: every tenth
+        // sample only (about once a second at the default rate).
+        const GpuState g = nvml_->Read(i, /*pcie_throughput=*/samples_ % 10 == 0);
         GpuSample& s = out->gpus[static_cast<size_t>(i)];
         s.index = i;
         s.utilization_pct = g.utilization_gpu_pct;
         s.sm_clock_mhz = g.sm_clock_mhz;
         s.sm_clock_max_mhz = g.sm_clock_max_mhz;
+        s.mem_clock_mhz = g.mem_clock_mhz;
+        s.mem_clock_max_mhz = g.mem_clock_max_mhz;
+        s.memory_total_bytes = g.memory_total_bytes;
+        s.pcie_gen = g.pcie_gen;
+        s.pcie_gen_max = g.pcie_gen_max;
+        s.pcie_width = g.pcie_width;
+        s.pcie_width_max = g.pcie_width_max;
+        s.ecc_corrected = g.ecc_corrected;
+        s.ecc_uncorrected = g.ecc_uncorrected;
+        s.persistence_mode = g.persistence_mode;
+        s.compute_mode = g.compute_mode;
+        s.mig_mode = g.mig_mode;
         s.power_w = g.power_w;
         s.power_limit_w = g.power_limit_w;
         s.temperature_c = g.temperature_c;
         s.memory_used_bytes = g.memory_used_bytes;
-        s.pcie_rx_bytes_per_s = g.pcie_rx_bytes_per_s;
+        s.pcie_rx_bytes_per_s = g.pcie_rx_bytes_per_s;  // NaN unless read this time
         s.pcie_tx_bytes_per_s = g.pcie_tx_bytes_per_s;
         s.clocks_event_reasons = g.clocks_event_reasons_known ? g.clocks_event_reasons : 0;
       }
@@ -135,6 +183,7 @@ class SystemTelemetry final : public Telemetry {
   std::optional<HostSnapshot> prev_;
   int64_t prev_ns_ = 0;
   std::map<int, uint64_t> prev_children_;
+  uint64_t samples_ = 0;
 };
 
 }  // namespace

@@ -24,13 +24,20 @@ struct GpuSample {
   double utilization_pct = kNotSampled;       // as nvidia-smi reports it
   double sm_clock_mhz = kNotSampled;
   double sm_clock_max_mhz = kNotSampled;
+  double mem_clock_mhz = kNotSampled;
+  double mem_clock_max_mhz = kNotSampled;
   double power_w = kNotSampled;
   double power_limit_w = kNotSampled;
   double temperature_c = kNotSampled;
   double memory_used_bytes = kNotSampled;
+  double memory_total_bytes = kNotSampled;
   double pcie_rx_bytes_per_s = kNotSampled;
   double pcie_tx_bytes_per_s = kNotSampled;
   uint64_t clocks_event_reasons = 0;
+  // State (-1: not available): PCIe link, ECC counts, modes.
+  int pcie_gen = -1, pcie_gen_max = -1, pcie_width = -1, pcie_width_max = -1;
+  int64_t ecc_corrected = -1, ecc_uncorrected = -1;
+  int persistence_mode = -1, compute_mode = -1, mig_mode = -1;
 };
 
 // One sample of everything, taken at `host_ns`.

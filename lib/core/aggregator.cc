@@ -181,53 +181,79 @@ void Aggregator::FillTelemetry(Summary* out) const {
   ts.worker_cores = children.Get();
   ts.throttled_steps = ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
   ts.clocks_event_reasons = ClocksEventReasonNames(reasons);
-  // Host memory and load, and per GPU: plain means of the samples taken
-  // during the window.
+  // Host memory and load, and per GPU: time-weighted over the window, each
+  // sample holding until the next (as for steps); state is the last
+  // sample's that covers the window.
   if (!steps_.empty()) {
     const int64_t from = steps_[0].begin_ns;
     const int64_t to = steps_[steps_.size() - 1].end_ns;
     Mean avail, pressure, swap, load;
-    for (const TelemetrySample& s : samples_) {
-      if (s.host_ns < from || s.host_ns > to) continue;
-      avail.Add(s.memory_available_bytes, 1);
-      pressure.Add(s.memory_pressure_pct, 1);
-      swap.Add(s.swap_pages_per_s, 1);
-      load.Add(s.load1, 1);
+    struct GpuMeans {
+      GpuTelemetry latest;
+      Mean util, sm, sm_max, mem, mem_max, power, limit, temp, used, total, rx, tx;
+      uint64_t reasons = 0;
+    };
+    std::map<int, GpuMeans> per_gpu;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      const TelemetrySample& s = samples_[i];
+      const int64_t hold_to = i + 1 < samples_.size() ? samples_[i + 1].host_ns : INT64_MAX;
+      double w = static_cast<double>(std::min(hold_to, to) - std::max(s.host_ns, from));
+      if (from == to && s.host_ns <= from && from < hold_to) w = 1;
+      if (w <= 0) continue;
+      avail.Add(s.memory_available_bytes, w);
+      pressure.Add(s.memory_pressure_pct, w);
+      swap.Add(s.swap_pages_per_s, w);
+      load.Add(s.load1, w);
+      for (int g = 0; g < s.gpu_count; ++g) {
+        const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
+        GpuMeans& m = per_gpu[gs.index];
+        m.util.Add(gs.utilization_pct, w);
+        m.sm.Add(gs.sm_clock_mhz, w);
+        m.sm_max.Add(gs.sm_clock_max_mhz, w);
+        m.mem.Add(gs.mem_clock_mhz, w);
+        m.mem_max.Add(gs.mem_clock_max_mhz, w);
+        m.power.Add(gs.power_w, w);
+        m.limit.Add(gs.power_limit_w, w);
+        m.temp.Add(gs.temperature_c, w);
+        m.used.Add(gs.memory_used_bytes, w);
+        m.total.Add(gs.memory_total_bytes, w);
+        m.rx.Add(gs.pcie_rx_bytes_per_s, w);
+        m.tx.Add(gs.pcie_tx_bytes_per_s, w);
+        m.reasons |= gs.clocks_event_reasons;
+        GpuTelemetry& l = m.latest;
+        l.index = gs.index;
+        l.pcie_gen = gs.pcie_gen;
+        l.pcie_gen_max = gs.pcie_gen_max;
+        l.pcie_width = gs.pcie_width;
+        l.pcie_width_max = gs.pcie_width_max;
+        l.ecc_corrected = gs.ecc_corrected;
+        l.ecc_uncorrected = gs.ecc_uncorrected;
+        l.persistence_mode = gs.persistence_mode;
+        l.compute_mode = gs.compute_mode;
+        l.mig_mode = gs.mig_mode;
+      }
     }
     ts.memory_available_bytes = avail.Get();
     ts.memory_pressure_pct = pressure.Get();
     ts.swap_pages_per_s = swap.Get();
     ts.load1 = load.Get();
-    std::map<int, std::pair<GpuTelemetry, int>> per_gpu;
-    std::map<int, uint64_t> gpu_reasons;
-    for (const TelemetrySample& s : samples_) {
-      if (s.host_ns < from || s.host_ns > to) continue;
-      for (int g = 0; g < s.gpu_count; ++g) {
-        const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
-        auto& [sum, n] = per_gpu[gs.index];
-        sum.index = gs.index;
-        sum.utilization_pct += gs.utilization_pct;
-        sum.sm_clock_mhz += gs.sm_clock_mhz;
-        sum.sm_clock_max_mhz += gs.sm_clock_max_mhz;
-        sum.power_w += gs.power_w;
-        sum.power_limit_w += gs.power_limit_w;
-        sum.temperature_c += gs.temperature_c;
-        sum.memory_used_bytes += gs.memory_used_bytes;
-        sum.pcie_rx_bytes_per_s += gs.pcie_rx_bytes_per_s;
-        sum.pcie_tx_bytes_per_s += gs.pcie_tx_bytes_per_s;
-        gpu_reasons[gs.index] |= gs.clocks_event_reasons;
-        ++n;
-      }
-    }
-    for (auto& [index, entry] : per_gpu) {
-      auto& [g, n] = entry;
-      const double k = 1.0 / n;
-      for (double* v : {&g.utilization_pct, &g.sm_clock_mhz, &g.sm_clock_max_mhz, &g.power_w, &g.power_limit_w,
-                        &g.temperature_c, &g.memory_used_bytes, &g.pcie_rx_bytes_per_s, &g.pcie_tx_bytes_per_s}) {
-        *v *= k;  // NaN stays NaN: not available on this GPU
-      }
-      g.clocks_event_reasons = ClocksEventReasonNames(gpu_reasons[index]);
-      ts.gpus.push_back(g);
+    const auto value = [](const Mean& m) { return m.Get().value_or(std::numeric_limits<double>::quiet_NaN()); };
+    for (auto& [index, m] : per_gpu) {
+      GpuTelemetry g = m.latest;
+      g.utilization_pct = value(m.util);
+      g.sm_clock_mhz = value(m.sm);
+      g.sm_clock_max_mhz = value(m.sm_max);
+      g.mem_clock_mhz = value(m.mem);
+      g.mem_clock_max_mhz = value(m.mem_max);
+      g.power_w = value(m.power);
+      g.power_limit_w = value(m.limit);
+      g.temperature_c = value(m.temp);
+      g.memory_used_bytes = value(m.used);
+      g.memory_total_bytes = value(m.total);
+      g.pcie_rx_bytes_per_s = value(m.rx);
+      g.pcie_tx_bytes_per_s = value(m.tx);
+      g.clocks_event_reasons = ClocksEventReasonNames(m.reasons);
+      ts.gpus.push_back(std::move(g));
     }
   }
   out->telemetry = std::move(ts);

@@ -148,8 +148,8 @@ class SessionImpl final : public Pumpable {
   std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
   ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
   DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
-  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started (agg_mu_)
-  int64_t next_sample_ns_ = INT64_MIN;     // when telemetry is sampled next (agg_mu_)
+  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started
+  int64_t next_sample_ns_ = INT64_MIN;     // when the worker samples telemetry next (worker only)
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction

@@ -7,7 +7,9 @@ doctor``), the node sanity check of the troubleshooting playbook.
     gpuscope doctor --baseline FILE # compare the node's facts with a baseline
 
 Exit status: 0 when nothing failed and nothing differs from the baseline;
-1 on a FAIL or a difference; 2 on a usage error or an unreadable baseline.
+1 on a FAIL or a difference; 2 on a usage error, an unreadable baseline or a
+--save that could not be written. Colour only on a terminal, and not with
+NO_COLOR set.
 Read-only: it never changes a setting.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional, Sequence
 
@@ -37,6 +40,10 @@ def doctor(argv: Sequence[str]) -> int:
         except OSError as e:
             print(f"gpuscope doctor: cannot read baseline {args.baseline}: {e.strerror}", file=sys.stderr)
             return 2
+        except UnicodeDecodeError:
+            print(f"gpuscope doctor: {args.baseline}: not a gpuscope doctor report (not text; write one "
+                  "with gpuscope doctor --save FILE)", file=sys.stderr)
+            return 2
     report = _gpuscope._doctor_json()
     diffs: List[str] = []
     if baseline is not None:
@@ -45,13 +52,13 @@ def doctor(argv: Sequence[str]) -> int:
         except (ValueError, _gpuscope.GpuscopeError) as e:
             print(f"gpuscope doctor: {args.baseline}: {e}", file=sys.stderr)
             return 2
+    save_error = ""
     if args.save:
         try:
             with open(args.save, "w", encoding="utf-8") as f:
                 f.write(report)
         except OSError as e:
-            print(f"gpuscope doctor: cannot write {args.save}: {e.strerror}", file=sys.stderr)
-            return 2
+            save_error = f"gpuscope doctor: cannot write {args.save}: {e.strerror}"
 
     if args.json:
         out = json.loads(report)
@@ -59,7 +66,8 @@ def doctor(argv: Sequence[str]) -> int:
             out["baseline_differences"] = diffs
         print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(_gpuscope._doctor_format(report, sys.stdout.isatty()))
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        sys.stdout.write(_gpuscope._doctor_format(report, color))
         if baseline is not None:
             if diffs:
                 print(f"differences from the baseline {args.baseline}:")
@@ -67,8 +75,11 @@ def doctor(argv: Sequence[str]) -> int:
                     print(f"  {d}")
             else:
                 print(f"no differences from the baseline {args.baseline}")
-        if args.save:
+        if args.save and not save_error:
             print(f"saved as a baseline: {args.save}")
+    if save_error:  # after the report, which a failed save must not hide
+        print(save_error, file=sys.stderr)
+        return 2
     return 1 if _gpuscope._doctor_has_failures(report) or diffs else 0
 
 
@@ -81,7 +92,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(__doc__.strip() if args else USAGE, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     if args[0] == "doctor":
-        return doctor(args[1:])
+        try:
+            return doctor(args[1:])
+        except BrokenPipeError:  # `gpuscope doctor | head`
+            sys.stderr.close()
+            return 0
     print(f"gpuscope: unknown command {args[0]!r}\n{USAGE}", file=sys.stderr)
     return 2
 

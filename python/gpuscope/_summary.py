@@ -144,16 +144,26 @@ class ActivityStats:
 class GpuTelemetry:
     """One GPU as NVML saw it over the window (``TelemetryStats.gpus``):
     ``index``, ``utilization_pct`` (as nvidia-smi reports it), ``sm_clock_mhz``,
-    ``sm_clock_max_mhz``, ``power_w``, ``power_limit_w``, ``temperature_c``,
-    ``memory_used_bytes``, ``pcie_rx_bytes_per_s``, ``pcie_tx_bytes_per_s``
-    (None where the GPU does not report it) and ``clocks_event_reasons``."""
+    ``sm_clock_max_mhz``, ``mem_clock_mhz``, ``mem_clock_max_mhz``,
+    ``power_w``, ``power_limit_w``, ``temperature_c``, ``memory_used_bytes``,
+    ``memory_total_bytes``, ``pcie_rx_bytes_per_s``, ``pcie_tx_bytes_per_s``
+    (means; None where the GPU does not report it), ``clocks_event_reasons``,
+    and at the last sample ``pcie_gen``, ``pcie_gen_max``, ``pcie_width``,
+    ``pcie_width_max``, ``ecc_corrected``, ``ecc_uncorrected``,
+    ``persistence_mode``, ``compute_mode``, ``mig_mode``."""
 
     def __init__(self, d: Dict[str, Any]) -> None:
         self.index: int = int(d["index"])
-        for name in ("utilization_pct", "sm_clock_mhz", "sm_clock_max_mhz", "power_w", "power_limit_w",
-                     "temperature_c", "memory_used_bytes", "pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s"):
-            setattr(self, name, _float_or_none(d[name]))
+        for name in ("utilization_pct", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "mem_clock_max_mhz",
+                     "power_w", "power_limit_w", "temperature_c", "memory_used_bytes", "memory_total_bytes",
+                     "pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s"):
+            setattr(self, name, _float_or_none(d.get(name)))
         self.clocks_event_reasons: List[str] = list(d["clocks_event_reasons"])
+        # State at the window's last sample; None where not available.
+        for name in ("pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "ecc_corrected",
+                     "ecc_uncorrected", "persistence_mode", "compute_mode", "mig_mode"):
+            v = d.get(name, -1)
+            setattr(self, name, None if v is None or v < 0 else int(v))
 
     def __repr__(self) -> str:
         return f"GpuTelemetry(index={self.index}, utilization_pct={self.utilization_pct})"

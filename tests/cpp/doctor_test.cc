@@ -79,7 +79,8 @@ TEST(DoctorTest, AHealthyNodeIsAllOk) {
     EXPECT_NE(Find(r, "gpu0", id), nullptr) << id;
   }
   for (const char* id : {"driver", "cpus", "memory", "swap", "load"}) EXPECT_NE(Find(r, "host", id), nullptr) << id;
-  EXPECT_EQ(r.facts.at("gpu0.pcie_link"), "Gen5 x16");
+  EXPECT_EQ(r.facts.at("gpu0.pcie_width"), "x16");
+  EXPECT_EQ(r.facts.at("gpu0.pcie_link_max"), "Gen5 x16");
   const std::string text = FormatDoctor(r);
   EXPECT_THAT(text, HasSubstr("  OK   gpu0  pcie_link    Gen5 x16 (max Gen5 x16)\n"));
   EXPECT_THAT(text, HasSubstr("0 failed, 0 warnings"));
@@ -115,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
     Rules, DoctorRuleTest,
     ::testing::Values(
         RuleCase{"narrow_link", [](FakeGpu& g, FakeNode&) { g.pcie_width = 8; }, "gpu0", "pcie_link", CheckStatus::kFail, "trained down to x8 of x16"},
-        RuleCase{"low_gen", [](FakeGpu& g, FakeNode&) { g.pcie_gen = 1; }, "gpu0", "pcie_link", CheckStatus::kWarn, "normal while the GPU idles"},
+
         RuleCase{"power_cap", [](FakeGpu& g, FakeNode&) { g.clocks_event_reasons = 0x4; g.sm_clock = 1410; }, "gpu0", "clocks", CheckStatus::kWarn, "power limit"},
         RuleCase{"hw_slowdown", [](FakeGpu& g, FakeNode&) { g.clocks_event_reasons = 0x8; }, "gpu0", "clocks", CheckStatus::kFail, "hardware slowdown"},
         RuleCase{"persistence", [](FakeGpu& g, FakeNode&) { g.persistence = 0; }, "gpu0", "persistence", CheckStatus::kWarn, "nvidia-smi -pm 1"},
@@ -126,10 +127,23 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{"prohibited", [](FakeGpu& g, FakeNode&) { g.compute_mode = 2; }, "gpu0", "compute_mode", CheckStatus::kFail, "prohibited"},
         RuleCase{"numa", [](FakeGpu&, FakeNode& n) { n.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n"); }, "gpu0", "numa", CheckStatus::kWarn, "numactl --cpunodebind=1"},
         RuleCase{"cpu_limit", [](FakeGpu&, FakeNode& n) { n.Write("cgroup/cpu.max", "200000 100000\n");  /* 2 of the 4 allowed */ }, "host", "cpus", CheckStatus::kWarn, "num_workers"},
-        RuleCase{"swap", [](FakeGpu&, FakeNode& n) { n.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n"); }, "host", "swap", CheckStatus::kWarn, "swap in use"},
+        RuleCase{"swap", [](FakeGpu&, FakeNode& n) { n.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n"); n.Write("proc/pressure/memory", "some avg10=5.00 avg60=1 avg300=1 total=1\n"); }, "host", "swap", CheckStatus::kWarn, "swap in use while memory is short"},
         RuleCase{"memory_pressure", [](FakeGpu&, FakeNode& n) { n.Write("proc/pressure/memory", "some avg10=25.00 avg60=1 avg300=1 total=1\n"); }, "host", "memory", CheckStatus::kWarn, "stall"},
         RuleCase{"load", [](FakeGpu&, FakeNode& n) { n.Write("proc/loadavg", "400.0 1 1 2/300 1\n"); }, "host", "load", CheckStatus::kWarn, "compete"}),
     [](const ::testing::TestParamInfo<RuleCase>& p) { return std::string(p.param.name); });
+
+TEST(DoctorTest, QuietWhereNodesAreNormal) {
+  FakeNode node;
+  FakeGpu idle;
+  idle.pcie_gen = 1;  // GPUs lower the link generation at idle
+  EXPECT_EQ(Find(Examine(node, idle), "gpu0", "pcie_link")->status, CheckStatus::kOk);
+  // Swap resident while memory is plentiful and nobody stalls on it.
+  node.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n");
+  EXPECT_EQ(Find(Examine(node, FakeGpu{}), "host", "swap")->status, CheckStatus::kOk);
+  // Load compared with the host's 16 CPUs, not the 4 this process may use.
+  node.Write("proc/loadavg", "12.00 1 1 2/300 1\n");
+  EXPECT_EQ(Find(Examine(node, FakeGpu{}), "host", "load")->status, CheckStatus::kOk);
+}
 
 TEST(DoctorTest, BaselineDiffCatchesALinkTrainedDown) {
   FakeNode node;
@@ -145,7 +159,11 @@ TEST(DoctorTest, BaselineDiffCatchesALinkTrainedDown) {
   degraded.pcie_gen = 3;
   degraded.pcie_width = 8;
   degraded.temperature = 60;  // readings that move on their own are not compared
-  EXPECT_THAT(DoctorBaselineDiff(*saved, Examine(node, degraded)), ElementsAre("gpu0.pcie_link: Gen4 x16 -> Gen3 x8"));
+  EXPECT_THAT(DoctorBaselineDiff(*saved, Examine(node, degraded)), ElementsAre("gpu0.pcie_width: x16 -> x8"));
+  // A link that merely idles at a lower generation is the same node.
+  FakeGpu idle = good;
+  idle.pcie_gen = 1;
+  EXPECT_TRUE(DoctorBaselineDiff(*saved, Examine(node, idle)).empty());
 }
 
 TEST(DoctorTest, WithoutAGpuItSaysSoAndChecksTheHost) {

@@ -117,6 +117,10 @@ TEST(HostStatsTest, PlacementCgroupLimitAffinityAndNuma) {
   EXPECT_THAT(p.numa_nodes_of_allowed_cpus, ElementsAre(0));
   EXPECT_EQ(PciNumaNode(r.Path("sys"), "00000000:17:00.0"), 1);  // NVML's 8-digit domain
   EXPECT_EQ(PciNumaNode(r.Path("sys"), "00000000:65:00.0"), -1);
+  r.Write("sys/bus/pci/devices/0000:b3:00.0/numa_node", "1\n");
+  EXPECT_EQ(PciNumaNode(r.Path("sys"), "00000000:B3:00.0"), 1);  // NVML writes hex in upper case
+  r.Write("sys/bus/pci/devices/10000:01:00.0/numa_node", "0\n");
+  EXPECT_EQ(PciNumaNode(r.Path("sys"), "00010000:01:00.0"), 0);  // a VMD domain keeps its digits
   r.Write("cgroup/cpu.max", "max 100000\n");
   EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed).cgroup_cpu_limit));
 }

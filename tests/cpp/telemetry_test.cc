@@ -52,6 +52,11 @@ internal::TelemetrySample GpuAt(double util, uint64_t reasons, double clock, dou
   s.gpus[0].sm_clock_mhz = clock;
   s.gpus[0].sm_clock_max_mhz = 2000;
   s.gpus[0].clocks_event_reasons = reasons;
+  s.gpus[0].pcie_gen = 4;
+  s.gpus[0].pcie_gen_max = 4;
+  s.gpus[0].pcie_width = reasons != 0 ? 8 : 16;  // the link narrows in the second sample
+  s.gpus[0].pcie_width_max = 16;
+  s.gpus[0].ecc_uncorrected = 0;
   s.host_cpu_pct = cpu;
   return s;
 }
@@ -63,12 +68,14 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
       GpuAt(100, 0, 2000, 50), GpuAt(0, internal::kSwPowerCap, 1000, 10)});
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
       Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10}, std::move(b));
-  s->Flush();  // sample 1 at t0: 100 %, full clock
+  // The worker's passes, by hand (Flush() and Summarize() never sample).
+  const auto worker_pass = [&] { internal::SessionTestPeer::Impl(*s).Pump(); };
+  worker_pass();  // sample 1 at t0: 100 %, full clock
   clock->Advance(5 * kMs);
   {
     StepScope step(*s);  // [t0 + 5, t0 + 15]
     clock->Advance(5 * kMs);
-    s->Flush();  // sample 2 at t0 + 10: idle, power-capped at half clock
+    worker_pass();  // sample 2 at t0 + 10: idle, power-capped at half clock
     clock->Advance(5 * kMs);
   }
   const Summary sum = s->Summarize();
@@ -84,6 +91,10 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   EXPECT_FALSE(t.process_cores.has_value());  // never sampled
   ASSERT_EQ(t.gpus.size(), 1u);
   EXPECT_THAT(t.gpus[0].clocks_event_reasons, ElementsAre("sw_power_cap"));
+  EXPECT_EQ(t.gpus[0].pcie_width, 8);  // the last sample's state
+  EXPECT_EQ(t.gpus[0].pcie_width_max, 16);
+  EXPECT_EQ(t.gpus[0].ecc_uncorrected, 0);
+  EXPECT_NEAR(t.gpus[0].utilization_pct, 50.0, 1e-9);  // mean of the window's two samples
   EXPECT_THAT(FormatReport(sum), ::testing::HasSubstr("sw_power_cap"));
 }
 
@@ -145,6 +156,11 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   EXPECT_EQ(a.gpu_count, 1);
   EXPECT_DOUBLE_EQ(a.gpus[0].utilization_pct, 97);
   EXPECT_EQ(a.gpus[0].clocks_event_reasons, internal::kSwThermalSlowdown);
+  EXPECT_DOUBLE_EQ(a.gpus[0].mem_clock_max_mhz, 2619);
+  EXPECT_EQ(a.gpus[0].pcie_width_max, 16);
+  EXPECT_EQ(a.gpus[0].ecc_uncorrected, 0);
+  EXPECT_EQ(a.gpus[0].persistence_mode, 1);
+  EXPECT_EQ(a.gpus[0].mig_mode, 0);
   // One second later: the CPUs 50 % busy, 10 % iowait; the worker used 2
   // CPU-seconds, the stranger 5 (not ours).
   proc.Write("stat", "cpu 600 0 0 1200 200 0 0 0\n");  // +1000 ticks: 500 busy, 100 iowait
@@ -156,6 +172,14 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   EXPECT_NEAR(b.children_cores, 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(b.memory_available_bytes, 500.0 * 1024);
   EXPECT_DOUBLE_EQ(b.load1, 3.25);
+  // Where the kernel lists children (/proc/<pid>/task/*/children), only
+  // those are read: a child the list names is counted, a stranger is not.
+  proc.Write(std::to_string(me) + "/task/" + std::to_string(me) + "/children", "4242 ");
+  proc.Process(4242, me, 4 * hz, 0);
+  proc.Process(4343, me, 100 * hz, 0);  // not listed: ignored
+  internal::TelemetrySample c;
+  t->Sample(2'000'000'000, &c);
+  EXPECT_NEAR(c.children_cores, 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(b.memory_pressure_pct, 4.5);
 }
 

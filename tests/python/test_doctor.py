@@ -41,6 +41,7 @@ def test_save_then_baseline(tmp_path):
     assert saved.exists() and "saved as a baseline" in r.stdout
     same = doctor("--baseline", str(saved))
     assert "no differences from the baseline" in same.stdout
+    assert same.returncode == r.returncode  # 0 unless a check fails on this machine
     # A node that changed since (here: the baseline says one GPU more).
     base = json.loads(saved.read_text())
     base["facts"]["gpu_count"] = str(int(base["facts"]["gpu_count"]) + 1)
@@ -76,3 +77,13 @@ def test_console_script():
         pytest.skip("the gpuscope console script is not on PATH")
     r = subprocess.run([exe, "doctor", "--json"], capture_output=True, text=True, timeout=120)
     assert json.loads(r.stdout)["schema"] == "gpuscope.doctor"
+
+
+def test_binary_baseline_and_unwritable_save(tmp_path):
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    r = doctor("--baseline", str(binary))
+    assert r.returncode == 2 and "not a gpuscope doctor report" in r.stderr and "Traceback" not in r.stderr
+    r = doctor("--save", str(tmp_path / "no" / "such" / "dir" / "node.json"))
+    assert r.returncode == 2 and "cannot write" in r.stderr
+    assert "checks:" in r.stdout  # the report is still printed
