@@ -59,6 +59,10 @@ Summary StarvedLoop(Session& s, int steps) {
     StepScope step(s);
     { PhaseScope p(s, Phase::kData); SleepMs(10); }
     PhaseScope p(s, Phase::kForward);
+    // 1 ms into the phase: the older CUPTI's calibrated clock may be off by
+    // microseconds (more under sanitizers), which must not move the launch
+    // out of the phase.
+    SleepMs(1);
     const int64_t launch = Now();
     fake_cupti_emit_api(++correlation, launch, launch + 10'000);
     fake_cupti_emit_kernel(launch + 20'000, launch + 20'000 + 5 * kMs, 0, 7, correlation);
