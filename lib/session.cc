@@ -401,6 +401,7 @@ void SessionImpl::Pump() {
   bool sampled = false;
   TelemetrySample sample;
   if (telemetry_ != nullptr) {
+    std::lock_guard<std::mutex> sampling(sample_mu_);  // one sampler at a time
     const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
     if (next_sample_ns_ == INT64_MIN || now >= next_sample_ns_) {
       telemetry_->Sample(now, &sample);

@@ -149,7 +149,10 @@ class SessionImpl final : public Pumpable {
   ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
   DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
   Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started
-  int64_t next_sample_ns_ = INT64_MIN;     // when the worker samples telemetry next (worker only)
+  // Sampling: its own lock, never the aggregator's (NVML may take
+  // milliseconds; Summarize() must not wait for it).
+  std::mutex sample_mu_;
+  int64_t next_sample_ns_ = INT64_MIN;     // when telemetry is sampled next (sample_mu_)
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction
