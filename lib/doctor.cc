@@ -254,7 +254,8 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
   if (gethostname(host, sizeof(host) - 1) == 0) r.hostname = host;
   Checks c(&r);
   const HostPlacement placement = internal::ReadPlacement(
-      options.sys_root, options.cgroup_root, options.allowed_cpus.empty() ? nullptr : &options.allowed_cpus);
+      options.sys_root, options.cgroup_root, options.allowed_cpus.empty() ? nullptr : &options.allowed_cpus,
+      options.proc_root);
   absl::StatusOr<std::unique_ptr<internal::Nvml>> nvml = internal::Nvml::Open();
   if (!nvml.ok()) {
     c.Add("host", "gpus", CheckStatus::kWarn, "no NVIDIA GPU found",

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -139,7 +140,7 @@ HostRates RatesBetween(const HostSnapshot& a, const HostSnapshot& b, double seco
 }
 
 HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgroup_root,
-                            const std::vector<int>* allowed_cpus) {
+                            const std::vector<int>* allowed_cpus, const std::string& proc_root) {
   HostPlacement p;
   std::string text;
   if (ReadFile(sys_root + "/devices/system/cpu/online", &text)) {
@@ -158,14 +159,28 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
     }
   }
   if (!allowed.empty()) p.cpus_allowed = static_cast<int>(allowed.size());
-  // cgroup v2 "max 100000" (no limit) or "200000 100000" (2 cores).
-  if (ReadFile(cgroup_root + "/cpu.max", &text)) {
-    std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
-    double quota = 0, period = 0;
-    if (parts.size() == 2 && parts[0] != "max" && absl::SimpleAtod(parts[0], &quota) &&
-        absl::SimpleAtod(parts[1], &period) && period > 0) {
-      p.cgroup_cpu_limit = quota / period;
+  // cgroup v2: the process's cgroup ("0::/slurm/job_7/step_0" in
+  // /proc/self/cgroup), then every parent up to the root; each cpu.max is
+  // "max 100000" (no limit) or "200000 100000" (2 cores); the tightest wins.
+  std::string own = "/";
+  if (ReadFile(proc_root + "/self/cgroup", &text)) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::ConsumePrefix(&line, "0::")) own = std::string(absl::StripAsciiWhitespace(line));
     }
+  }
+  for (std::string dir = own;;) {
+    if (ReadFile(cgroup_root + (dir == "/" ? "" : dir) + "/cpu.max", &text)) {
+      std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
+      double quota = 0, period = 0;
+      if (parts.size() == 2 && parts[0] != "max" && absl::SimpleAtod(parts[0], &quota) &&
+          absl::SimpleAtod(parts[1], &period) && period > 0 &&
+          (std::isnan(p.cgroup_cpu_limit) || quota / period < p.cgroup_cpu_limit)) {
+        p.cgroup_cpu_limit = quota / period;
+      }
+    }
+    if (dir == "/" || dir.empty()) break;
+    const size_t slash = dir.rfind('/');
+    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
   }
   // Which NUMA nodes the allowed CPUs are on.
   std::set<int> nodes;

@@ -69,10 +69,14 @@ struct HostPlacement {
 //
 // From `sys_root` ("/sys") and `cgroup_root` ("/sys/fs/cgroup"), and the
 // process's affinity (sched_getaffinity) unless `allowed_cpus` is given
-// (tests). Fields that cannot be read stay unknown.
+// (tests). The CPU limit is cgroup v2's: the tightest `cpu.max` from the
+// process's own cgroup (named in `<proc_root>/self/cgroup`: Slurm, systemd
+// and container runtimes nest it) up to the root. Fields that cannot be
+// read stay unknown.
 HostPlacement ReadPlacement(const std::string& sys_root = "/sys",
                             const std::string& cgroup_root = "/sys/fs/cgroup",
-                            const std::vector<int>* allowed_cpus = nullptr);
+                            const std::vector<int>* allowed_cpus = nullptr,
+                            const std::string& proc_root = "/proc");
 
 // The NUMA node of the PCI device `bus_id` ("00000000:17:00.0" as NVML
 // gives it), or -1 when unknown (no NUMA, or not found).

@@ -110,7 +110,7 @@ TEST(HostStatsTest, PlacementCgroupLimitAffinityAndNuma) {
   r.Write("cgroup/cpu.max", "800000 100000\n");
   r.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n");
   const std::vector<int> allowed = {0, 1, 2, 3};  // pinned to node 0
-  const HostPlacement p = ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed);
+  const HostPlacement p = ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc"));
   EXPECT_EQ(p.cpus_online, 64);
   EXPECT_EQ(p.cpus_allowed, 4);
   EXPECT_DOUBLE_EQ(p.cgroup_cpu_limit, 8.0);
@@ -122,7 +122,20 @@ TEST(HostStatsTest, PlacementCgroupLimitAffinityAndNuma) {
   r.Write("sys/bus/pci/devices/10000:01:00.0/numa_node", "0\n");
   EXPECT_EQ(PciNumaNode(r.Path("sys"), "00010000:01:00.0"), 0);  // a VMD domain keeps its digits
   r.Write("cgroup/cpu.max", "max 100000\n");
-  EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed).cgroup_cpu_limit));
+  EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit));
+}
+
+TEST(HostStatsTest, CgroupLimitIsTheTightestOnTheWayUpFromTheProcessesOwn) {
+  FakeRoot r;
+  const std::vector<int> allowed = {0, 1, 2, 3};
+  r.Write("proc/self/cgroup", "0::/slurm/job_7/step_0\n");
+  r.Write("cgroup/cpu.max", "max 100000\n");
+  r.Write("cgroup/slurm/cpu.max", "max 100000\n");
+  r.Write("cgroup/slurm/job_7/cpu.max", "300000 100000\n");          // the job: 3 cores
+  r.Write("cgroup/slurm/job_7/step_0/cpu.max", "max 100000\n");      // the step: no limit of its own
+  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 3.0);
+  r.Write("cgroup/cpu.max", "150000 100000\n");                       // a tighter root
+  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 1.5);
 }
 
 TEST(HostStatsTest, ThisMachinesProcIsReadable) {
