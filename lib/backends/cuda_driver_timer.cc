@@ -55,31 +55,22 @@ struct Driver {
   CUresult (*StreamDestroy)(CUstream) = nullptr;
 };
 
-// Resolves one entry point (trying the versioned names cuda.h maps to first).
-template <typename Fn>
-absl::Status Bind(const DynLib& lib, Fn* out, std::initializer_list<const char*> names) {
-  absl::StatusOr<Fn> fn = lib.Get<Fn>(names);
-  if (!fn.ok()) return fn.status();
-  *out = *fn;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
   Driver d;
   for (absl::Status s :
-       {Bind(lib, &d.DriverGetVersion, {"cuDriverGetVersion"}),
-        Bind(lib, &d.GetErrorName, {"cuGetErrorName"}),
-        Bind(lib, &d.CtxGetCurrent, {"cuCtxGetCurrent"}),
-        Bind(lib, &d.CtxPushCurrent, {"cuCtxPushCurrent_v2", "cuCtxPushCurrent"}),
-        Bind(lib, &d.CtxPopCurrent, {"cuCtxPopCurrent_v2", "cuCtxPopCurrent"}),
-        Bind(lib, &d.CtxGetDevice, {"cuCtxGetDevice"}),
-        Bind(lib, &d.StreamGetCtx, {"cuStreamGetCtx"}),
-        Bind(lib, &d.EventCreate, {"cuEventCreate"}),
-        Bind(lib, &d.EventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}),
-        Bind(lib, &d.EventRecord, {"cuEventRecord"}), Bind(lib, &d.EventQuery, {"cuEventQuery"}),
-        Bind(lib, &d.EventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}),
-        Bind(lib, &d.StreamCreate, {"cuStreamCreate"}),
-        Bind(lib, &d.StreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"})}) {
+       {lib.Bind(&d.DriverGetVersion, {"cuDriverGetVersion"}),
+        lib.Bind(&d.GetErrorName, {"cuGetErrorName"}),
+        lib.Bind(&d.CtxGetCurrent, {"cuCtxGetCurrent"}),
+        lib.Bind(&d.CtxPushCurrent, {"cuCtxPushCurrent_v2", "cuCtxPushCurrent"}),
+        lib.Bind(&d.CtxPopCurrent, {"cuCtxPopCurrent_v2", "cuCtxPopCurrent"}),
+        lib.Bind(&d.CtxGetDevice, {"cuCtxGetDevice"}),
+        lib.Bind(&d.StreamGetCtx, {"cuStreamGetCtx"}),
+        lib.Bind(&d.EventCreate, {"cuEventCreate"}),
+        lib.Bind(&d.EventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}),
+        lib.Bind(&d.EventRecord, {"cuEventRecord"}), lib.Bind(&d.EventQuery, {"cuEventQuery"}),
+        lib.Bind(&d.EventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}),
+        lib.Bind(&d.StreamCreate, {"cuStreamCreate"}),
+        lib.Bind(&d.StreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"})}) {
     if (!s.ok()) return s;
   }
   return d;

@@ -71,31 +71,23 @@ struct CuptiApi {
   CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
 };
 
-template <typename Fn>
-absl::Status Bind(const DynLib& lib, Fn* out, const char* name) {
-  absl::StatusOr<Fn> fn = lib.Get<Fn>({name});
-  if (!fn.ok()) return fn.status();
-  *out = *fn;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<CuptiApi> BindCupti(const DynLib& lib) {
   CuptiApi c;
-  for (absl::Status s : {Bind(lib, &c.GetVersion, "cuptiGetVersion"),
-                         Bind(lib, &c.GetResultString, "cuptiGetResultString"),
-                         Bind(lib, &c.Subscribe, "cuptiSubscribe"),
-                         Bind(lib, &c.Unsubscribe, "cuptiUnsubscribe"),
-                         Bind(lib, &c.RegisterCallbacks, "cuptiActivityRegisterCallbacks"),
-                         Bind(lib, &c.Enable, "cuptiActivityEnable"),
-                         Bind(lib, &c.Disable, "cuptiActivityDisable"),
-                         Bind(lib, &c.FlushAll, "cuptiActivityFlushAll"),
-                         Bind(lib, &c.GetNextRecord, "cuptiActivityGetNextRecord"),
-                         Bind(lib, &c.GetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords"),
-                         Bind(lib, &c.GetTimestamp, "cuptiGetTimestamp")}) {
+  for (absl::Status s : {lib.Bind(&c.GetVersion, {"cuptiGetVersion"}),
+                         lib.Bind(&c.GetResultString, {"cuptiGetResultString"}),
+                         lib.Bind(&c.Subscribe, {"cuptiSubscribe"}),
+                         lib.Bind(&c.Unsubscribe, {"cuptiUnsubscribe"}),
+                         lib.Bind(&c.RegisterCallbacks, {"cuptiActivityRegisterCallbacks"}),
+                         lib.Bind(&c.Enable, {"cuptiActivityEnable"}),
+                         lib.Bind(&c.Disable, {"cuptiActivityDisable"}),
+                         lib.Bind(&c.FlushAll, {"cuptiActivityFlushAll"}),
+                         lib.Bind(&c.GetNextRecord, {"cuptiActivityGetNextRecord"}),
+                         lib.Bind(&c.GetNumDroppedRecords, {"cuptiActivityGetNumDroppedRecords"}),
+                         lib.Bind(&c.GetTimestamp, {"cuptiGetTimestamp"})}) {
     if (!s.ok()) return s;
   }
-  (void)Bind(lib, &c.SubscribeV2, "cuptiSubscribe_v2");
-  (void)Bind(lib, &c.RegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+  (void)lib.Bind(&c.SubscribeV2, {"cuptiSubscribe_v2"});
+  (void)lib.Bind(&c.RegisterTimestampCallback, {"cuptiActivityRegisterTimestampCallback"});
   return c;
 }
 

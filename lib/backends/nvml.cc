@@ -61,20 +61,6 @@ const char* ReturnName(nvmlReturn r) {
   }
 }
 
-template <typename Fn>
-absl::Status Required(const DynLib& lib, Fn* out, std::initializer_list<const char*> names) {
-  absl::StatusOr<Fn> fn = lib.Get<Fn>(names);
-  if (!fn.ok()) return fn.status();
-  *out = *fn;
-  return absl::OkStatus();
-}
-
-template <typename Fn>
-void Optional(const DynLib& lib, Fn* out, std::initializer_list<const char*> names) {
-  absl::StatusOr<Fn> fn = lib.Get<Fn>(names);
-  *out = fn.ok() ? *fn : nullptr;
-}
-
 }  // namespace
 
 struct Nvml::Api {
@@ -143,36 +129,36 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
   absl::StatusOr<DynLib> lib = DynLib::Open(name);
   if (!lib.ok()) return lib.status();
   auto api = std::make_unique<Api>();
-  for (absl::Status s : {Required(*lib, &api->Init, {"nvmlInit_v2", "nvmlInit"}),
-                         Required(*lib, &api->Shutdown, {"nvmlShutdown"}),
-                         Required(*lib, &api->DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}),
-                         Required(*lib, &api->DeviceGetHandleByIndex,
+  for (absl::Status s : {lib->Bind(&api->Init, {"nvmlInit_v2", "nvmlInit"}),
+                         lib->Bind(&api->Shutdown, {"nvmlShutdown"}),
+                         lib->Bind(&api->DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}),
+                         lib->Bind(&api->DeviceGetHandleByIndex,
                                   {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"})}) {
     if (!s.ok()) return s;
   }
-  Optional(*lib, &api->SystemGetDriverVersion, {"nvmlSystemGetDriverVersion"});
-  Optional(*lib, &api->SystemGetCudaDriverVersion, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
-  Optional(*lib, &api->DeviceGetName, {"nvmlDeviceGetName"});
-  Optional(*lib, &api->DeviceGetPciInfo, {"nvmlDeviceGetPciInfo_v3"});
-  Optional(*lib, &api->DeviceGetClockInfo, {"nvmlDeviceGetClockInfo"});
-  Optional(*lib, &api->DeviceGetMaxClockInfo, {"nvmlDeviceGetMaxClockInfo"});
-  Optional(*lib, &api->DeviceGetPowerUsage, {"nvmlDeviceGetPowerUsage"});
-  Optional(*lib, &api->DeviceGetEnforcedPowerLimit, {"nvmlDeviceGetEnforcedPowerLimit"});
-  Optional(*lib, &api->DeviceGetTemperature, {"nvmlDeviceGetTemperature"});
+  (void)lib->Bind(&api->SystemGetDriverVersion, {"nvmlSystemGetDriverVersion"});
+  (void)lib->Bind(&api->SystemGetCudaDriverVersion, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
+  (void)lib->Bind(&api->DeviceGetName, {"nvmlDeviceGetName"});
+  (void)lib->Bind(&api->DeviceGetPciInfo, {"nvmlDeviceGetPciInfo_v3"});
+  (void)lib->Bind(&api->DeviceGetClockInfo, {"nvmlDeviceGetClockInfo"});
+  (void)lib->Bind(&api->DeviceGetMaxClockInfo, {"nvmlDeviceGetMaxClockInfo"});
+  (void)lib->Bind(&api->DeviceGetPowerUsage, {"nvmlDeviceGetPowerUsage"});
+  (void)lib->Bind(&api->DeviceGetEnforcedPowerLimit, {"nvmlDeviceGetEnforcedPowerLimit"});
+  (void)lib->Bind(&api->DeviceGetTemperature, {"nvmlDeviceGetTemperature"});
   // Renamed in driver 535; the old name stays for older drivers.
-  Optional(*lib, &api->DeviceGetClocksEventReasons,
+  (void)lib->Bind(&api->DeviceGetClocksEventReasons,
            {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
-  Optional(*lib, &api->DeviceGetUtilizationRates, {"nvmlDeviceGetUtilizationRates"});
-  Optional(*lib, &api->DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"});
-  Optional(*lib, &api->DeviceGetCurrPcieLinkGeneration, {"nvmlDeviceGetCurrPcieLinkGeneration"});
-  Optional(*lib, &api->DeviceGetMaxPcieLinkGeneration, {"nvmlDeviceGetMaxPcieLinkGeneration"});
-  Optional(*lib, &api->DeviceGetCurrPcieLinkWidth, {"nvmlDeviceGetCurrPcieLinkWidth"});
-  Optional(*lib, &api->DeviceGetMaxPcieLinkWidth, {"nvmlDeviceGetMaxPcieLinkWidth"});
-  Optional(*lib, &api->DeviceGetPcieThroughput, {"nvmlDeviceGetPcieThroughput"});
-  Optional(*lib, &api->DeviceGetTotalEccErrors, {"nvmlDeviceGetTotalEccErrors"});
-  Optional(*lib, &api->DeviceGetPersistenceMode, {"nvmlDeviceGetPersistenceMode"});
-  Optional(*lib, &api->DeviceGetComputeMode, {"nvmlDeviceGetComputeMode"});
-  Optional(*lib, &api->DeviceGetMigMode, {"nvmlDeviceGetMigMode"});
+  (void)lib->Bind(&api->DeviceGetUtilizationRates, {"nvmlDeviceGetUtilizationRates"});
+  (void)lib->Bind(&api->DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"});
+  (void)lib->Bind(&api->DeviceGetCurrPcieLinkGeneration, {"nvmlDeviceGetCurrPcieLinkGeneration"});
+  (void)lib->Bind(&api->DeviceGetMaxPcieLinkGeneration, {"nvmlDeviceGetMaxPcieLinkGeneration"});
+  (void)lib->Bind(&api->DeviceGetCurrPcieLinkWidth, {"nvmlDeviceGetCurrPcieLinkWidth"});
+  (void)lib->Bind(&api->DeviceGetMaxPcieLinkWidth, {"nvmlDeviceGetMaxPcieLinkWidth"});
+  (void)lib->Bind(&api->DeviceGetPcieThroughput, {"nvmlDeviceGetPcieThroughput"});
+  (void)lib->Bind(&api->DeviceGetTotalEccErrors, {"nvmlDeviceGetTotalEccErrors"});
+  (void)lib->Bind(&api->DeviceGetPersistenceMode, {"nvmlDeviceGetPersistenceMode"});
+  (void)lib->Bind(&api->DeviceGetComputeMode, {"nvmlDeviceGetComputeMode"});
+  (void)lib->Bind(&api->DeviceGetMigMode, {"nvmlDeviceGetMigMode"});
 
   if (const nvmlReturn r = api->Init(); r != kSuccess) {
     return absl::FailedPreconditionError(

@@ -81,6 +81,26 @@ void Aggregator::RememberLanes(const PendingStep& p) {
   }
 }
 
+namespace {
+
+// A weighted mean that skips unknown (NaN) values: nullopt when none came.
+struct Mean {
+  double sum = 0, weight = 0;
+  void Add(double v, double w) {
+    if (!std::isnan(v) && w > 0) {
+      sum += v * w;
+      weight += w;
+    }
+  }
+  std::optional<double> Get() const { return weight > 0 ? std::optional<double>(sum / weight) : std::nullopt; }
+};
+
+float AsFloat(std::optional<double> v) {
+  return v.has_value() ? static_cast<float>(*v) : std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
 void Aggregator::AddTelemetry(const TelemetrySample& sample) {
   if (!samples_.empty() && sample.host_ns < samples_.back().host_ns) return;  // out of order
   if (samples_.size() == kTelemetrySamples) samples_.pop_front();
@@ -93,16 +113,6 @@ void Aggregator::AddTelemetry(const TelemetrySample& sample) {
 StepTelemetry Aggregator::TelemetryOver(int64_t begin_ns, int64_t end_ns) const {
   StepTelemetry t;
   if (samples_.empty()) return t;
-  struct Mean {
-    double sum = 0, weight = 0;
-    void Add(double v, double w) {
-      if (!std::isnan(v) && w > 0) {
-        sum += v * w;
-        weight += w;
-      }
-    }
-    float Get() const { return weight > 0 ? static_cast<float>(sum / weight) : std::numeric_limits<float>::quiet_NaN(); }
-  };
   Mean util, ratio, cpu, iowait, proc, children;
   for (size_t i = 0; i < samples_.size(); ++i) {
     const TelemetrySample& s = samples_[i];
@@ -122,19 +132,19 @@ StepTelemetry Aggregator::TelemetryOver(int64_t begin_ns, int64_t end_ns) const 
       }
       t.clocks_event_reasons |= gs.clocks_event_reasons;
     }
-    util.Add(gpu_util.Get(), w);
+    util.Add(gpu_util.Get().value_or(std::numeric_limits<double>::quiet_NaN()), w);
     ratio.Add(lowest_ratio, w);
     cpu.Add(s.host_cpu_pct, w);
     iowait.Add(s.host_iowait_pct, w);
     proc.Add(s.process_cores, w);
     children.Add(s.children_cores, w);
   }
-  t.gpu_utilization_pct = util.Get();
-  t.sm_clock_ratio = ratio.Get();
-  t.host_cpu_pct = cpu.Get();
-  t.host_iowait_pct = iowait.Get();
-  t.process_cores = proc.Get();
-  t.children_cores = children.Get();
+  t.gpu_utilization_pct = AsFloat(util.Get());
+  t.sm_clock_ratio = AsFloat(ratio.Get());
+  t.host_cpu_pct = AsFloat(cpu.Get());
+  t.host_iowait_pct = AsFloat(iowait.Get());
+  t.process_cores = AsFloat(proc.Get());
+  t.children_cores = AsFloat(children.Get());
   return t;
 }
 
@@ -143,16 +153,6 @@ void Aggregator::FillTelemetry(Summary* out) const {
   if (telemetry_source_.empty()) return;
   TelemetryStats ts;
   ts.source = telemetry_source_;
-  struct Mean {
-    double sum = 0, weight = 0;
-    void Add(double v, double w) {
-      if (!std::isnan(v) && w > 0) {
-        sum += v * w;
-        weight += w;
-      }
-    }
-    std::optional<double> Get() const { return weight > 0 ? std::optional<double>(sum / weight) : std::nullopt; }
-  };
   Mean util, ratio, cpu, iowait, proc, children;
   uint64_t reasons = 0;
   int64_t throttled = 0;

@@ -34,6 +34,17 @@ class DynLib {
     return reinterpret_cast<Fn>(*sym);
   }
 
+  // Sets `*out` to the first of `names` the library exports; NotFound (and
+  // `*out` untouched) when none is there. `(void)lib.Bind(...)` binds an
+  // optional entry point, left null when missing.
+  template <typename Fn>
+  absl::Status Bind(Fn* out, std::initializer_list<const char*> names) const {
+    absl::StatusOr<Fn> fn = Get<Fn>(names);
+    if (!fn.ok()) return fn.status();
+    *out = *fn;
+    return absl::OkStatus();
+  }
+
   // Keeps the library loaded for the rest of the process (drivers are never
   // unloaded: other code may hold pointers into them).
   void Leak() { handle_ = nullptr; }
