@@ -191,11 +191,21 @@ void CheckHost(const DoctorOptions& o, const HostPlacement& p, Checks& c) {
     c.Add("host", "proc", CheckStatus::kWarn, "unreadable", std::string(h.status().message()));
     return;
   }
-  if (Known(h->mem_total_bytes) && Known(h->mem_available_bytes) && h->mem_total_bytes > 0) {
-    const double avail = h->mem_available_bytes / h->mem_total_bytes;
-    std::string value = absl::StrFormat("%.1f of %.1f GiB available", h->mem_available_bytes / kGiB, h->mem_total_bytes / kGiB);
+  // Memory: the container's (or Slurm job's) limit when it is below the
+  // host's memory, since that is where the OOM killer strikes.
+  double mem_total = h->mem_total_bytes, mem_available = h->mem_available_bytes;
+  const char* of_what = "";
+  if (const internal::ContainerMemory cm = internal::ReadContainerMemory(o.cgroup_root, o.proc_root);
+      Known(cm.limit_bytes) && (!Known(mem_total) || cm.limit_bytes < mem_total)) {
+    mem_total = cm.limit_bytes;
+    mem_available = Known(mem_available) ? std::min(mem_available, cm.available_bytes) : cm.available_bytes;
+    of_what = " (container limit)";
+  }
+  const bool memory_short = Known(mem_total) && Known(mem_available) && mem_available < 0.1 * mem_total;
+  if (Known(mem_total) && Known(mem_available) && mem_total > 0) {
+    std::string value = absl::StrFormat("%.1f of %.1f GiB available%s", mem_available / kGiB, mem_total / kGiB, of_what);
     if (Known(h->memory_pressure_pct)) absl::StrAppend(&value, absl::StrFormat("; pressure %.1f%%", h->memory_pressure_pct));
-    if (avail < 0.1 || (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 10)) {
+    if (memory_short || (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 10)) {
       c.Add("host", "memory", CheckStatus::kWarn, value,
             "little memory left, or tasks stall waiting for it: fewer or lighter DataLoader workers, "
             "smaller prefetch_factor");
@@ -208,9 +218,7 @@ void CheckHost(const DoctorOptions& o, const HostPlacement& p, Checks& c) {
     const std::string value = h->swap_total_bytes <= 0 ? "none configured"
                                                        : absl::StrFormat("%.1f of %.1f GiB used", used / kGiB, h->swap_total_bytes / kGiB);
     // Swap merely resident is harmless; swap while memory is short is not.
-    const bool short_of_memory = (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 1) ||
-                                 (Known(h->mem_available_bytes) && Known(h->mem_total_bytes) &&
-                                  h->mem_available_bytes < 0.1 * h->mem_total_bytes);
+    const bool short_of_memory = (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 1) || memory_short;
     if (h->swap_total_bytes > 0 && used > 0.1 * h->swap_total_bytes && short_of_memory) {
       c.Add("host", "swap", CheckStatus::kWarn, value,
             "swap in use while memory is short: pages the loader or the trainer touch may be on "

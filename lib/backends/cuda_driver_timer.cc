@@ -53,6 +53,10 @@ struct Driver {
   CUresult (*EventElapsedTime)(float*, CUevent, CUevent) = nullptr;
   CUresult (*StreamCreate)(CUstream*, unsigned) = nullptr;
   CUresult (*StreamDestroy)(CUstream) = nullptr;
+  CUresult (*DeviceGetCount)(int*) = nullptr;
+  CUresult (*DeviceGet)(int*, int) = nullptr;
+  CUresult (*DevicePrimaryCtxGetState)(int, unsigned*, int*) = nullptr;
+  CUresult (*DeviceGetPCIBusId)(char*, int, int) = nullptr;
 };
 
 absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
@@ -70,7 +74,10 @@ absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
         lib.Bind(&d.EventRecord, {"cuEventRecord"}), lib.Bind(&d.EventQuery, {"cuEventQuery"}),
         lib.Bind(&d.EventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}),
         lib.Bind(&d.StreamCreate, {"cuStreamCreate"}),
-        lib.Bind(&d.StreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"})}) {
+        lib.Bind(&d.StreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"}),
+        lib.Bind(&d.DeviceGetCount, {"cuDeviceGetCount"}), lib.Bind(&d.DeviceGet, {"cuDeviceGet"}),
+        lib.Bind(&d.DevicePrimaryCtxGetState, {"cuDevicePrimaryCtxGetState"}),
+        lib.Bind(&d.DeviceGetPCIBusId, {"cuDeviceGetPCIBusId"})}) {
     if (!s.ok()) return s;
   }
   return d;
@@ -469,6 +476,27 @@ absl::Status CudaInitializedInProcess() {
         "after the framework has used the GPU, e.g. after model.cuda())");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ProcessCudaDeviceBusIds() {
+  if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
+  const Driver& d = **LoadDriver();
+  int count = 0;
+  if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetCount(&count)); !s.ok()) return s;
+  std::vector<std::string> ids;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    int device = 0;
+    unsigned flags = 0;
+    int active = 0;
+    char bus_id[32] = {0};
+    if (d.DeviceGet(&device, ordinal) != kCudaSuccess ||
+        d.DevicePrimaryCtxGetState(device, &flags, &active) != kCudaSuccess || active == 0 ||
+        d.DeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device) != kCudaSuccess) {
+      continue;
+    }
+    ids.emplace_back(bus_id);
+  }
+  return ids;
 }
 
 }  // namespace gpuscope::internal

@@ -19,8 +19,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "backends/device_timer.h"
 
 namespace gpuscope::internal {
@@ -36,6 +38,15 @@ std::unique_ptr<DeviceTimer> MakeCudaDriverTimer();
 // OkStatus() when the CUDA driver loads and CUDA has been initialized in
 // this process (by the framework: gpuscope never calls cuInit); else why not.
 absl::Status CudaInitializedInProcess();
+
+// ProcessCudaDeviceBusIds()
+//
+// The PCI bus ids ("0000:17:00.0") of the CUDA devices whose primary context
+// is active in this process: the GPUs the job uses (the framework's, as
+// PyTorch's; a context made with cuCtxCreate is not seen). Never initializes
+// CUDA: FailedPrecondition until the framework has. Cheap (a few driver
+// calls per device); any thread.
+absl::StatusOr<std::vector<std::string>> ProcessCudaDeviceBusIds();
 
 }  // namespace gpuscope::internal
 

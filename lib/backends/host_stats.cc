@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,28 @@ double MeminfoBytes(const std::string& text, absl::string_view key) {
     return parts.size() > 1 && parts[1] == "kB" ? v * 1024 : v;
   }
   return std::numeric_limits<double>::quiet_NaN();
+}
+
+// A number in a cgroup file, or NaN ("max", missing, unparsable).
+double CgroupNumber(const std::string& path) {
+  std::string text;
+  double v = 0;
+  if (!ReadFile(path, &text) || !absl::SimpleAtod(absl::StripAsciiWhitespace(text), &v)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return v;
+}
+
+// The value of `key` in a cgroup memory.stat, or 0.
+double StatValue(const std::string& path, absl::string_view key) {
+  std::string text;
+  if (!ReadFile(path, &text)) return 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> kv = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    double v = 0;
+    if (kv.size() == 2 && kv[0] == key && absl::SimpleAtod(kv[1], &v)) return v;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -159,28 +183,31 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
     }
   }
   if (!allowed.empty()) p.cpus_allowed = static_cast<int>(allowed.size());
-  // cgroup v2: the process's cgroup ("0::/slurm/job_7/step_0" in
-  // /proc/self/cgroup), then every parent up to the root; each cpu.max is
-  // "max 100000" (no limit) or "200000 100000" (2 cores); the tightest wins.
-  std::string own = "/";
-  if (ReadFile(proc_root + "/self/cgroup", &text)) {
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (absl::ConsumePrefix(&line, "0::")) own = std::string(absl::StripAsciiWhitespace(line));
+  // The tightest quota/period along the process's cgroup chains: cgroup v2's
+  // cpu.max ("max 100000": no limit; "200000 100000": 2 cores), cgroup v1's
+  // cpu.cfs_quota_us (-1: no limit) over cpu.cfs_period_us.
+  const auto tighten = [&p](double quota, double period) {
+    if (quota > 0 && period > 0 && (std::isnan(p.cgroup_cpu_limit) || quota / period < p.cgroup_cpu_limit)) {
+      p.cgroup_cpu_limit = quota / period;
+    }
+  };
+  for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "")) {
+    if (!ReadFile(dir + "/cpu.max", &text)) continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
+    double quota = 0, period = 0;
+    if (parts.size() == 2 && parts[0] != "max" && absl::SimpleAtod(parts[0], &quota) &&
+        absl::SimpleAtod(parts[1], &period)) {
+      tighten(quota, period);
     }
   }
-  for (std::string dir = own;;) {
-    if (ReadFile(cgroup_root + (dir == "/" ? "" : dir) + "/cpu.max", &text)) {
-      std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
-      double quota = 0, period = 0;
-      if (parts.size() == 2 && parts[0] != "max" && absl::SimpleAtod(parts[0], &quota) &&
-          absl::SimpleAtod(parts[1], &period) && period > 0 &&
-          (std::isnan(p.cgroup_cpu_limit) || quota / period < p.cgroup_cpu_limit)) {
-        p.cgroup_cpu_limit = quota / period;
-      }
+  for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "cpu")) {
+    std::string period_text;
+    double quota = 0, period = 0;
+    if (ReadFile(dir + "/cpu.cfs_quota_us", &text) && ReadFile(dir + "/cpu.cfs_period_us", &period_text) &&
+        absl::SimpleAtod(absl::StripAsciiWhitespace(text), &quota) &&
+        absl::SimpleAtod(absl::StripAsciiWhitespace(period_text), &period)) {
+      tighten(quota, period);
     }
-    if (dir == "/" || dir.empty()) break;
-    const size_t slash = dir.rfind('/');
-    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
   }
   // Which NUMA nodes the allowed CPUs are on.
   std::set<int> nodes;
@@ -197,15 +224,74 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
   return p;
 }
 
-int PciNumaNode(const std::string& sys_root, const std::string& bus_id) {
-  // NVML: "00000000:17:00.0" (an 8-digit domain, upper-case hex); sysfs:
-  // "0000:17:00.0" (at least 4 digits: VMD domains such as 10000 keep 5).
-  std::string id = absl::AsciiStrToLower(bus_id);
-  if (const size_t colon = id.find(':'); colon != std::string::npos) {
+std::vector<std::string> CgroupChain(const std::string& proc_root, const std::string& cgroup_root,
+                                     const std::string& controller) {
+  // /proc/self/cgroup: "0::/slurm/job_7/step_0" (v2), "4:cpu,cpuacct:/docker/ab12" (v1).
+  std::string text;
+  if (!ReadFile(proc_root + "/self/cgroup", &text)) text = controller.empty() ? "0::/\n" : "";
+  std::string mount, own;
+  bool found = false;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3) continue;
+    if (controller.empty() ? fields[0] == "0" && fields[1].empty()
+                           : absl::c_linear_search(absl::StrSplit(fields[1], ','), controller)) {
+      mount = controller.empty() ? cgroup_root : absl::StrCat(cgroup_root, "/", fields[1]);
+      own = std::string(absl::StripAsciiWhitespace(fields[2]));
+      found = true;
+      break;
+    }
+  }
+  std::vector<std::string> chain;
+  if (!found) return chain;
+  // In a container without a cgroup namespace the path names the host's
+  // hierarchy while the mount shows the container's own cgroup: walking up,
+  // the mount's root is reached either way.
+  for (std::string dir = own.empty() ? "/" : own;;) {
+    chain.push_back(dir == "/" ? mount : mount + dir);
+    if (dir == "/") break;
+    const size_t slash = dir.rfind('/');
+    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
+  }
+  return chain;
+}
+
+ContainerMemory ReadContainerMemory(const std::string& cgroup_root, const std::string& proc_root) {
+  ContainerMemory m;
+  // The tightest limit along the chains; its usage, less the page cache the
+  // kernel reclaims first (inactive files), is what counts against it.
+  const auto consider = [&m](double limit, double usage, double inactive_file) {
+    // cgroup v1 writes "no limit" as a huge number (2^63 rounded to pages).
+    if (std::isnan(limit) || limit <= 0 || limit >= 0x1p60 || std::isnan(usage)) return;
+    if (std::isnan(m.limit_bytes) || limit < m.limit_bytes) {
+      m.limit_bytes = limit;
+      m.available_bytes = std::max(0.0, limit - std::max(0.0, usage - inactive_file));
+    }
+  };
+  for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "")) {
+    consider(CgroupNumber(dir + "/memory.max"), CgroupNumber(dir + "/memory.current"),
+             StatValue(dir + "/memory.stat", "inactive_file"));
+  }
+  for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "memory")) {
+    consider(CgroupNumber(dir + "/memory.limit_in_bytes"), CgroupNumber(dir + "/memory.usage_in_bytes"),
+             StatValue(dir + "/memory.stat", "total_inactive_file"));
+  }
+  return m;
+}
+
+std::string CanonicalPciBusId(const std::string& bus_id) {
+  std::string id = absl::AsciiStrToLower(absl::StripAsciiWhitespace(bus_id));
+  if (const size_t colon = id.find(':'); colon != std::string::npos && colon > 0) {
     unsigned long domain = 0;
-    if (!absl::SimpleHexAtoi(id.substr(0, colon), &domain)) return -1;
+    if (!absl::SimpleHexAtoi(id.substr(0, colon), &domain)) return "";
     id = absl::StrCat(absl::StrFormat("%04x", domain), id.substr(colon));
   }
+  return id;
+}
+
+int PciNumaNode(const std::string& sys_root, const std::string& bus_id) {
+  const std::string id = CanonicalPciBusId(bus_id);
+  if (id.empty()) return -1;
   std::string text;
   if (!ReadFile(absl::StrCat(sys_root, "/bus/pci/devices/", id, "/numa_node"), &text)) return -1;
   int node = -1;

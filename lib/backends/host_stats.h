@@ -69,14 +69,46 @@ struct HostPlacement {
 //
 // From `sys_root` ("/sys") and `cgroup_root` ("/sys/fs/cgroup"), and the
 // process's affinity (sched_getaffinity) unless `allowed_cpus` is given
-// (tests). The CPU limit is cgroup v2's: the tightest `cpu.max` from the
-// process's own cgroup (named in `<proc_root>/self/cgroup`: Slurm, systemd
-// and container runtimes nest it) up to the root. Fields that cannot be
-// read stay unknown.
+// (tests). The CPU limit is the tightest quota along the process's cgroups
+// (CgroupChain): cgroup v2's `cpu.max`, cgroup v1's `cpu.cfs_quota_us` over
+// `cpu.cfs_period_us`. Fields that cannot be read stay unknown.
 HostPlacement ReadPlacement(const std::string& sys_root = "/sys",
                             const std::string& cgroup_root = "/sys/fs/cgroup",
                             const std::vector<int>* allowed_cpus = nullptr,
                             const std::string& proc_root = "/proc");
+
+// CgroupChain()
+//
+// The directories of the process's cgroup and of each ancestor up to the
+// root, own first, as named in `<proc_root>/self/cgroup` (Slurm, systemd and
+// container runtimes nest them). `controller` "" is cgroup v2's unified
+// hierarchy (mounted at `cgroup_root`); "cpu" or "memory" a cgroup v1
+// controller (mounted at `cgroup_root`/<its line's controller list>, e.g.
+// "cpu,cpuacct"). Empty when the process is in no such hierarchy.
+std::vector<std::string> CgroupChain(const std::string& proc_root, const std::string& cgroup_root,
+                                     const std::string& controller);
+
+// The memory limit a container (or a Slurm job) puts on the process: NaN
+// when there is none.
+struct ContainerMemory {
+  double limit_bytes = std::numeric_limits<double>::quiet_NaN();
+  // The limit less what counts against it (usage less inactive page cache).
+  double available_bytes = std::numeric_limits<double>::quiet_NaN();
+};
+
+// ReadContainerMemory()
+//
+// The tightest limit along the process's cgroups: cgroup v2's `memory.max`
+// against `memory.current` less `inactive_file`, cgroup v1's
+// `memory.limit_in_bytes` against `memory.usage_in_bytes` less
+// `total_inactive_file`.
+ContainerMemory ReadContainerMemory(const std::string& cgroup_root = "/sys/fs/cgroup",
+                                    const std::string& proc_root = "/proc");
+
+// A PCI bus id as sysfs writes it ("0000:17:00.0": lower case, a domain of
+// at least 4 digits), from NVML's ("00000000:17:00.0") or CUDA's
+// ("0000:17:00.0"); "" when it does not parse.
+std::string CanonicalPciBusId(const std::string& bus_id);
 
 // The NUMA node of the PCI device `bus_id` ("00000000:17:00.0" as NVML
 // gives it), or -1 when unknown (no NUMA, or not found).

@@ -192,6 +192,18 @@ int Nvml::cuda_driver_version() const {
   return v;
 }
 
+std::string Nvml::BusId(int index) const {
+  Device d = nullptr;
+  PciInfo pci{};
+  if (api_->DeviceGetPciInfo == nullptr ||
+      api_->DeviceGetHandleByIndex(static_cast<unsigned>(index), &d) != kSuccess ||
+      api_->DeviceGetPciInfo(d, &pci) != kSuccess) {
+    return "";
+  }
+  pci.bus_id[sizeof(pci.bus_id) - 1] = '\0';
+  return pci.bus_id;
+}
+
 GpuState Nvml::Read(int index, bool pcie_throughput) const {
   GpuState g;
   g.index = index;
@@ -205,11 +217,7 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
   };
   char buf[96] = {0};
   if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == kSuccess) g.name = buf;
-  PciInfo pci{};
-  if (api_->DeviceGetPciInfo != nullptr && api_->DeviceGetPciInfo(d, &pci) == kSuccess) {
-    pci.bus_id[sizeof(pci.bus_id) - 1] = '\0';
-    g.bus_id = pci.bus_id;
-  }
+  g.bus_id = BusId(index);
   g.sm_clock_mhz = uint_query(api_->DeviceGetClockInfo, kClockSm);
   g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, kClockSm);
   g.mem_clock_mhz = uint_query(api_->DeviceGetClockInfo, kClockMem);

@@ -96,6 +96,10 @@ class Nvml {
   // leaves them unknown.
   GpuState Read(int index, bool pcie_throughput = true) const;
 
+  // GPU `index`'s PCI bus id as NVML writes it ("00000000:17:00.0"); "" when
+  // unknown. Cheap (one query).
+  std::string BusId(int index) const;
+
   struct Api;  // the entry points (nvml.cc)
 
  private:

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -14,9 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backends/cuda_driver_timer.h"
 #include "backends/host_stats.h"
 #include "backends/nvml.h"
 
@@ -85,7 +89,8 @@ std::map<int, uint64_t> ChildTicks(const std::string& proc_root, int parent) {
 
 class SystemTelemetry final : public Telemetry {
  public:
-  explicit SystemTelemetry(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+  SystemTelemetry(std::string proc_root, std::string cgroup_root)
+      : proc_root_(std::move(proc_root)), cgroup_root_(std::move(cgroup_root)) {}
 
   absl::string_view name() const override { return "system"; }
 
@@ -93,6 +98,7 @@ class SystemTelemetry final : public Telemetry {
     absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open();
     if (nvml.ok()) {
       nvml_ = std::move(*nvml);
+      for (int i = 0; i < nvml_->device_count(); ++i) nvml_bus_ids_.push_back(CanonicalPciBusId(nvml_->BusId(i)));
     } else {
       nvml_status_ = std::string(nvml.status().message());
     }
@@ -104,8 +110,16 @@ class SystemTelemetry final : public Telemetry {
   }
 
   std::string description() const override {
-    if (nvml_ != nullptr) return host_ok_ ? "NVML, /proc" : "NVML";
-    return absl::StrCat("/proc (no GPU telemetry: ", nvml_status_, ")");
+    if (nvml_ == nullptr) return absl::StrCat("/proc (no GPU telemetry: ", nvml_status_, ")");
+    std::string gpus;
+    if (job_gpus_.empty()) {
+      gpus = absl::StrCat("NVML (no GPU sampled: ", job_gpus_note_, ")");
+    } else {
+      gpus = absl::StrCat("NVML (", job_gpus_.size() == 1 ? "GPU " : "GPUs ", absl::StrJoin(job_gpus_, ", "),
+                          " of ", nvml_->device_count(), ": the ", job_gpus_.size() == 1 ? "one" : "ones",
+                          " this process uses)");
+    }
+    return host_ok_ ? absl::StrCat(gpus, ", /proc") : gpus;
   }
 
   void Sample(int64_t now_ns, TelemetrySample* out) override {
@@ -114,12 +128,16 @@ class SystemTelemetry final : public Telemetry {
     out->host_ns = now_ns;
     if (host_ok_) SampleHost(now_ns, out);
     if (nvml_ != nullptr) {
-      out->gpu_count = std::min(nvml_->device_count(), kMaxTelemetryGpus);
-      for (int i = 0; i < out->gpu_count; ++i) {
+      // Which GPUs are the job's: at the first sample, then about once a
+      // second (a process may take up another GPU later).
+      if (samples_ % 10 == 1) RefreshJobGpus();
+      out->gpu_count = static_cast<int>(std::min<size_t>(job_gpus_.size(), kMaxTelemetryGpus));
+      for (int k = 0; k < out->gpu_count; ++k) {
+        const int i = job_gpus_[static_cast<size_t>(k)];
         // PCIe throughput counters take NVML about 20 ms each: every tenth
         // sample only (about once a second at the default rate).
         const GpuState g = nvml_->Read(i, /*pcie_throughput=*/samples_ % 10 == 0);
-        GpuSample& s = out->gpus[static_cast<size_t>(i)];
+        GpuSample& s = out->gpus[static_cast<size_t>(k)];
         s.index = i;
         s.utilization_pct = g.utilization_gpu_pct;
         s.sm_clock_mhz = g.sm_clock_mhz;
@@ -148,10 +166,36 @@ class SystemTelemetry final : public Telemetry {
   }
 
  private:
+  // The NVML indices of the GPUs this process uses (a primary context is
+  // active on them), matched by PCI bus id: a job on some of a node's GPUs
+  // must not average in the others (idle, or another job's).
+  void RefreshJobGpus() {
+    job_gpus_.clear();
+    absl::StatusOr<std::vector<std::string>> ids = ProcessCudaDeviceBusIds();
+    if (!ids.ok()) {
+      job_gpus_note_ = absl::IsFailedPrecondition(ids.status()) ? "CUDA is not initialized in this process"
+                                                                  : std::string(ids.status().message());
+      return;
+    }
+    for (const std::string& id : *ids) {
+      const auto it = std::find(nvml_bus_ids_.begin(), nvml_bus_ids_.end(), CanonicalPciBusId(id));
+      if (it != nvml_bus_ids_.end()) job_gpus_.push_back(static_cast<int>(it - nvml_bus_ids_.begin()));
+    }
+    std::sort(job_gpus_.begin(), job_gpus_.end());
+    job_gpus_note_ = ids->empty() ? "this process uses no CUDA device yet"
+                                  : absl::StrCat("NVML lists none of this process's GPUs (",
+                                                 absl::StrJoin(*ids, ", "), ")");
+  }
+
   void SampleHost(int64_t now_ns, TelemetrySample* out) {
     absl::StatusOr<HostSnapshot> snap = ReadHost(proc_root_);
     if (!snap.ok()) return;
-    out->memory_available_bytes = snap->mem_available_bytes;
+    // The container's limit binds first where it is the tighter.
+    const ContainerMemory cm = ReadContainerMemory(cgroup_root_, proc_root_);
+    out->memory_available_bytes = std::isnan(cm.available_bytes) ? snap->mem_available_bytes
+                                  : std::isnan(snap->mem_available_bytes)
+                                      ? cm.available_bytes
+                                      : std::min(cm.available_bytes, snap->mem_available_bytes);
     out->memory_pressure_pct = snap->memory_pressure_pct;
     out->load1 = snap->load1;
     std::map<int, uint64_t> children = ChildTicks(proc_root_, static_cast<int>(getpid()));
@@ -177,7 +221,11 @@ class SystemTelemetry final : public Telemetry {
   }
 
   const std::string proc_root_;
+  const std::string cgroup_root_;
   std::unique_ptr<Nvml> nvml_;
+  std::vector<std::string> nvml_bus_ids_;  // canonical, by NVML index
+  std::vector<int> job_gpus_;              // NVML indices, ascending
+  std::string job_gpus_note_ = "not looked up yet";  // why job_gpus_ is empty
   std::string nvml_status_;
   bool host_ok_ = false;
   std::optional<HostSnapshot> prev_;
@@ -188,8 +236,8 @@ class SystemTelemetry final : public Telemetry {
 
 }  // namespace
 
-std::unique_ptr<Telemetry> MakeSystemTelemetry(std::string proc_root) {
-  return std::make_unique<SystemTelemetry>(std::move(proc_root));
+std::unique_ptr<Telemetry> MakeSystemTelemetry(std::string proc_root, std::string cgroup_root) {
+  return std::make_unique<SystemTelemetry>(std::move(proc_root), std::move(cgroup_root));
 }
 
 }  // namespace gpuscope::internal

@@ -1,6 +1,7 @@
-// The Telemetry the process offers: NVML (every GPU, up to
-// kMaxTelemetryGpus) when it loads, and /proc for the host, this process and
-// its live child processes (DataLoader workers).
+// The Telemetry the process offers: NVML when it loads, for the GPUs this
+// process uses (those with an active CUDA primary context, matched to NVML by
+// PCI bus id; up to kMaxTelemetryGpus), and /proc for the host, this process
+// and its live child processes (DataLoader workers).
 
 #ifndef GPUSCOPE_LIB_BACKENDS_SYSTEM_TELEMETRY_H_
 #define GPUSCOPE_LIB_BACKENDS_SYSTEM_TELEMETRY_H_
@@ -12,8 +13,11 @@
 
 namespace gpuscope::internal {
 
-// `proc_root`: "/proc", or a fake tree in tests.
-std::unique_ptr<Telemetry> MakeSystemTelemetry(std::string proc_root = "/proc");
+// `proc_root` and `cgroup_root`: "/proc" and "/sys/fs/cgroup", or fake trees
+// in tests. Available memory is the host's, or the container's where its
+// cgroup limit leaves less.
+std::unique_ptr<Telemetry> MakeSystemTelemetry(std::string proc_root = "/proc",
+                                               std::string cgroup_root = "/sys/fs/cgroup");
 
 }  // namespace gpuscope::internal
 

@@ -105,22 +105,54 @@ void Aggregator::AddTelemetry(const TelemetrySample& sample) {
   if (!samples_.empty() && sample.host_ns < samples_.back().host_ns) return;  // out of order
   if (samples_.size() == kTelemetrySamples) samples_.pop_front();
   samples_.push_back(sample);
+  // Revise the steps still open (the newest ones: steps end in order).
+  telemetry_open_ = std::min(telemetry_open_, steps_.size());
+  size_t still_open = 0;
+  for (size_t k = steps_.size() - telemetry_open_; k < steps_.size(); ++k) {
+    StepRecord& s = steps_[k];
+    s.telemetry = TelemetryOver(s.begin_ns, s.end_ns);
+  s.telemetry_final = !samples_.empty() && samples_.back().host_ns >= s.end_ns;
+  if (!s.telemetry_final) telemetry_open_ = std::min(telemetry_open_ + 1, steps_.size());
+    s.telemetry_final = s.end_ns <= sample.host_ns;
+    if (!s.telemetry_final) ++still_open;
+  }
+  telemetry_open_ = still_open;
 }
 
-// Each sample holds from its time to the next one's (the last, onwards); a
-// step's value is the mean over its window weighted by overlap. A step of no
-// duration takes the sample that holds at its time.
+template <typename F>
+void Aggregator::ForEachSampleOver(int64_t begin_ns, int64_t end_ns, F f) const {
+  const size_t n = samples_.size();
+  // The first sample that can bear on the window: the one holding at its
+  // begin (the last at or before it).
+  size_t i = static_cast<size_t>(
+      std::upper_bound(samples_.begin(), samples_.end(), begin_ns,
+                       [](int64_t t, const TelemetrySample& s) { return t < s.host_ns; }) -
+      samples_.begin());
+  if (i > 0) --i;
+  const bool instant = end_ns == begin_ns;
+  for (; i < n; ++i) {
+    const int64_t at = samples_[i].host_ns;
+    const int64_t prev = i > 0 ? samples_[i - 1].host_ns : INT64_MIN;
+    if (prev >= end_ns && !(instant && prev == end_ns)) break;
+    const int64_t next = i + 1 < n ? samples_[i + 1].host_ns : INT64_MAX;
+    double hold = static_cast<double>(std::min(next, end_ns) - std::max(at, begin_ns));
+    if (instant) hold = at <= begin_ns && begin_ns < next ? 1 : 0;
+    double rate = 0;
+    if (i > 0) {
+      rate = static_cast<double>(std::min(at, end_ns) - std::max(prev, begin_ns));
+      if (instant) rate = prev < begin_ns && begin_ns <= at ? 1 : 0;
+    }
+    if (hold > 0 || rate > 0) f(samples_[i], std::max(0.0, hold), std::max(0.0, rate));
+  }
+}
+
+// State (clocks, throttle reasons) holds from a sample to the next; rates
+// (CPU, iowait, nvidia-smi's utilization, which NVML computes over its own
+// past sample period) describe the interval from the previous sample to it.
 StepTelemetry Aggregator::TelemetryOver(int64_t begin_ns, int64_t end_ns) const {
   StepTelemetry t;
-  if (samples_.empty()) return t;
   Mean util, ratio, cpu, iowait, proc, children;
-  for (size_t i = 0; i < samples_.size(); ++i) {
-    const TelemetrySample& s = samples_[i];
-    const int64_t from = s.host_ns;
-    const int64_t to = i + 1 < samples_.size() ? samples_[i + 1].host_ns : INT64_MAX;
-    double w = static_cast<double>(std::min(to, end_ns) - std::max(from, begin_ns));
-    if (end_ns == begin_ns && from <= begin_ns && begin_ns < to) w = 1;
-    if (w <= 0) continue;
+  ForEachSampleOver(begin_ns, end_ns, [&](const TelemetrySample& s, double hold, double rate) {
     Mean gpu_util;
     double lowest_ratio = std::numeric_limits<double>::quiet_NaN();
     for (int g = 0; g < s.gpu_count; ++g) {
@@ -130,15 +162,15 @@ StepTelemetry Aggregator::TelemetryOver(int64_t begin_ns, int64_t end_ns) const 
         const double r = gs.sm_clock_mhz / gs.sm_clock_max_mhz;
         if (std::isnan(lowest_ratio) || r < lowest_ratio) lowest_ratio = r;
       }
-      t.clocks_event_reasons |= gs.clocks_event_reasons;
+      if (hold > 0) t.clocks_event_reasons |= gs.clocks_event_reasons;
     }
-    util.Add(gpu_util.Get().value_or(std::numeric_limits<double>::quiet_NaN()), w);
-    ratio.Add(lowest_ratio, w);
-    cpu.Add(s.host_cpu_pct, w);
-    iowait.Add(s.host_iowait_pct, w);
-    proc.Add(s.process_cores, w);
-    children.Add(s.children_cores, w);
-  }
+    util.Add(gpu_util.Get().value_or(std::numeric_limits<double>::quiet_NaN()), rate);
+    ratio.Add(lowest_ratio, hold);
+    cpu.Add(s.host_cpu_pct, rate);
+    iowait.Add(s.host_iowait_pct, rate);
+    proc.Add(s.process_cores, rate);
+    children.Add(s.children_cores, rate);
+  });
   t.gpu_utilization_pct = AsFloat(util.Get());
   t.sm_clock_ratio = AsFloat(ratio.Get());
   t.host_cpu_pct = AsFloat(cpu.Get());
@@ -194,20 +226,17 @@ void Aggregator::FillTelemetry(Summary* out) const {
       uint64_t reasons = 0;
     };
     std::map<int, GpuMeans> per_gpu;
-    for (size_t i = 0; i < samples_.size(); ++i) {
-      const TelemetrySample& s = samples_[i];
-      const int64_t hold_to = i + 1 < samples_.size() ? samples_[i + 1].host_ns : INT64_MAX;
-      double w = static_cast<double>(std::min(hold_to, to) - std::max(s.host_ns, from));
-      if (from == to && s.host_ns <= from && from < hold_to) w = 1;
-      if (w <= 0) continue;
+    ForEachSampleOver(from, to, [&](const TelemetrySample& s, double w, double rate) {
       avail.Add(s.memory_available_bytes, w);
       pressure.Add(s.memory_pressure_pct, w);
-      swap.Add(s.swap_pages_per_s, w);
+      swap.Add(s.swap_pages_per_s, rate);
       load.Add(s.load1, w);
       for (int g = 0; g < s.gpu_count; ++g) {
         const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
         GpuMeans& m = per_gpu[gs.index];
-        m.util.Add(gs.utilization_pct, w);
+        m.util.Add(gs.utilization_pct, rate);
+        m.latest.index = gs.index;
+        if (w <= 0) continue;  // the rest is state, holding after the sample
         m.sm.Add(gs.sm_clock_mhz, w);
         m.sm_max.Add(gs.sm_clock_max_mhz, w);
         m.mem.Add(gs.mem_clock_mhz, w);
@@ -221,7 +250,6 @@ void Aggregator::FillTelemetry(Summary* out) const {
         m.tx.Add(gs.pcie_tx_bytes_per_s, w);
         m.reasons |= gs.clocks_event_reasons;
         GpuTelemetry& l = m.latest;
-        l.index = gs.index;
         l.pcie_gen = gs.pcie_gen;
         l.pcie_gen_max = gs.pcie_gen_max;
         l.pcie_width = gs.pcie_width;
@@ -232,7 +260,7 @@ void Aggregator::FillTelemetry(Summary* out) const {
         l.compute_mode = gs.compute_mode;
         l.mig_mode = gs.mig_mode;
       }
-    }
+    });
     ts.memory_available_bytes = avail.Get();
     ts.memory_pressure_pct = pressure.Get();
     ts.swap_pages_per_s = swap.Get();
@@ -356,6 +384,8 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
   s.idle_other_ns = -1;
   s.idle_launch_ns = -1;
   s.telemetry = TelemetryOver(s.begin_ns, s.end_ns);
+  s.telemetry_final = !samples_.empty() && samples_.back().host_ns >= s.end_ns;
+  if (!s.telemetry_final) telemetry_open_ = std::min(telemetry_open_ + 1, steps_.size());
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).

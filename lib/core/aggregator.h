@@ -57,6 +57,7 @@ struct StepRecord {
   int64_t idle_launch_ns = -1;    // idle gaps shorter than the launch threshold
   ActivityCounts activity;        // cupti: per-step counts (valid when device_busy_ns >= 0)
   StepTelemetry telemetry;        // time-weighted over the step
+  bool telemetry_final = false;   // a sample at or after the step's end was in
 
   int64_t duration_ns() const { return end_ns - begin_ns; }
 };
@@ -97,8 +98,10 @@ class Aggregator {
   // Takes one record, in queue order.
   void Consume(const Record& record);
 
-  // Takes one telemetry sample (in time order); steps completing from now on
-  // get their time-weighted share of the samples (StepRecord::telemetry).
+  // Takes one telemetry sample (in time order); each step gets its
+  // time-weighted share of the samples (StepRecord::telemetry), revised as
+  // samples arrive until one at or after its end has (a rate describes the
+  // interval before its sample, so a step's last part is known only then).
   // `source` describes what is sampled.
   void AddTelemetry(const TelemetrySample& sample);
   void SetTelemetrySource(std::string source) { telemetry_source_ = std::move(source); }
@@ -178,6 +181,13 @@ class Aggregator {
   void QueueForget();
   void ApplyDeviceResult(PendingStep& p);
   StepTelemetry TelemetryOver(int64_t begin_ns, int64_t end_ns) const;
+  // Calls f(sample, hold_weight, rate_weight) for each sample bearing on
+  // [begin_ns, end_ns]: hold_weight is the overlap of the time its state
+  // holds (from it to the next sample), rate_weight that of the interval its
+  // rates describe (from the previous sample to it). A window of no duration
+  // weighs 1 on the sample holding at, or whose interval holds, its time.
+  template <typename F>
+  void ForEachSampleOver(int64_t begin_ns, int64_t end_ns, F f) const;
   void FillTelemetry(Summary* out) const;
   Resolution ResolveFromActivity(bool final);
   void ApplyActivityResult(const PendingStep& p);
@@ -200,6 +210,7 @@ class Aggregator {
   static constexpr size_t kTelemetrySamples = 1024;
   std::deque<TelemetrySample> samples_;
   std::string telemetry_source_;  // empty: no telemetry
+  size_t telemetry_open_ = 0;     // newest steps whose telemetry is not final
 
   DeviceTimer* timer_ = nullptr;
   ActivitySource* activity_ = nullptr;

@@ -128,6 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{"numa", [](FakeGpu&, FakeNode& n) { n.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n"); }, "gpu0", "numa", CheckStatus::kWarn, "numactl --cpunodebind=1"},
         RuleCase{"cpu_limit", [](FakeGpu&, FakeNode& n) { n.Write("cgroup/cpu.max", "200000 100000\n");  /* 2 of the 4 allowed */ }, "host", "cpus", CheckStatus::kWarn, "num_workers"},
         RuleCase{"swap", [](FakeGpu&, FakeNode& n) { n.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n"); n.Write("proc/pressure/memory", "some avg10=5.00 avg60=1 avg300=1 total=1\n"); }, "host", "swap", CheckStatus::kWarn, "swap in use while memory is short"},
+        RuleCase{"cpu_limit_v1", [](FakeGpu&, FakeNode& n) { n.Write("proc/self/cgroup", "4:cpu,cpuacct:/docker/ab\n"); n.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n"); n.Write("cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n"); }, "host", "cpus", CheckStatus::kWarn, "num_workers"},
+        // 48 GiB free on the host, but the container's 8 GiB limit is all but used.
+        RuleCase{"container_memory", [](FakeGpu&, FakeNode& n) { n.Write("proc/self/cgroup", "0::/pod\n"); n.Write("cgroup/pod/memory.max", "8589934592\n"); n.Write("cgroup/pod/memory.current", "8480000000\n"); }, "host", "memory", CheckStatus::kWarn, "DataLoader workers"},
         RuleCase{"memory_pressure", [](FakeGpu&, FakeNode& n) { n.Write("proc/pressure/memory", "some avg10=25.00 avg60=1 avg300=1 total=1\n"); }, "host", "memory", CheckStatus::kWarn, "stall"},
         RuleCase{"load", [](FakeGpu&, FakeNode& n) { n.Write("proc/loadavg", "400.0 1 1 2/300 1\n"); }, "host", "load", CheckStatus::kWarn, "compete"}),
     [](const ::testing::TestParamInfo<RuleCase>& p) { return std::string(p.param.name); });
@@ -140,6 +143,14 @@ TEST(DoctorTest, QuietWhereNodesAreNormal) {
   // Swap resident while memory is plentiful and nobody stalls on it.
   node.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n");
   EXPECT_EQ(Find(Examine(node, FakeGpu{}), "host", "swap")->status, CheckStatus::kOk);
+  // A container limit with room to spare.
+  node.Write("proc/self/cgroup", "0::/pod\n");
+  node.Write("cgroup/pod/memory.max", "8589934592\n");
+  node.Write("cgroup/pod/memory.current", "2147483648\n");
+  const DoctorReport report = Examine(node, FakeGpu{});
+  const DoctorCheck* memory = Find(report, "host", "memory");
+  EXPECT_EQ(memory->status, CheckStatus::kOk);
+  EXPECT_THAT(memory->value, HasSubstr("6.0 of 8.0 GiB available (container limit)"));
   // Load compared with the host's 16 CPUs, not the 4 this process may use.
   node.Write("proc/loadavg", "12.00 1 1 2/300 1\n");
   EXPECT_EQ(Find(Examine(node, FakeGpu{}), "host", "load")->status, CheckStatus::kOk);

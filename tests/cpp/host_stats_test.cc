@@ -138,6 +138,57 @@ TEST(HostStatsTest, CgroupLimitIsTheTightestOnTheWayUpFromTheProcessesOwn) {
   EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 1.5);
 }
 
+TEST(HostStatsTest, CgroupV1CpuQuotaCounts) {
+  // A cgroup v1 container (Docker without a cgroup namespace): the path names
+  // the host's hierarchy, the mount shows the container's own cgroup.
+  FakeRoot r;
+  const std::vector<int> allowed = {0, 1, 2, 3};
+  r.Write("proc/self/cgroup", "12:memory:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
+  r.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "250000\n");
+  r.Write("cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 2.5);
+  r.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");  // no limit
+  EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit));
+  // With the host's hierarchy visible, the process's own directory counts.
+  r.Write("cgroup/cpu,cpuacct/docker/ab12/cpu.cfs_quota_us", "50000\n");
+  r.Write("cgroup/cpu,cpuacct/docker/ab12/cpu.cfs_period_us", "100000\n");
+  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 0.5);
+  EXPECT_THAT(CgroupChain(r.Path("proc"), r.Path("cgroup"), "cpu"),
+              ElementsAre(r.Path("cgroup/cpu,cpuacct/docker/ab12"), r.Path("cgroup/cpu,cpuacct/docker"),
+                          r.Path("cgroup/cpu,cpuacct")));
+  EXPECT_TRUE(CgroupChain(r.Path("proc"), r.Path("cgroup"), "").empty());  // no v2 line
+}
+
+TEST(HostStatsTest, ContainerMemoryIsTheTightestLimitLessWhatCountsAgainstIt) {
+  FakeRoot r;
+  r.Write("proc/self/cgroup", "0::/kubepods/pod1/c1\n");
+  r.Write("cgroup/kubepods/memory.max", "max\n");
+  r.Write("cgroup/kubepods/pod1/memory.max", "17179869184\n");  // 16 GiB
+  r.Write("cgroup/kubepods/pod1/memory.current", "12884901888\n");  // 12 GiB
+  r.Write("cgroup/kubepods/pod1/memory.stat", "anon 8589934592\nfile 4294967296\ninactive_file 2147483648\n");
+  r.Write("cgroup/kubepods/pod1/c1/memory.max", "max\n");
+  ContainerMemory m = ReadContainerMemory(r.Path("cgroup"), r.Path("proc"));
+  EXPECT_DOUBLE_EQ(m.limit_bytes, 16.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(m.available_bytes, 6.0 * (1 << 30));  // 16 - (12 - 2 inactive)
+
+  FakeRoot none;  // no limit anywhere
+  none.Write("proc/self/cgroup", "0::/\n");
+  none.Write("cgroup/memory.current", "1000\n");
+  EXPECT_TRUE(std::isnan(ReadContainerMemory(none.Path("cgroup"), none.Path("proc")).limit_bytes));
+
+  FakeRoot v1;  // cgroup v1: "no limit" is a huge number
+  v1.Write("proc/self/cgroup", "9:memory:/docker/ab12\n");
+  v1.Write("cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  v1.Write("cgroup/memory/memory.usage_in_bytes", "1000\n");
+  EXPECT_TRUE(std::isnan(ReadContainerMemory(v1.Path("cgroup"), v1.Path("proc")).limit_bytes));
+  v1.Write("cgroup/memory/memory.limit_in_bytes", "4294967296\n");
+  v1.Write("cgroup/memory/memory.usage_in_bytes", "3221225472\n");
+  v1.Write("cgroup/memory/memory.stat", "cache 100\ntotal_inactive_file 1073741824\n");
+  m = ReadContainerMemory(v1.Path("cgroup"), v1.Path("proc"));
+  EXPECT_DOUBLE_EQ(m.limit_bytes, 4.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(m.available_bytes, 2.0 * (1 << 30));
+}
+
 TEST(HostStatsTest, ThisMachinesProcIsReadable) {
   absl::StatusOr<HostSnapshot> s = ReadHost();
   ASSERT_TRUE(s.ok()) << s.status();

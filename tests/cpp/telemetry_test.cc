@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,11 @@
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 #include "support/fake_nvml.h"
+
+extern "C" {
+void fake_cuda_set_device(int device);  // tests/cpp/support/fake_libcuda.cc
+void fake_cuda_set_bus_id(int device, const char* bus_id);
+}
 
 namespace gpuscope {
 namespace {
@@ -65,7 +71,7 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   auto clock = std::make_shared<ManualClock>();
   internal::Backends b;
   b.telemetry = std::make_unique<ScriptedTelemetry>(std::deque<internal::TelemetrySample>{
-      GpuAt(100, 0, 2000, 50), GpuAt(0, internal::kSwPowerCap, 1000, 10)});
+      GpuAt(100, 0, 2000, 50), GpuAt(0, internal::kSwPowerCap, 1000, 10), GpuAt(60, 0, 2000, 70)});
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
       Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10}, std::move(b));
   // The worker's passes, by hand (Flush() and Summarize() never sample).
@@ -75,27 +81,59 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   {
     StepScope step(*s);  // [t0 + 5, t0 + 15]
     clock->Advance(5 * kMs);
-    worker_pass();  // sample 2 at t0 + 10: idle, power-capped at half clock
+    worker_pass();  // sample 2 at t0 + 10: idle since t0, power-capped at half clock
     clock->Advance(5 * kMs);
   }
-  const Summary sum = s->Summarize();
+  // Rates describe the interval before their sample: so far only the step's
+  // first half is known (sample 2's 0 % and 10 % CPU).
+  Summary sum = s->Summarize();
+  ASSERT_TRUE(sum.telemetry.has_value());
+  EXPECT_NEAR(*sum.telemetry->gpu_utilization_pct, 0.0, 1e-4);
+  EXPECT_NEAR(*sum.telemetry->host_cpu_pct, 10.0, 1e-4);
+  clock->Advance(5 * kMs);
+  worker_pass();  // sample 3 at t0 + 20: 60 % and 70 % CPU since t0 + 10
+  sum = s->Summarize();
   ASSERT_TRUE(sum.telemetry.has_value());
   const TelemetryStats& t = *sum.telemetry;
   EXPECT_EQ(t.source, "scripted");
   EXPECT_EQ(t.steps, 1);
-  EXPECT_NEAR(*t.gpu_utilization_pct, 50.0, 1e-4);  // half the step at 100 %, half at 0 %
-  EXPECT_NEAR(*t.sm_clock_ratio, 0.75, 1e-6);
-  EXPECT_NEAR(*t.host_cpu_pct, 30.0, 1e-4);
+  EXPECT_NEAR(*t.gpu_utilization_pct, 30.0, 1e-4);  // half the step at 0 %, half at 60 %
+  EXPECT_NEAR(*t.sm_clock_ratio, 0.75, 1e-6);        // clocks hold after their sample: 1 then 0.5
+  EXPECT_NEAR(*t.host_cpu_pct, 40.0, 1e-4);
   EXPECT_DOUBLE_EQ(t.throttled_steps, 1.0);
   EXPECT_THAT(t.clocks_event_reasons, ElementsAre("sw_power_cap"));
   EXPECT_FALSE(t.process_cores.has_value());  // never sampled
   ASSERT_EQ(t.gpus.size(), 1u);
   EXPECT_THAT(t.gpus[0].clocks_event_reasons, ElementsAre("sw_power_cap"));
-  EXPECT_EQ(t.gpus[0].pcie_width, 8);  // the last sample's state
+  EXPECT_EQ(t.gpus[0].pcie_width, 8);  // the state of the last sample holding in the window
   EXPECT_EQ(t.gpus[0].pcie_width_max, 16);
   EXPECT_EQ(t.gpus[0].ecc_uncorrected, 0);
-  EXPECT_NEAR(t.gpus[0].utilization_pct, 50.0, 1e-9);  // mean of the window's two samples
+  EXPECT_NEAR(t.gpus[0].utilization_pct, 30.0, 1e-9);  // the window's two halves, from samples 2 and 3
   EXPECT_THAT(FormatReport(sum), ::testing::HasSubstr("sw_power_cap"));
+}
+
+TEST(TelemetryTest, ShortStepsTakeTheRateOfTheSampleThatFollowsThem) {
+  // Ten 1 ms steps between two samples 10 ms apart: the CPU use they saw is
+  // the second sample's (measured over those 10 ms), not the first's.
+  auto clock = std::make_shared<ManualClock>();
+  internal::Backends b;
+  b.telemetry = std::make_unique<ScriptedTelemetry>(
+      std::deque<internal::TelemetrySample>{GpuAt(100, 0, 2000, 90), GpuAt(40, 0, 2000, 20)});
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
+      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10}, std::move(b));
+  const auto worker_pass = [&] { internal::SessionTestPeer::Impl(*s).Pump(); };
+  worker_pass();
+  for (int i = 0; i < 10; ++i) {
+    StepScope step(*s);
+    clock->Advance(kMs);
+    s->Flush();  // each step completes before the next sample
+  }
+  worker_pass();
+  const Summary sum = s->Summarize();
+  ASSERT_TRUE(sum.telemetry.has_value());
+  EXPECT_EQ(sum.telemetry->steps, 10);
+  EXPECT_NEAR(*sum.telemetry->host_cpu_pct, 20.0, 1e-4);
+  EXPECT_NEAR(*sum.telemetry->gpu_utilization_pct, 40.0, 1e-4);
 }
 
 TEST(TelemetryTest, NoTelemetryWhenTurnedOff) {
@@ -133,6 +171,36 @@ class FakeProc {
   std::string root_;
 };
 
+// Runs before any test initializes the fake CUDA (tests run in file order
+// in one process; ctest runs each alone).
+TEST(TelemetryTest, OnlyTheGpusThisProcessUsesAreSampled) {
+  // An 4-GPU node; this process runs on CUDA device 2 (bus 0x47 here), NVML's
+  // index 1: the other three (idle, or another job's) must not count.
+  FakeGpu gpus[4];
+  const char* bus[4] = {"00000000:17:00.0", "00000000:47:00.0", "00000000:27:00.0", "00000000:37:00.0"};
+  for (int i = 0; i < 4; ++i) std::snprintf(gpus[i].bus_id, sizeof(gpus[i].bus_id), "%s", bus[i]);
+  gpus[0].util_gpu = 0;
+  gpus[1].util_gpu = 88;
+  gpus[2].clocks_event_reasons = static_cast<int64_t>(internal::kHwSlowdown);  // someone else's trouble
+  fake_nvml_set_gpus(gpus, 4);
+  FakeProc proc;
+  proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
+  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  ASSERT_TRUE(t->Start().ok());
+  internal::TelemetrySample s;
+  t->Sample(0, &s);  // CUDA not initialized yet: no GPU is the job's
+  EXPECT_EQ(s.gpu_count, 0);
+  EXPECT_THAT(t->description(), ::testing::HasSubstr("no GPU sampled: CUDA is not initialized"));
+  fake_cuda_set_bus_id(2, "0000:47:00.0");
+  fake_cuda_set_device(2);
+  for (int i = 1; i <= 10; ++i) t->Sample(i * 100 * kMs, &s);  // looked up again about once a second
+  ASSERT_EQ(s.gpu_count, 1);
+  EXPECT_EQ(s.gpus[0].index, 1);
+  EXPECT_DOUBLE_EQ(s.gpus[0].utilization_pct, 88);
+  EXPECT_EQ(s.gpus[0].clocks_event_reasons, 0u);
+  EXPECT_EQ(t->description(), "NVML (GPU 1 of 4: the one this process uses), /proc");
+}
+
 TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   FakeGpu gpu;
   gpu.clocks_event_reasons = static_cast<int64_t>(internal::kSwThermalSlowdown);
@@ -147,11 +215,12 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   proc.Process(4242, me, 0, 0);      // a DataLoader worker
   proc.Process(4343, 1, 0, 0);       // someone else's process
   proc.Write("self/stat", "1 (self) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0\n");
-  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root());
+  fake_cuda_set_device(0);  // the job's GPU: CUDA device 0, the one NVML lists
+  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
   ASSERT_TRUE(t->Start().ok());
-  EXPECT_EQ(t->description(), "NVML, /proc");
   internal::TelemetrySample a, b;
   t->Sample(0, &a);
+  EXPECT_EQ(t->description(), "NVML (GPU 0 of 1: the one this process uses), /proc");
   EXPECT_TRUE(std::isnan(a.host_cpu_pct));  // rates need two samples
   EXPECT_EQ(a.gpu_count, 1);
   EXPECT_DOUBLE_EQ(a.gpus[0].utilization_pct, 97);
@@ -181,13 +250,19 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   t->Sample(2'000'000'000, &c);
   EXPECT_NEAR(c.children_cores, 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(b.memory_pressure_pct, 4.5);
+  // In a container whose memory limit leaves less than the host has free.
+  proc.Write("self/cgroup", "0::/pod\n");
+  proc.Write("cgroup/pod/memory.max", "409600\n");      // 400 kB
+  proc.Write("cgroup/pod/memory.current", "307200\n");  // 300 kB
+  t->Sample(3'000'000'000, &c);
+  EXPECT_DOUBLE_EQ(c.memory_available_bytes, 100.0 * 1024);
 }
 
 TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {
   setenv("GPUSCOPE_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
   FakeProc proc;
   proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
-  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root());
+  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
   const absl::Status started = t->Start();
   setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
   ASSERT_TRUE(started.ok());
@@ -202,6 +277,7 @@ TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {
 
 int main(int argc, char** argv) {
   setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
+  setenv("GPUSCOPE_LIBCUDA", FAKE_LIBCUDA_PATH, 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

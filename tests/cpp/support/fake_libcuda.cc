@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -46,7 +47,8 @@ int64_t NowNs() {
 
 struct Context {
   int device = 0;
-  bool created = false;
+  bool created = false;  // the device's primary context is active
+  char bus_id[16] = "";  // "" : the default, 0000:<0x17 + 0x10 * device>:00.0
 };
 
 struct Event {
@@ -105,6 +107,10 @@ __attribute__((visibility("default"))) void fake_cuda_set_device(int device) {
   current = &c;
 }
 __attribute__((visibility("default"))) void fake_cuda_create_context() { fake_cuda_set_device(0); }
+__attribute__((visibility("default"))) void fake_cuda_set_bus_id(int device, const char* bus_id) {
+  Context& c = S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
+  std::snprintf(c.bus_id, sizeof(c.bus_id), "%s", bus_id);
+}
 __attribute__((visibility("default"))) uintptr_t fake_cuda_create_stream(int device) {
   std::lock_guard<std::mutex> lock(S().mu);
   const uintptr_t stream = S().next_stream++;
@@ -177,6 +183,35 @@ CUresult cuCtxPopCurrent_v2(Context** ctx) {
 CUresult cuCtxGetDevice(int* device) {
   if (!HasContext()) return kInvalidContext;
   *device = Current()->device;
+  return kSuccess;
+}
+CUresult cuDeviceGetCount(int* count) {
+  if (!S().initialized) return kNotInitialized;
+  *count = kMaxDevices;
+  return kSuccess;
+}
+CUresult cuDeviceGet(int* device, int ordinal) {
+  if (!S().initialized) return kNotInitialized;
+  if (ordinal < 0 || ordinal >= kMaxDevices) return kInvalidValue;
+  *device = ordinal;
+  return kSuccess;
+}
+CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
+  if (!S().initialized) return kNotInitialized;
+  if (device < 0 || device >= kMaxDevices) return kInvalidValue;
+  *flags = 0;
+  *active = S().contexts[device].created ? 1 : 0;
+  return kSuccess;
+}
+CUresult cuDeviceGetPCIBusId(char* out, int len, int device) {
+  if (!S().initialized) return kNotInitialized;
+  if (device < 0 || device >= kMaxDevices || len < 13) return kInvalidValue;
+  const Context& c = S().contexts[device];
+  if (c.bus_id[0] != '\0') {
+    std::snprintf(out, static_cast<size_t>(len), "%s", c.bus_id);
+  } else {
+    std::snprintf(out, static_cast<size_t>(len), "0000:%02X:00.0", 0x17 + 0x10 * device);
+  }
   return kSuccess;
 }
 CUresult cuStreamGetCtx(uintptr_t stream, Context** ctx) {
