@@ -118,8 +118,14 @@ PYBIND11_MODULE(_gpuscope, m) {
            "The host blocks until stream's work is done: records the sync and returns the ns to "
            "wait (advance the clock by it).")
       .def_property_readonly("activity_dropped", &SimulatedDevice::activity_dropped)
-      .def("launch", &SimulatedDevice::Launch, py::arg("duration_ns"), py::arg("stream") = 0,
-           "Enqueues a kernel of duration_ns on stream now (from the recording thread).")
+      .def(
+          "launch",
+          [](SimulatedDevice& d, int64_t duration_ns, uint64_t stream, const std::string& name) {
+            d.Launch(duration_ns, stream, name);
+          },
+          py::arg("duration_ns"), py::arg("stream") = 0, py::arg("name") = "",
+          "Enqueues a kernel of duration_ns on stream now (from the recording thread); `name`, "
+          "as CUPTI would report it, says what the kernel is (an FP32 GEMM, an NCCL collective).")
       .def("place_stream", &SimulatedDevice::PlaceStream, py::arg("stream"), py::arg("device"),
            "Puts `stream` on device ordinal `device` (streams start on device 0).")
       .def("device_busy_between", &SimulatedDevice::DeviceBusyBetween, py::arg("begin_ns"),

@@ -105,6 +105,10 @@ void ActivityFields(V& v, A& a) {
   v.Number("sync_time_per_step", a.sync_time_per_step);
   v.Number("host_wait_gaps_per_step", a.host_wait_gaps_per_step);
   v.Number("host_wait_time_per_step", a.host_wait_time_per_step);
+  v.Number("kernel_time_per_step", a.kernel_time_per_step, kOptional);
+  v.Number("gemm_time_per_step", a.gemm_time_per_step, kOptional);
+  v.Number("fp32_gemm_time_per_step", a.fp32_gemm_time_per_step, kOptional);
+  v.Number("collective_time_per_step", a.collective_time_per_step, kOptional);
   v.Int("dropped_records", a.dropped_records);
 }
 

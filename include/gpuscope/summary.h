@@ -156,6 +156,14 @@ struct ActivityStats {
   // ended (HTA's test: the GPU waited on the host), and the time it waited.
   double host_wait_gaps_per_step = 0;
   double host_wait_time_per_step = 0;   // seconds
+  // Kernel time per step (summed kernel durations, seconds), and the parts
+  // of it kernel names attribute to GEMMs (any precision), to FP32 GEMMs on
+  // CUDA cores (no tensor cores: the precision rule), and to collectives
+  // (NCCL). Names are matched by pattern (docs/diagnosis.md).
+  double kernel_time_per_step = 0;
+  double gemm_time_per_step = 0;
+  double fp32_gemm_time_per_step = 0;
+  double collective_time_per_step = 0;
   int64_t dropped_records = 0;          // activity records lost to full buffers
 
   bool operator==(const ActivityStats&) const = default;

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 namespace gpuscope {
 
@@ -82,8 +83,10 @@ class SimulatedDevice {
   // Enqueues a kernel of `duration_ns` on `stream` at the session clock's
   // current time. Call it from the session's recording thread (where a
   // framework would launch kernels). Before a session attaches, the clock is
-  // CLOCK_MONOTONIC.
-  void Launch(int64_t duration_ns, uint64_t stream = 0);
+  // CLOCK_MONOTONIC. `name`, if given, is the kernel's name as CUPTI would
+  // report it ("ampere_sgemm_128x64_nn"): activity records carry what it
+  // says (an FP32 GEMM, an NCCL collective, ...), as real ones do.
+  void Launch(int64_t duration_ns, uint64_t stream = 0, std::string_view name = {});
 
   // SimulatedDevice::LaunchCopy() / LaunchMemset()
   //

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "backends/kernel_names.h"
 
 namespace gpuscope::internal {
 
@@ -40,6 +41,7 @@ struct DeviceInterval {
   ActivityKind kind = ActivityKind::kKernel;
   bool pageable = false;  // memcpy from/to pageable host memory
   uint64_t bytes = 0;     // memcpy/memset size
+  KernelClass kernel_class = KernelClass::kOther;  // kernels: what the name says
 };
 
 class ActivitySource {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "backends/clock.h"
 #include "backends/cuda_driver_timer.h"
+#include "backends/kernel_names.h"
 #include "util/dynlib.h"
 #include "util/log.h"
 
@@ -413,6 +415,14 @@ class CuptiActivity final : public ActivitySource {
   }
   int64_t Host(uint64_t t) const { return static_cast<int64_t>(t) + offset_ns_; }
 
+  KernelClass ClassOf(const char* name) {
+    if (name == nullptr) return KernelClass::kOther;
+    if (const auto it = classes_.find(name); it != classes_.end()) return it->second;
+    const KernelClass k = ClassifyKernel(name);
+    if (classes_.size() < kMaxNames) classes_.emplace(name, k);
+    return k;
+  }
+
   void Parse(const Hub::Completed& c, bool api_only, std::vector<DeviceInterval>* out) {
     void* record = nullptr;
     while (api_.GetNextRecord(c.buffer, c.valid, &record) == kSuccess && record != nullptr) {
@@ -431,6 +441,7 @@ class CuptiActivity final : public ActivitySource {
         case cupti::kConcurrentKernel: {
           const auto* k = static_cast<const cupti::KernelRecord*>(record);
           d = Interval(k->start, k->end, k->device_id, k->stream_id, ActivityKind::kKernel);
+          d.kernel_class = ClassOf(k->name);
           correlation = k->correlation_id;
           break;
         }
@@ -514,6 +525,11 @@ class CuptiActivity final : public ActivitySource {
     int64_t host_ns = -1;
   };
   std::vector<Launch> launches_ = std::vector<Launch>(kCorrelationSlots);
+  // Kernel classes by name pointer: CUPTI gives every record of a kernel
+  // the same name string, so each name is classified once. Bounded: past
+  // kMaxNames distinct kernels, names are classified each time.
+  static constexpr size_t kMaxNames = 1 << 14;
+  std::unordered_map<const char*, KernelClass> classes_;
 };
 
 }  // namespace

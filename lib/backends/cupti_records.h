@@ -42,6 +42,8 @@ struct alignas(8) KernelRecord {  // CUpti_ActivityKernel4 .. 10
   uint32_t stream_id;  // 48
   uint8_t pad1[40];
   uint32_t correlation_id;  // 92
+  int64_t grid_id;          // 96
+  const char* name;         // 104: shared by every record of the kernel, owned by CUPTI
 };
 struct alignas(8) MemcpyRecord {  // CUpti_ActivityMemcpy4 .. 6
   uint32_t kind;
@@ -89,7 +91,8 @@ struct alignas(8) ApiRecord {  // CUpti_ActivityAPI
 };
 
 static_assert(offsetof(KernelRecord, start) == 16 && offsetof(KernelRecord, device_id) == 40 &&
-              offsetof(KernelRecord, stream_id) == 48 && offsetof(KernelRecord, correlation_id) == 92);
+              offsetof(KernelRecord, stream_id) == 48 && offsetof(KernelRecord, correlation_id) == 92 &&
+              offsetof(KernelRecord, name) == 104);
 static_assert(offsetof(MemcpyRecord, bytes) == 8 && offsetof(MemcpyRecord, device_id) == 32 &&
               offsetof(MemcpyRecord, correlation_id) == 44);
 static_assert(offsetof(MemsetRecord, bytes) == 8 && offsetof(MemsetRecord, correlation_id) == 44);

@@ -83,7 +83,12 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   for (const DeviceInterval& a : acts) {
     if (!in_window(a)) continue;
     if (a.kind == ActivityKind::kKernel) {
-      kernel_durations.push_back(a.end_ns - a.begin_ns);
+      const int64_t d = a.end_ns - a.begin_ns;
+      kernel_durations.push_back(d);
+      c.kernel_ns += d;
+      if (a.kernel_class == KernelClass::kGemmFp32 || a.kernel_class == KernelClass::kGemmReduced) c.gemm_ns += d;
+      if (a.kernel_class == KernelClass::kGemmFp32) c.gemm_fp32_ns += d;
+      if (a.kernel_class == KernelClass::kCollective) c.collective_ns += d;
     } else if (IsCopy(a.kind)) {
       ++c.copies;
       if (a.pageable) ++c.pageable_copies;

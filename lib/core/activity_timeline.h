@@ -73,6 +73,11 @@ struct ActivityCounts {
   int64_t sync_ns = 0;            // host time blocked in them
   int64_t host_wait_gaps = 0;     // kernels that found their stream idle, waiting for the host
   int64_t host_wait_ns = 0;
+  // Kernel time (summed durations) by what the kernel names say.
+  int64_t kernel_ns = 0;
+  int64_t gemm_ns = 0;          // GEMMs in any precision
+  int64_t gemm_fp32_ns = 0;     // of which FP32 on CUDA cores
+  int64_t collective_ns = 0;    // NCCL kernels
 };
 
 struct ActivityStepResult {

@@ -808,6 +808,10 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
       act.sync_ns += c.sync_ns;
       act.host_wait_gaps += c.host_wait_gaps;
       act.host_wait_ns += c.host_wait_ns;
+      act.kernel_ns += c.kernel_ns;
+      act.gemm_ns += c.gemm_ns;
+      act.gemm_fp32_ns += c.gemm_fp32_ns;
+      act.collective_ns += c.collective_ns;
     }
     const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
     gpu_window_ns += device_window;
@@ -846,6 +850,10 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     a.sync_time_per_step = static_cast<double>(act.sync_ns) * kNsToSeconds / n;
     a.host_wait_gaps_per_step = static_cast<double>(act.host_wait_gaps) / n;
     a.host_wait_time_per_step = static_cast<double>(act.host_wait_ns) * kNsToSeconds / n;
+    a.kernel_time_per_step = static_cast<double>(act.kernel_ns) * kNsToSeconds / n;
+    a.gemm_time_per_step = static_cast<double>(act.gemm_ns) * kNsToSeconds / n;
+    a.fp32_gemm_time_per_step = static_cast<double>(act.gemm_fp32_ns) * kNsToSeconds / n;
+    a.collective_time_per_step = static_cast<double>(act.collective_ns) * kNsToSeconds / n;
     a.dropped_records = static_cast<int64_t>(activity_->dropped());
     out->activity = a;
   }

@@ -165,7 +165,7 @@ void SimState::AddActivity(const DeviceInterval& a) {
 }
 
 void SimState::Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes,
-                       bool pageable) {
+                       bool pageable, KernelClass kernel_class) {
   const int64_t now = Now();
   int64_t& busy = busy_until[stream];
   const int64_t begin = std::max(now, busy);
@@ -181,6 +181,7 @@ void SimState::Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, 
   a.kind = kind;
   a.pageable = pageable;
   a.bytes = bytes;
+  a.kernel_class = kernel_class;
   AddActivity(a);
 }
 
@@ -221,8 +222,9 @@ SimulatedDevice::SimulatedDevice(Config config)
 
 SimulatedDevice::~SimulatedDevice() = default;
 
-void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream) {
-  state_->Enqueue(internal::ActivityKind::kKernel, duration_ns, stream, 0, false);
+void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream, std::string_view name) {
+  state_->Enqueue(internal::ActivityKind::kKernel, duration_ns, stream, 0, false,
+                  name.empty() ? internal::KernelClass::kOther : internal::ClassifyKernel(name));
 }
 
 void SimulatedDevice::LaunchCopy(Copy kind, uint64_t bytes, int64_t duration_ns, bool pageable,

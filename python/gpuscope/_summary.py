@@ -109,7 +109,10 @@ class ActivityStats:
     ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``,
     ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step``
     (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the
-    GPU waited for a launch), ``dropped_records``."""
+    GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``,
+    ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and
+    ``collective_time_per_step`` (NCCL), all in s, from kernel names;
+    ``dropped_records``."""
 
     _FIELDS = (
         "kernels_per_step",
@@ -122,13 +125,17 @@ class ActivityStats:
         "sync_time_per_step",
         "host_wait_gaps_per_step",
         "host_wait_time_per_step",
+        "kernel_time_per_step",
+        "gemm_time_per_step",
+        "fp32_gemm_time_per_step",
+        "collective_time_per_step",
         "dropped_records",
     )
     __slots__ = _FIELDS
 
     def __init__(self, d: Dict[str, Any]) -> None:
         for name in self._FIELDS:
-            value = d[name]
+            value = d.get(name, 0)
             setattr(self, name, int(value) if name == "dropped_records" else float(value))
 
     def __eq__(self, other: object) -> bool:

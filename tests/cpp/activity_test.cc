@@ -151,6 +151,26 @@ TEST(ActivityTest, PageableCopiesAndItemSyncsAreCounted) {
   EXPECT_THAT(FormatReport(s), HasSubstr("pageable"));
 }
 
+TEST(ActivityTest, KernelNamesSplitKernelTimeIntoGemmsAndCollectives) {
+  ActivityLoop loop;
+  for (int i = 0; i < 4; ++i) {
+    loop.Step([&] {
+      loop.gpu->Launch(6 * kMs, 0, "ampere_sgemm_128x64_nn");                            // FP32 GEMM
+      loop.gpu->Launch(2 * kMs, 0, "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_tn");     // BF16 GEMM
+      loop.gpu->Launch(3 * kMs, 0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+      loop.gpu->Launch(1 * kMs, 0, "void at::native::vectorized_elementwise_kernel<4>()");
+      loop.gpu->Launch(1 * kMs);  // no name: nothing said
+      loop.clock->Advance(loop.gpu->Synchronize());
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_NEAR(s.activity->kernel_time_per_step, 0.013, 1e-12);
+  EXPECT_NEAR(s.activity->gemm_time_per_step, 0.008, 1e-12);
+  EXPECT_NEAR(s.activity->fp32_gemm_time_per_step, 0.006, 1e-12);
+  EXPECT_NEAR(s.activity->collective_time_per_step, 0.003, 1e-12);
+}
+
 TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {

@@ -29,6 +29,7 @@ int fake_cupti_enabled_kinds();
 int fake_cupti_finalize_calls();
 void fake_cupti_drop(size_t n);
 void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t end_ns);
+void fake_cupti_set_kernel_name(const char* name);
 void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, uint32_t stream,
                             uint32_t correlation);
 void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind, uint8_t src_kind,
@@ -83,6 +84,7 @@ Summary StarvedLoop(Session& s, int steps) {
 
 TEST(CuptiActivityTest, SubscribesByNameAndGivesExactNumbers) {
   fake_cuda_create_context();
+  fake_cupti_set_kernel_name("ampere_sgemm_128x64_nn");
   Session session(Options{.window = 5, .flush_interval_ms = 1});
   ASSERT_EQ(session.source(), Source::kCupti) << session.Summarize().source_reason;
   EXPECT_STREQ(fake_cupti_subscriber_name(), "gpuscope");
@@ -101,6 +103,11 @@ TEST(CuptiActivityTest, SubscribesByNameAndGivesExactNumbers) {
   EXPECT_DOUBLE_EQ(s.activity->kernels_per_step, 1);
   EXPECT_DOUBLE_EQ(s.activity->syncs_per_step, 1);
   EXPECT_NEAR(s.activity->sync_time_per_step, 0.005, 1e-9);
+  // The kernel's name (read from the record) makes it an FP32 GEMM.
+  EXPECT_NEAR(s.activity->kernel_time_per_step, 0.005, 1e-9);
+  EXPECT_NEAR(s.activity->gemm_time_per_step, 0.005, 1e-9);
+  EXPECT_NEAR(s.activity->fp32_gemm_time_per_step, 0.005, 1e-9);
+  EXPECT_DOUBLE_EQ(s.activity->collective_time_per_step, 0);
 }
 
 TEST(CuptiActivityTest, CopiesArePagedOrPinnedAndDropsAreCounted) {

@@ -138,6 +138,9 @@ EXPORT void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t 
   a.correlation_id = correlation;
   Emit(cupti::kRuntime, a);
 }
+// The name later kernels carry (static storage, as CUPTI's own names).
+const char* g_kernel_name = nullptr;
+EXPORT void fake_cupti_set_kernel_name(const char* name) { g_kernel_name = name; }
 EXPORT void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, uint32_t stream,
                                    uint32_t correlation) {
   cupti::KernelRecord k{};
@@ -147,6 +150,7 @@ EXPORT void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t de
   k.device_id = device;
   k.stream_id = stream;
   k.correlation_id = correlation;
+  k.name = g_kernel_name;
   Emit(cupti::kConcurrentKernel, k);
 }
 EXPORT void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind, uint8_t src_kind,

@@ -1,0 +1,43 @@
+#include "backends/kernel_names.h"
+
+#include <string>
+#include <string_view>
+
+#include "absl/strings/ascii.h"
+
+namespace gpuscope::internal {
+namespace {
+
+bool ContainsAny(std::string_view haystack, std::initializer_list<std::string_view> needles) {
+  for (std::string_view n : needles) {
+    if (haystack.find(n) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+KernelClass ClassifyKernel(std::string_view name) {
+  // Long template names: the library's marker sits near the front; 512
+  // bytes cover it without scanning kilobytes of template arguments.
+  const std::string lower = absl::AsciiStrToLower(std::string(name.substr(0, 512)));
+  // NCCL: ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_Generic, ...
+  if (ContainsAny(lower, {"nccl"})) return KernelClass::kCollective;
+  const bool gemm = ContainsAny(lower, {"gemm", "matmul", "xmma"});
+  if (!gemm) return KernelClass::kOther;
+  // FP64 (dgemm, d884 tensor cores) is the user's choice of precision, not
+  // an oversight: left out.
+  if (ContainsAny(lower, {"dgemm", "d884", "f64", "double"})) return KernelClass::kOther;
+  // Reduced precision: explicit type names, and the tensor-core instruction
+  // shapes cuBLAS names its kernels by (s1688/s16816: TF32; h884, h1688,
+  // h16816: FP16; bf16 variants; i8816, i16832: INT8; e4m3/e5m2: FP8).
+  if (ContainsAny(lower, {"tf32", "bf16", "f16", "fp16", "half", "hgemm", "h884", "h1688", "h16816", "s1688",
+                          "s16816", "i8816", "i16832", "int8", "i8i8", "e4m3", "e5m2", "fp8", "tensorop", "hmma",
+                          "bgemm"})) {
+    return KernelClass::kGemmReduced;
+  }
+  // What is left is FP32 on CUDA cores: sgemm, simt, f32 xmma.
+  return KernelClass::kGemmFp32;
+}
+
+}  // namespace gpuscope::internal
