@@ -164,8 +164,11 @@ PYBIND11_MODULE(_gpuscope, m) {
 
   m.def(
       "format_report",
-      [](const std::string& summary_json) { return FormatReport(SummaryOrThrow(summary_json)); },
-      py::arg("summary_json"), "The human report for a summary given as JSON.");
+      [](const std::string& summary_json, bool color) {
+        return FormatReport(SummaryOrThrow(summary_json), ReportOptions{.color = color});
+      },
+      py::arg("summary_json"), py::arg("color") = false,
+      "The human report for a summary given as JSON (ANSI colours with color=True).");
 
   m.def(
       "_doctor_json",

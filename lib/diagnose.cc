@@ -1,6 +1,8 @@
 #include "gpuscope/diagnose.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -15,16 +17,56 @@ namespace {
 
 std::string Pct(double fraction) { return absl::StrFormat("%.0f%%", 100 * fraction); }
 
-// The input pipeline: time in phase "data" (steps() puts next(loader) there).
+double MeanStepSeconds(const Summary& s) { return s.steps > 0 ? s.window_time / static_cast<double>(s.steps) : 0; }
+
+// GPU idle while the host was in `cause`, as a fraction of step time (0
+// when not measured).
+double IdleShare(const Summary& s, std::string_view cause) {
+  const auto it = s.idle_by_cause.find(std::string(cause));
+  return it != s.idle_by_cause.end() ? it->second / 100 : 0;
+}
+
+Severity Grade(double share, double moderate, double high) {
+  return share >= high ? Severity::kHigh : share >= moderate ? Severity::kModerate : Severity::kInfo;
+}
+
+void AddIf(Finding& f, const char* name, const std::optional<double>& v) {
+  if (v.has_value()) f.evidence.emplace_back(name, *v);
+}
+
+bool HasReason(const TelemetryStats& t, std::string_view reason) {
+  return std::find(t.clocks_event_reasons.begin(), t.clocks_event_reasons.end(), reason) !=
+         t.clocks_event_reasons.end();
+}
+
+// The input pipeline: time in phase "data" (steps() puts next(loader) there),
+// told apart by telemetry as CPU-bound (the process and its workers use the
+// CPUs they may, or the host's CPUs are saturated) or storage-bound (iowait
+// while the CPUs idle).
 void InputBound(const Summary& s, std::vector<Finding>* out) {
   const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
   if (data == nullptr || data->steps == 0 || data->inclusive_share < kInputBoundModerate) return;
+  enum class Cause { kUnknown, kCpu, kStorage } cause = Cause::kUnknown;
+  double cores_used = 0;
+  if (s.telemetry.has_value()) {
+    const TelemetryStats& t = *s.telemetry;
+    cores_used = t.process_cores.value_or(0) + t.worker_cores.value_or(0);
+    const bool cores_saturated = (t.process_cores.has_value() || t.worker_cores.has_value()) &&
+                                 t.cpus_available.has_value() && *t.cpus_available > 0 &&
+                                 cores_used >= kCpuSaturatedShare * *t.cpus_available;
+    const bool host_saturated = t.host_cpu_pct.has_value() && *t.host_cpu_pct >= kCpuSaturatedPct;
+    const bool waiting_on_io = t.host_iowait_pct.has_value() && *t.host_iowait_pct >= kStorageIowaitPct &&
+                               t.host_cpu_pct.has_value() && *t.host_cpu_pct < kStorageCpuPct;
+    if (cores_saturated || host_saturated) {
+      cause = Cause::kCpu;
+    } else if (waiting_on_io) {
+      cause = Cause::kStorage;
+    }
+  }
   Finding f;
-  f.id = "input-bound";
-  f.severity = data->inclusive_share >= kInputBoundHigh ? Severity::kHigh : Severity::kModerate;
+  f.severity = Grade(data->inclusive_share, kInputBoundModerate, kInputBoundHigh);
   f.share = data->inclusive_share;
-  f.title = absl::StrCat("Input-bound: ", Pct(data->inclusive_share),
-                         " of step time is spent waiting for the next batch");
+  const std::string wait = absl::StrCat(Pct(data->inclusive_share), " of step time is spent waiting for the next batch");
   f.evidence = {{"data_share", data->inclusive_share},
                 {"data_p50_s", data->time.p50},
                 {"data_p95_s", data->time.p95},
@@ -33,13 +75,45 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
   if (const auto idle = s.idle_by_cause.find(data->name); idle != s.idle_by_cause.end()) {
     f.evidence.emplace_back("gpu_idle_in_data_pct", idle->second);
   }
-  f.recommendation =
-      "Feed the GPU faster: raise DataLoader num_workers (up to one per spare CPU core), set "
-      "pin_memory=True and persistent_workers=True, raise prefetch_factor, and move decoding "
-      "and augmentation out of the training process. If the workers already saturate the "
-      "CPUs, make preprocessing cheaper (or do it on the GPU); if the CPUs sit idle while "
-      "iowait is high, the storage is the bottleneck: cache, shard or prefetch the dataset "
-      "to local disk.";
+  if (s.telemetry.has_value()) {
+    AddIf(f, "host_cpu_pct", s.telemetry->host_cpu_pct);
+    AddIf(f, "host_iowait_pct", s.telemetry->host_iowait_pct);
+    AddIf(f, "process_cores", s.telemetry->process_cores);
+    AddIf(f, "worker_cores", s.telemetry->worker_cores);
+    AddIf(f, "cpus_available", s.telemetry->cpus_available);
+  }
+  switch (cause) {
+    case Cause::kCpu:
+      f.id = "input-bound.cpu";
+      f.title = absl::StrCat("Input-bound on CPU: ", wait, ", with the CPUs saturated");
+      f.recommendation =
+          "The loader's CPUs are the limit: more num_workers will not help past the CPUs available. "
+          "Make preprocessing cheaper (pre-resize or pre-decode the dataset offline, decode at lower "
+          "resolution), move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, "
+          "NVIDIA DALI), keep pin_memory=True and persistent_workers=True, or get more CPU cores "
+          "(a container CPU limit may be the cap).";
+      break;
+    case Cause::kStorage:
+      f.id = "input-bound.storage";
+      f.title = absl::StrCat("Input-bound on storage: ", wait, ", with the CPUs idle in iowait");
+      f.recommendation =
+          "The loader waits on reads: cache or copy the dataset to local NVMe or RAM, store it in "
+          "large sequential shards (WebDataset, TFRecord, FFCV) instead of many small files, and "
+          "keep more reads in flight (raise num_workers and prefetch_factor, "
+          "persistent_workers=True).";
+      break;
+    case Cause::kUnknown:
+      f.id = "input-bound";
+      f.title = absl::StrCat("Input-bound: ", wait);
+      f.recommendation =
+          "Feed the GPU faster: raise DataLoader num_workers (up to one per spare CPU core), set "
+          "pin_memory=True and persistent_workers=True, raise prefetch_factor, and move decoding "
+          "and augmentation out of the training process. If the workers already saturate the "
+          "CPUs, make preprocessing cheaper (or do it on the GPU); if the CPUs sit idle while "
+          "iowait is high, the storage is the bottleneck: cache, shard or prefetch the dataset "
+          "to local disk.";
+      break;
+  }
   if (s.source == Source::kHost) {
     f.confidence =
         "medium: host timing only; if the loop waits for the GPU inside the data phase (a "
@@ -50,6 +124,315 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
     f.confidence = "medium: the GPU was not measured idle during data (it may have been "
                    "finishing earlier work): the loader's wait may be hidden";
   }
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Host-to-device copies the GPU waits for: idle while the host is in "h2d"
+// (GPU sources; a copy overlapped with compute leaves no idle), or the h2d
+// phase's time (host only).
+void CopyBound(const Summary& s, std::vector<Finding>* out) {
+  const PhaseStats* h2d = s.FindPhase(PhaseName(Phase::kH2D));
+  const double share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0)
+                                                 : IdleShare(s, PhaseName(Phase::kH2D));
+  if (share < kCopyBoundModerate) return;
+  const double pageable = s.activity.has_value() ? s.activity->pageable_copies_per_step : 0;
+  Finding f;
+  f.id = "h2d-bound";
+  f.severity = Grade(share, kCopyBoundModerate, kCopyBoundHigh);
+  f.share = share;
+  f.title = absl::StrCat("H2D-bound: the GPU waits for host-to-device copies ", Pct(share), " of step time",
+                         pageable > 0 ? " (pageable memory)" : "");
+  if (h2d != nullptr) {
+    f.evidence.emplace_back("h2d_share", h2d->inclusive_share);
+    f.evidence.emplace_back("h2d_p50_s", h2d->time.p50);
+  }
+  if (s.source != Source::kHost) f.evidence.emplace_back("gpu_idle_in_h2d_pct", 100 * share);
+  if (s.activity.has_value()) {
+    f.evidence.emplace_back("h2d_bytes_per_step", s.activity->h2d_bytes_per_step);
+    f.evidence.emplace_back("copies_per_step", s.activity->copies_per_step);
+    f.evidence.emplace_back("pageable_copies_per_step", pageable);
+  }
+  f.recommendation = absl::StrCat(
+      pageable > 0 ? "Copies come from pageable memory, which the driver stages through a pinned "
+                     "buffer at a fraction of PCIe speed: set DataLoader pin_memory=True (or "
+                     "tensor.pin_memory()). "
+                   : "",
+      "Copy with .to(device, non_blocking=True) from pinned memory and overlap the next batch's "
+      "copy with this step's compute (a side CUDA stream, or a prefetcher); send compact inputs "
+      "(uint8 images, then convert and normalize on the GPU).");
+  f.confidence = s.source == Source::kHost
+                     ? "medium: host timing of the h2d phase; a GPU source shows whether the copy "
+                       "overlaps compute"
+                     : "high: the GPU was measured idle while the host copied";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Synchronizations that drain the GPU's queue: with CUPTI, the GPU waiting
+// for the host (HTA's host-wait gaps) in a loop that blocks on the device
+// every step, up to the idle no other rule explains; otherwise idle in a
+// phase named "sync".
+void SyncBound(const Summary& s, std::vector<Finding>* out) {
+  double share = s.source == Source::kHost ? 0 : IdleShare(s, PhaseName(Phase::kSync));
+  if (s.source == Source::kHost) {
+    if (const PhaseStats* sync = s.FindPhase(PhaseName(Phase::kSync)); sync != nullptr) share = sync->inclusive_share;
+  }
+  const double step = MeanStepSeconds(s);
+  if (s.activity.has_value() && s.activity->syncs_per_step >= 1 && step > 0) {
+    // The GPU's waits for the host, but not those other rules explain: the
+    // loader (data), copies (h2d), collectives (comm) and launch gaps. What
+    // is left is idle inside compute phases, where a sync leaves the queue
+    // empty while the host works.
+    double unexplained = 0;
+    for (const auto& [cause, pct] : s.idle_by_cause) {
+      if (cause != PhaseName(Phase::kData) && cause != PhaseName(Phase::kH2D) && cause != PhaseName(Phase::kComm) &&
+          cause != kLaunchCauseName) {
+        unexplained += pct / 100;
+      }
+    }
+    share = std::max(share, std::min(s.activity->host_wait_time_per_step / step, unexplained));
+  }
+  if (share < kSyncBoundModerate) return;
+  Finding f;
+  f.id = "sync-bound";
+  f.severity = Grade(share, kSyncBoundModerate, kSyncBoundHigh);
+  f.share = share;
+  f.title = absl::StrCat("Sync-bound: the GPU idles ", Pct(share),
+                         " of step time after the host blocks on it (.item(), .cpu(), synchronize)");
+  if (s.activity.has_value()) {
+    f.evidence.emplace_back("syncs_per_step", s.activity->syncs_per_step);
+    f.evidence.emplace_back("sync_time_per_step_s", s.activity->sync_time_per_step);
+    f.evidence.emplace_back("d2h_bytes_per_step", s.activity->d2h_bytes_per_step);
+    f.evidence.emplace_back("host_wait_time_per_step_s", s.activity->host_wait_time_per_step);
+  }
+  f.evidence.emplace_back("gpu_idle_after_sync_share", share);
+  f.recommendation =
+      "Each sync empties the GPU's queue, and it idles until the host launches again. Log "
+      "less often (call .item() or .cpu() on losses and metrics every N steps, or accumulate "
+      "them on the GPU), drop print(tensor) and host-side checks from the step, copy results "
+      "back with non_blocking=True into pinned buffers, and find hidden syncs with "
+      "torch.cuda.set_sync_debug_mode(\"warn\").";
+  f.confidence = s.activity.has_value() ? "high: syncs and the GPU's waits for the host counted per step"
+                                        : "medium: idle measured while the host was in the sync phase";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Kernel-launch overhead: short idle gaps between kernels (CUPTI).
+void LaunchBound(const Summary& s, std::vector<Finding>* out) {
+  const double share = IdleShare(s, kLaunchCauseName);
+  if (share < kLaunchBoundModerate) return;
+  const bool tiny = s.activity.has_value() && s.activity->kernel_time_p50 > 0 &&
+                    s.activity->kernel_time_p50 < kTinyKernelSeconds;
+  Finding f;
+  f.id = "launch-bound";
+  f.severity = Grade(share, kLaunchBoundModerate, kLaunchBoundHigh);
+  f.share = share;
+  f.title = absl::StrCat("Launch-bound: ", Pct(share), " of step time idles in gaps between kernels",
+                         tiny ? " (many tiny kernels: the batch may be too small)" : "");
+  f.evidence.emplace_back("launch_gap_share", share);
+  if (s.activity.has_value()) {
+    f.evidence.emplace_back("kernels_per_step", s.activity->kernels_per_step);
+    f.evidence.emplace_back("kernel_time_p50_s", s.activity->kernel_time_p50);
+    f.evidence.emplace_back("host_wait_gaps_per_step", s.activity->host_wait_gaps_per_step);
+  }
+  f.recommendation = absl::StrCat(
+      "The host cannot launch kernels as fast as the GPU runs them. Launch fewer, larger "
+      "kernels: torch.compile (fuses elementwise ops), CUDA graphs (torch.compile(mode="
+      "\"reduce-overhead\") or torch.cuda.CUDAGraph), fused optimizers (fused=True or "
+      "foreach=True), ",
+      tiny ? "and a larger batch (kernels run for under 20 us each)." : "and a larger batch.");
+  f.confidence = "high: launch gaps measured by CUPTI";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// FP32 GEMMs on CUDA cores where tensor cores would do (kernel names).
+void Precision(const Summary& s, std::vector<Finding>* out) {
+  if (!s.activity.has_value()) return;
+  const ActivityStats& a = *s.activity;
+  const double step = MeanStepSeconds(s);
+  if (a.kernel_time_per_step <= 0 || a.gemm_time_per_step < kGemmShareOfKernels * a.kernel_time_per_step ||
+      a.fp32_gemm_time_per_step < kFp32GemmShare * a.gemm_time_per_step || step <= 0) {
+    return;
+  }
+  const double share = std::min(1.0, a.fp32_gemm_time_per_step / step);
+  Finding f;
+  f.id = "precision";
+  f.severity = share >= 0.20 ? Severity::kHigh : Severity::kModerate;
+  f.share = share;
+  f.title = absl::StrCat("FP32 matrix multiplies: ", Pct(a.fp32_gemm_time_per_step / a.gemm_time_per_step),
+                         " of GEMM time runs without tensor cores (", Pct(share), " of step time)");
+  f.evidence = {{"fp32_gemm_time_per_step_s", a.fp32_gemm_time_per_step},
+                {"gemm_time_per_step_s", a.gemm_time_per_step},
+                {"kernel_time_per_step_s", a.kernel_time_per_step},
+                {"fp32_gemm_share_of_gemm", a.fp32_gemm_time_per_step / a.gemm_time_per_step}};
+  f.recommendation =
+      "Use tensor cores: train in bf16 with torch.autocast(\"cuda\", dtype=torch.bfloat16), or at "
+      "least allow TF32 (torch.set_float32_matmul_precision(\"high\"), or "
+      "torch.backends.cuda.matmul.allow_tf32 = True); GEMMs typically run several times faster.";
+  f.confidence = "medium: GEMM precision is read from kernel names (cuBLAS, CUTLASS patterns)";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Clocks held down by power or thermal caps, or hardware slowdown (NVML).
+void Throttling(const Summary& s, std::vector<Finding>* out) {
+  if (!s.telemetry.has_value() || s.telemetry->steps == 0) return;
+  const TelemetryStats& t = *s.telemetry;
+  if (t.throttled_steps < kThrottledStepsShare) return;
+  const bool hardware = HasReason(t, "hw_slowdown") || HasReason(t, "hw_thermal_slowdown") ||
+                        HasReason(t, "hw_power_brake_slowdown");
+  const double ratio = t.sm_clock_ratio.value_or(1.0);
+  const double busy = s.gpu_idle_pct.has_value() ? 1 - *s.gpu_idle_pct / 100 : 1;
+  Finding f;
+  f.id = "throttling";
+  f.severity = hardware ? Severity::kHigh : Severity::kModerate;
+  f.share = std::clamp(t.throttled_steps * (1 - ratio) * busy, 0.0, 1.0);
+  std::string reasons;
+  for (const std::string& r : t.clocks_event_reasons) {
+    if (r != "gpu_idle" && r != "applications_clocks_setting" && r != "sync_boost") {
+      absl::StrAppend(&reasons, reasons.empty() ? "" : ", ", r);
+    }
+  }
+  f.title = absl::StrCat("Throttling: clocks were capped in ", Pct(t.throttled_steps), " of steps (", reasons,
+                         t.sm_clock_ratio.has_value() ? absl::StrCat("; SM clock at ", Pct(ratio), " of max") : "",
+                         ")");
+  f.evidence.emplace_back("throttled_steps", t.throttled_steps);
+  AddIf(f, "sm_clock_ratio", t.sm_clock_ratio);
+  for (const GpuTelemetry& g : t.gpus) {
+    f.evidence.emplace_back(absl::StrCat("gpu", g.index, ".temperature_c"), g.temperature_c);
+    f.evidence.emplace_back(absl::StrCat("gpu", g.index, ".power_w"), g.power_w);
+    f.evidence.emplace_back(absl::StrCat("gpu", g.index, ".power_limit_w"), g.power_limit_w);
+  }
+  f.recommendation =
+      hardware ? "A hardware slowdown (overheating, a power-supply or power-brake event) is a node "
+                 "fault: check cooling and power with nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER, "
+                 "run gpuscope doctor, and move the job or drain the node."
+               : "The GPU runs into its power or thermal limit: check airflow and inlet temperature, "
+                 "whether the power limit was lowered (nvidia-smi -q -d POWER), and whether other work "
+                 "shares the GPU; the cap is expected at full load on some parts.";
+  f.confidence = "high: NVML's clocks-event reasons, sampled during the steps";
+  f.source = "nvml";
+  out->push_back(std::move(f));
+}
+
+// A PCIe link trained below its maximum (NVML, at the window's last sample).
+// Width does not change with load; generation drops at idle, so it counts
+// only on a GPU nvidia-smi shows busy.
+void PcieLink(const Summary& s, std::vector<Finding>* out) {
+  if (!s.telemetry.has_value()) return;
+  Finding f;
+  bool narrow = false, slow = false;
+  std::string which;
+  for (const GpuTelemetry& g : s.telemetry->gpus) {
+    const bool w = g.pcie_width > 0 && g.pcie_width_max > 0 && g.pcie_width < g.pcie_width_max;
+    const bool busy = !std::isnan(g.utilization_pct) && g.utilization_pct >= 50;
+    const bool gen = busy && g.pcie_gen > 0 && g.pcie_gen_max > 0 && g.pcie_gen < g.pcie_gen_max;
+    if (!w && !gen) continue;
+    narrow = narrow || w;
+    slow = slow || gen;
+    absl::StrAppend(&which, which.empty() ? "" : ", ",
+                    absl::StrFormat("GPU %d at Gen%d x%d of Gen%d x%d", g.index, g.pcie_gen, g.pcie_width,
+                                    g.pcie_gen_max, g.pcie_width_max));
+    const std::string k = absl::StrCat("gpu", g.index, ".");
+    f.evidence.emplace_back(k + "pcie_gen", g.pcie_gen);
+    f.evidence.emplace_back(k + "pcie_gen_max", g.pcie_gen_max);
+    f.evidence.emplace_back(k + "pcie_width", g.pcie_width);
+    f.evidence.emplace_back(k + "pcie_width_max", g.pcie_width_max);
+  }
+  if (!narrow && !slow) return;
+  const PhaseStats* h2d = s.FindPhase(PhaseName(Phase::kH2D));
+  f.id = "pcie-link";
+  f.severity = narrow ? Severity::kHigh : Severity::kModerate;
+  // The step time it can explain: the copies the GPU waits for.
+  f.share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0) : IdleShare(s, "h2d");
+  f.title = absl::StrCat("PCIe link below its maximum: ", which);
+  f.recommendation =
+      "Host-device copies run at a fraction of their speed. Compare LnkSta with LnkCap in "
+      "lspci -vv and nvidia-smi -q -d PCI; reseat the card or its riser, check BIOS PCIe "
+      "settings, or move the job to a healthy node (gpuscope doctor --baseline catches this at "
+      "job start).";
+  f.confidence = narrow ? "high: the link width does not change with load"
+                        : "medium: the link generation drops at idle; it was below maximum while "
+                          "the GPU was busy";
+  f.source = "nvml";
+  out->push_back(std::move(f));
+}
+
+// Collective communication on the critical path: NCCL kernel time (it
+// includes waiting for the slowest rank) or GPU idle in phase "comm".
+void CommBound(const Summary& s, std::vector<Finding>* out) {
+  const double step = MeanStepSeconds(s);
+  double share = s.source == Source::kHost ? 0 : IdleShare(s, PhaseName(Phase::kComm));
+  const PhaseStats* comm = s.FindPhase(PhaseName(Phase::kComm));
+  if (s.source == Source::kHost && comm != nullptr) share = comm->inclusive_share;
+  if (s.activity.has_value() && step > 0) share = std::max(share, s.activity->collective_time_per_step / step);
+  share = std::min(share, 1.0);
+  if (share < kCommBoundModerate) return;
+  Finding f;
+  f.id = "comm-bound";
+  f.severity = Grade(share, kCommBoundModerate, kCommBoundHigh);
+  f.share = share;
+  f.title = absl::StrCat("Communication-bound: collectives take ", Pct(share), " of step time");
+  if (s.activity.has_value()) f.evidence.emplace_back("collective_time_per_step_s", s.activity->collective_time_per_step);
+  if (comm != nullptr) f.evidence.emplace_back("comm_share", comm->inclusive_share);
+  if (s.source != Source::kHost) f.evidence.emplace_back("gpu_idle_in_comm_pct", 100 * IdleShare(s, "comm"));
+  f.recommendation =
+      "Overlap communication with compute: DDP overlaps gradient all-reduce with backward "
+      "(tune bucket_cap_mb, set gradient_as_bucket_view=True), FSDP prefetches (forward_prefetch, "
+      "backward_prefetch); communicate less often (gradient accumulation with no_sync()) or less "
+      "data (a bf16 compression comm hook). Collective time includes waiting for the slowest "
+      "rank: compare step times across ranks for a straggler, and check the NCCL topology "
+      "(NCCL_DEBUG=INFO) for traffic falling back from NVLink/InfiniBand to PCIe or sockets.";
+  f.confidence = s.activity.has_value() ? "medium: NCCL kernels found by name; their time includes waits for peers"
+                                        : "medium: time in the comm phase";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// nvidia-smi's utilization is the share of samples in which any kernel ran:
+// high while the GPU is busy a small part of the time.
+void UtilizationLies(const Summary& s, std::vector<Finding>* out) {
+  if (!s.telemetry.has_value() || !s.telemetry->gpu_utilization_pct.has_value() || !s.gpu_idle_pct.has_value()) {
+    return;
+  }
+  const double reported = *s.telemetry->gpu_utilization_pct;
+  const double busy = 100 - *s.gpu_idle_pct;
+  if (reported < kHighReportedUtilizationPct || busy >= kLowBusyPct) return;
+  Finding f;
+  f.id = "utilization-lies";
+  f.severity = Severity::kInfo;
+  f.title = absl::StrFormat("nvidia-smi reports %.0f%% GPU utilization, but the GPU was busy %.0f%% of step time",
+                            reported, busy);
+  f.evidence = {{"nvidia_smi_utilization_pct", reported}, {"gpu_busy_pct", busy}};
+  f.recommendation =
+      "nvidia-smi's utilization counts a sample as busy when any kernel ran in it, however "
+      "small. Judge the GPU by its busy time here, and by the findings above.";
+  f.confidence = s.source == Source::kCupti ? "high: busy time from CUPTI activity"
+                                            : "high: busy time here is an upper bound (CUDA events)";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Healthy: the GPU is busy and nothing else explains much.
+void GpuBound(const Summary& s, const std::vector<Finding>& found, std::vector<Finding>* out) {
+  if (!s.gpu_idle_pct.has_value() || *s.gpu_idle_pct >= kGpuBoundIdlePct) return;
+  for (const Finding& f : found) {
+    if (f.severity != Severity::kInfo) return;
+  }
+  Finding f;
+  f.id = "gpu-bound";
+  f.severity = Severity::kInfo;
+  f.title = absl::StrFormat("GPU-bound: the GPU is busy %.0f%% of step time; the input, copies and "
+                            "launches keep up",
+                            100 - *s.gpu_idle_pct);
+  f.evidence = {{"gpu_idle_pct", *s.gpu_idle_pct}, {"step_p50_s", s.step_time.p50}};
+  f.recommendation =
+      "Healthy. Further speed comes from the GPU work itself: bf16 autocast or TF32, "
+      "torch.compile, fused kernels (FlashAttention), or a larger batch if memory allows.";
+  f.confidence = s.source == Source::kCupti ? "high" : "medium: idle is a lower bound with CUDA events";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
@@ -144,7 +527,18 @@ std::string_view SeverityName(Severity severity) {
 
 std::vector<Finding> Diagnose(const Summary& summary) {
   std::vector<Finding> findings;
-  if (summary.steps > 0) InputBound(summary, &findings);
+  if (summary.steps > 0) {
+    InputBound(summary, &findings);
+    CopyBound(summary, &findings);
+    SyncBound(summary, &findings);
+    LaunchBound(summary, &findings);
+    Precision(summary, &findings);
+    CommBound(summary, &findings);
+    Throttling(summary, &findings);
+    PcieLink(summary, &findings);
+    UtilizationLies(summary, &findings);
+    GpuBound(summary, findings, &findings);
+  }
   Instrumentation(summary, &findings);
   HostOnly(summary, &findings);
   EventsOnly(summary, &findings);

@@ -97,7 +97,7 @@ void QuantileRow(std::string* out, const char* label, const Quantiles& q, const 
 
 }  // namespace
 
-std::string FormatReport(const Summary& s) {
+std::string FormatReport(const Summary& s, const ReportOptions& options) {
   std::string out;
   absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (",
                   s.total_steps, " total) | source: ", internal::ToAbsl(SourceName(s.source)),
@@ -300,10 +300,21 @@ std::string FormatReport(const Summary& s) {
   const std::vector<Finding> findings = Diagnose(s);
   if (!findings.empty()) {
     absl::StrAppend(&out, "\nfindings (ranked by the step time they explain)\n");
+    int rank = 0;
     for (const Finding& f : findings) {
-      std::string head = absl::StrCat("[", internal::ToAbsl(SeverityName(f.severity)), "] ", f.title);
-      internal::AppendWrapped(&out, head, 2);
-      internal::AppendWrapped(&out, f.recommendation, 6);
+      const char* on = "";
+      const char* off = "";
+      if (options.color && f.severity != Severity::kInfo) {
+        on = f.severity == Severity::kHigh ? "\033[1;31m" : "\033[33m";
+        off = "\033[0m";
+      }
+      const std::string explains =
+          f.share > 0 ? absl::StrFormat("%.0f%% of step time", 100 * f.share) : std::string("notice");
+      absl::StrAppendFormat(&out, "%3d. %s%-8s%s %s (%s)\n", ++rank, on,
+                            internal::ToAbsl(SeverityName(f.severity)), off, f.id, explains);
+      internal::AppendWrapped(&out, f.title, 5);
+      internal::AppendHanging(&out, "     fix: ", f.recommendation, 10);
+      internal::AppendHanging(&out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
     }
   }
   return out;

@@ -156,6 +156,7 @@ void TelemetryFields(V& v, T& t) {
   v.Optional("memory_pressure_pct", t.memory_pressure_pct);
   v.Optional("swap_pages_per_s", t.swap_pages_per_s);
   v.Optional("load1", t.load1);
+  v.Optional("cpus_available", t.cpus_available, kOptional);
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
 }
 
@@ -196,7 +197,7 @@ class JsonOut {
   void Bool(std::string_view key, bool v) { w_.Key(key); w_.Bool(v); }
   void String(std::string_view key, const std::string& v) { w_.Key(key); w_.String(v); }
   void Source(std::string_view key, gpuscope::Source v) { w_.Key(key); w_.String(SourceName(v)); }
-  void Optional(std::string_view key, const std::optional<double>& v) {
+  void Optional(std::string_view key, const std::optional<double>& v, bool /*required*/ = true) {
     w_.Key(key);
     if (v.has_value()) {
       w_.Number(*v);
@@ -320,8 +321,8 @@ class JsonIn {
     }
     Fail(key, "must be \"host\", \"events\" or \"cupti\"");
   }
-  void Optional(std::string_view key, std::optional<double>& out) {
-    if (const JsonValue* v = Get(key)) {
+  void Optional(std::string_view key, std::optional<double>& out, bool required = true) {
+    if (const JsonValue* v = Get(key, required)) {
       if (v->is_null()) {
         out.reset();
       } else if (v->is_number()) {

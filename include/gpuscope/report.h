@@ -19,10 +19,18 @@
 
 namespace gpuscope {
 
+struct ReportOptions {
+  // ANSI colours for severities (for a terminal; callers decide: the Python
+  // API and the command line turn it on for a TTY without NO_COLOR).
+  bool color = false;
+};
+
 // FormatReport()
 //
-// Plain text, lines of at most 80 columns, ending in a newline.
-std::string FormatReport(const Summary& summary);
+// Plain text, lines of at most 80 columns (not counting colour codes),
+// ending in a newline: the summary, then the findings ranked by the step
+// time they explain, each with its fix.
+std::string FormatReport(const Summary& summary, const ReportOptions& options = {});
 
 }  // namespace gpuscope
 

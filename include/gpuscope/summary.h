@@ -220,6 +220,8 @@ struct TelemetryStats {
   std::optional<double> memory_pressure_pct;  // PSI "some avg10": % of time tasks stalled on memory
   std::optional<double> swap_pages_per_s;     // swapped in + out
   std::optional<double> load1;
+  // CPUs this process may use: its affinity, cut by a container CPU limit.
+  std::optional<double> cpus_available;
   std::vector<GpuTelemetry> gpus;
 
   bool operator==(const TelemetryStats&) const = default;

@@ -103,6 +103,13 @@ class SystemTelemetry final : public Telemetry {
       nvml_status_ = std::string(nvml.status().message());
     }
     host_ok_ = ReadHost(proc_root_).ok();
+    // The CPUs the loader may use: the affinity mask, cut by a container
+    // limit (placement does not change while a job runs).
+    const HostPlacement p = ReadPlacement("/sys", cgroup_root_, nullptr, proc_root_);
+    if (p.cpus_allowed > 0) {
+      cpus_available_ = std::isnan(p.cgroup_cpu_limit) ? p.cpus_allowed
+                                                        : std::min<double>(p.cpus_allowed, p.cgroup_cpu_limit);
+    }
     if (nvml_ == nullptr && !host_ok_) {
       return absl::UnavailableError(absl::StrCat("neither NVML (", nvml_status_, ") nor ", proc_root_, " is readable"));
     }
@@ -126,6 +133,7 @@ class SystemTelemetry final : public Telemetry {
     ++samples_;
     *out = TelemetrySample{};
     out->host_ns = now_ns;
+    out->cpus_available = cpus_available_;
     if (host_ok_) SampleHost(now_ns, out);
     if (nvml_ != nullptr) {
       // Which GPUs are the job's: at the first sample, then about once a
@@ -228,6 +236,7 @@ class SystemTelemetry final : public Telemetry {
   std::string job_gpus_note_ = "not looked up yet";  // why job_gpus_ is empty
   std::string nvml_status_;
   bool host_ok_ = false;
+  double cpus_available_ = kNotSampled;
   std::optional<HostSnapshot> prev_;
   int64_t prev_ns_ = 0;
   std::map<int, uint64_t> prev_children_;

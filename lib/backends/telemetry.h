@@ -51,6 +51,7 @@ struct TelemetrySample {
   double memory_pressure_pct = kNotSampled;  // PSI "some avg10"
   double swap_pages_per_s = kNotSampled;
   double load1 = kNotSampled;
+  double cpus_available = kNotSampled;  // CPUs this process may use: affinity, container limit
   int gpu_count = 0;
   std::array<GpuSample, kMaxTelemetryGpus> gpus{};
 };

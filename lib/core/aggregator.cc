@@ -219,7 +219,7 @@ void Aggregator::FillTelemetry(Summary* out) const {
   if (!steps_.empty()) {
     const int64_t from = steps_[0].begin_ns;
     const int64_t to = steps_[steps_.size() - 1].end_ns;
-    Mean avail, pressure, swap, load;
+    Mean avail, pressure, swap, load, cpus;
     struct GpuMeans {
       GpuTelemetry latest;
       Mean util, sm, sm_max, mem, mem_max, power, limit, temp, used, total, rx, tx;
@@ -231,6 +231,7 @@ void Aggregator::FillTelemetry(Summary* out) const {
       pressure.Add(s.memory_pressure_pct, w);
       swap.Add(s.swap_pages_per_s, rate);
       load.Add(s.load1, w);
+      cpus.Add(s.cpus_available, w);
       for (int g = 0; g < s.gpu_count; ++g) {
         const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
         GpuMeans& m = per_gpu[gs.index];
@@ -265,6 +266,7 @@ void Aggregator::FillTelemetry(Summary* out) const {
     ts.memory_pressure_pct = pressure.Get();
     ts.swap_pages_per_s = swap.Get();
     ts.load1 = load.Get();
+    ts.cpus_available = cpus.Get();
     const auto value = [](const Mean& m) { return m.Get().value_or(std::numeric_limits<double>::quiet_NaN()); };
     for (auto& [index, m] : per_gpu) {
       GpuTelemetry g = m.latest;

@@ -135,9 +135,9 @@ def summary() -> Summary:
     return default_session().summary()
 
 
-def report() -> str:
+def report(color: bool = False) -> str:
     """The default session's report, findings included."""
-    return default_session().report()
+    return default_session().report(color)
 
 
 def diagnose(summary: Optional[Summary] = None) -> List[Finding]:

@@ -55,9 +55,10 @@ class Session(_gpuscope._Session):
         """A snapshot of the window and the run so far (``gs.Summary``)."""
         return Summary._from_json(self._summary_json())
 
-    def report(self) -> str:
-        """The human report, findings included, at most 80 columns wide."""
-        return _gpuscope.format_report(self._summary_json())
+    def report(self, color: bool = False) -> str:
+        """The human report, findings included, at most 80 columns wide
+        (``color=True``: ANSI colours, for a terminal)."""
+        return _gpuscope.format_report(self._summary_json(), color)
 
     def diagnose(self) -> List[Finding]:
         """Findings, ranked by the share of step time they explain."""

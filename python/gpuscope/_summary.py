@@ -184,7 +184,8 @@ class TelemetryStats:
     power or thermal cap), ``clocks_event_reasons``, ``host_cpu_pct``,
     ``host_iowait_pct``, ``process_cores``, ``worker_cores`` (DataLoader
     workers), ``memory_available_bytes``, ``memory_pressure_pct`` (PSI),
-    ``swap_pages_per_s``, ``load1`` and ``gpus`` (``GpuTelemetry``); None
+    ``swap_pages_per_s``, ``load1``, ``cpus_available`` (affinity cut by a
+    container limit) and ``gpus`` (``GpuTelemetry``); None
     where not sampled."""
 
     def __init__(self, d: Dict[str, Any]) -> None:
@@ -202,6 +203,7 @@ class TelemetryStats:
         self.memory_pressure_pct = _float_or_none(d.get("memory_pressure_pct"))
         self.swap_pages_per_s = _float_or_none(d.get("swap_pages_per_s"))
         self.load1 = _float_or_none(d.get("load1"))
+        self.cpus_available = _float_or_none(d.get("cpus_available"))
         self.gpus: List[GpuTelemetry] = [GpuTelemetry(g) for g in d["gpus"]]
 
     def __repr__(self) -> str:
@@ -332,9 +334,10 @@ class Summary:
         """The summary as versioned JSON, exactly as the C++ core writes it."""
         return self._json
 
-    def report(self) -> str:
-        """The human report for this summary, findings included."""
-        return _gpuscope.format_report(self._json)
+    def report(self, color: bool = False) -> str:
+        """The human report for this summary, findings included (``color=True``:
+        ANSI colours, for a terminal)."""
+        return _gpuscope.format_report(self._json, color)
 
     def __str__(self) -> str:
         return self.report()

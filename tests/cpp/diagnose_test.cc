@@ -106,7 +106,7 @@ TEST(DiagnoseTest, InstrumentationProblemsAreAFindingOnlyWhenPresent) {
 TEST(DiagnoseTest, ReportListsFindingsAndJsonCarriesThem) {
   const Summary s = Loop(30, 70);
   const std::string report = FormatReport(s);
-  EXPECT_THAT(report, HasSubstr("[high] Input-bound"));
+  EXPECT_THAT(report, HasSubstr("  1. high     input-bound (30% of step time)\n     Input-bound: 30%"));
   const std::string json = FindingsToJson(Diagnose(s));
   EXPECT_THAT(json, HasSubstr("\"id\": \"input-bound\""));
   EXPECT_THAT(json, HasSubstr("\"data_share\": 0.3"));

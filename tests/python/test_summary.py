@@ -83,9 +83,14 @@ def test_no_input_finding_below_five_percent(session, clock):
 def test_report_includes_findings_and_fits_80_columns(session, clock):
     record(session, clock)
     text = session.report()
-    assert "[high] Input-bound" in text
+    assert "1. high     input-bound (73% of step time)" in text
+    assert "fix: Feed the GPU faster" in text
     assert max(len(line) for line in text.splitlines()) <= 80
     assert str(session.summary()) == text
+    assert "\033[" not in text
+    colored = session.report(color=True)
+    assert "\033[1;31mhigh    \033[0m input-bound" in colored
+    assert colored.replace("\033[1;31m", "").replace("\033[0m", "") == text
 
 
 def test_host_telemetry_is_sampled_while_training():

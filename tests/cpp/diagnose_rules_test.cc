@@ -1,0 +1,273 @@
+// The playbook's rules, table-driven: each fires on a summary built to
+// trigger it (with the severity its threshold gives) and stays silent on a
+// near miss; a healthy loop gets only "gpu-bound"; findings are ranked by
+// the step time they explain.
+
+#include <algorithm>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpuscope/diagnose.h"
+#include "gpuscope/summary.h"
+#include "gtest/gtest.h"
+
+namespace gpuscope {
+namespace {
+
+using ::testing::HasSubstr;
+
+void SetPhase(Summary& s, const std::string& name, double inclusive_share) {
+  auto it = std::find_if(s.phases.begin(), s.phases.end(), [&](const PhaseStats& p) { return p.name == name; });
+  if (it == s.phases.end()) {
+    PhaseStats p;
+    p.name = name;
+    it = s.phases.insert(s.phases.end(), p);
+  }
+  it->builtin = true;
+  it->top_level = true;
+  it->steps = s.steps;
+  it->count = s.steps;
+  it->share = inclusive_share;
+  it->inclusive_share = inclusive_share;
+  it->total = inclusive_share * s.window_time;
+  it->time.count = s.steps;
+  it->time.p50 = it->time.p95 = it->time.mean = inclusive_share * s.window_time / static_cast<double>(s.steps);
+}
+
+// A healthy CUPTI-timed loop: 100 steps of 100 ms, the GPU 95 % busy, a
+// fast loader, pinned copies, bf16 GEMMs, no collectives, cool full-speed
+// GPU on a full-width link, spare CPUs.
+Summary Healthy() {
+  Summary s;
+  s.source = Source::kCupti;
+  s.window = s.steps = s.total_steps = s.gpu_steps = 100;
+  s.window_time = 10.0;
+  s.step_time.count = 100;
+  s.step_time.mean = s.step_time.p50 = 0.1;
+  s.step_time.p95 = 0.101;
+  SetPhase(s, "data", 0.02);
+  SetPhase(s, "h2d", 0.01);
+  SetPhase(s, "forward", 0.35);
+  SetPhase(s, "backward", 0.55);
+  SetPhase(s, "optimizer", 0.07);
+  s.gpu_idle_pct = 5;
+  s.idle_by_cause = {{"data", 2}, {"h2d", 1}, {"launch", 1}, {"other", 1}};
+  ActivityStats a;
+  a.kernels_per_step = 400;
+  a.kernel_time_p50 = 80e-6;
+  a.h2d_bytes_per_step = 50e6;
+  a.copies_per_step = 2;
+  a.kernel_time_per_step = 0.095;
+  a.gemm_time_per_step = 0.06;
+  a.fp32_gemm_time_per_step = 0.001;
+  s.activity = a;
+  TelemetryStats t;
+  t.source = "test";
+  t.steps = 100;
+  t.gpu_utilization_pct = 100;
+  t.sm_clock_ratio = 1.0;
+  t.host_cpu_pct = 30;
+  t.host_iowait_pct = 0.5;
+  t.process_cores = 1.0;
+  t.worker_cores = 3.0;
+  t.cpus_available = 16;
+  GpuTelemetry g;
+  g.index = 0;
+  g.utilization_pct = 100;
+  g.temperature_c = 60;
+  g.power_w = 500;
+  g.power_limit_w = 700;
+  g.pcie_gen = g.pcie_gen_max = 5;
+  g.pcie_width = g.pcie_width_max = 16;
+  t.gpus = {g};
+  s.telemetry = t;
+  return s;
+}
+
+const Finding* Find(const std::vector<Finding>& fs, const std::string& id) {
+  for (const Finding& f : fs) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+std::string Ids(const std::vector<Finding>& fs) {
+  std::string ids;
+  for (const Finding& f : fs) ids += f.id + " ";
+  return ids;
+}
+
+TEST(DiagnoseRulesTest, AHealthyLoopIsGpuBoundAndNothingElse) {
+  const std::vector<Finding> fs = Diagnose(Healthy());
+  ASSERT_EQ(fs.size(), 1u) << Ids(fs);
+  EXPECT_EQ(fs[0].id, "gpu-bound");
+  EXPECT_EQ(fs[0].severity, Severity::kInfo);
+}
+
+struct RuleCase {
+  const char* name;
+  std::function<void(Summary&)> fire;     // makes the rule fire
+  std::function<void(Summary&)> silent;   // a near miss: it must not
+  std::string id;
+  Severity severity;
+  std::string in_title;           // the title says what it is
+  std::string in_recommendation;  // and the fix names a concrete knob
+};
+
+void PrintTo(const RuleCase& c, std::ostream* os) { *os << c.name; }
+
+class DiagnoseRuleTest : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(DiagnoseRuleTest, FiresWhenTriggeredAndStaysSilentOnANearMiss) {
+  const RuleCase& c = GetParam();
+  Summary fire = Healthy();
+  c.fire(fire);
+  const std::vector<Finding> fs = Diagnose(fire);
+  const Finding* f = Find(fs, c.id);
+  ASSERT_NE(f, nullptr) << c.id << " did not fire; got: " << Ids(fs);
+  EXPECT_EQ(f->severity, c.severity);
+  EXPECT_THAT(f->title, HasSubstr(c.in_title));
+  EXPECT_THAT(f->recommendation, HasSubstr(c.in_recommendation));
+  EXPECT_FALSE(f->evidence.empty());
+  EXPECT_FALSE(f->confidence.empty());
+  EXPECT_FALSE(f->source.empty());
+  EXPECT_GE(f->share, 0.0);
+  EXPECT_LE(f->share, 1.0);
+  EXPECT_EQ(Find(fs, "gpu-bound"), nullptr) << "not healthy when " << c.id << " fires at moderate or above";
+
+  Summary quiet = Healthy();
+  c.silent(quiet);
+  EXPECT_EQ(Find(Diagnose(quiet), c.id), nullptr) << c.id << " fired on the near miss: " << Ids(Diagnose(quiet));
+}
+
+void Data(Summary& s, double share) {
+  SetPhase(s, "data", share);
+  s.idle_by_cause["data"] = 100 * share;
+  s.gpu_idle_pct = 100 * share + 3;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, DiagnoseRuleTest,
+    ::testing::Values(
+        RuleCase{"input_unknown_cause", [](Summary& s) { Data(s, 0.25); }, [](Summary& s) { Data(s, 0.04); },
+                 "input-bound", Severity::kHigh, "25% of step time", "num_workers"},
+        RuleCase{"input_moderate", [](Summary& s) { Data(s, 0.08); }, [](Summary& s) { Data(s, 0.04); },
+                 "input-bound", Severity::kModerate, "8%", "prefetch_factor"},
+        // 14 worker cores + 1 of 16 available: the CPUs are the limit.
+        RuleCase{"input_cpu", [](Summary& s) { Data(s, 0.25); s.telemetry->worker_cores = 14; },
+                 [](Summary& s) { Data(s, 0.25); s.telemetry->worker_cores = 6; },
+                 "input-bound.cpu", Severity::kHigh, "CPUs saturated", "DALI"},
+        RuleCase{"input_cpu_host_busy", [](Summary& s) { Data(s, 0.25); s.telemetry->host_cpu_pct = 95; },
+                 [](Summary& s) { Data(s, 0.25); s.telemetry->host_cpu_pct = 60; },
+                 "input-bound.cpu", Severity::kHigh, "CPUs saturated", "pre-resize"},
+        // iowait 20 % while the CPUs are 10 % busy: storage.
+        RuleCase{"input_storage",
+                 [](Summary& s) { Data(s, 0.25); s.telemetry->host_iowait_pct = 20; s.telemetry->host_cpu_pct = 10; },
+                 [](Summary& s) { Data(s, 0.25); s.telemetry->host_iowait_pct = 20; s.telemetry->host_cpu_pct = 90; },
+                 "input-bound.storage", Severity::kHigh, "iowait", "local NVMe"},
+        RuleCase{"h2d_pageable",
+                 [](Summary& s) { s.idle_by_cause["h2d"] = 12; s.activity->pageable_copies_per_step = 2; },
+                 [](Summary& s) { s.idle_by_cause["h2d"] = 4; s.activity->pageable_copies_per_step = 2; },
+                 "h2d-bound", Severity::kModerate, "pageable", "pin_memory=True"},
+        RuleCase{"h2d_host_source",
+                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "h2d", 0.25); },
+                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "h2d", 0.03); },
+                 "h2d-bound", Severity::kHigh, "25%", "non_blocking=True"},
+        // Two syncs a step, 25 ms of the GPU waiting for the host, 22 % idle in forward.
+        RuleCase{"sync",
+                 [](Summary& s) { s.activity->syncs_per_step = 2; s.activity->host_wait_time_per_step = 0.025; s.idle_by_cause["forward"] = 22; },
+                 [](Summary& s) { s.activity->syncs_per_step = 0; s.activity->host_wait_time_per_step = 0.025; s.idle_by_cause["forward"] = 22; },
+                 "sync-bound", Severity::kHigh, ".item()", "set_sync_debug_mode"},
+        // The same waits, but the idle is the loader's: input-bound, not sync-bound.
+        RuleCase{"sync_not_when_the_loader_explains_it",
+                 [](Summary& s) { s.activity->syncs_per_step = 2; s.activity->host_wait_time_per_step = 0.025; s.idle_by_cause["forward"] = 6; },
+                 [](Summary& s) { Data(s, 0.25); s.activity->syncs_per_step = 2; s.activity->host_wait_time_per_step = 0.025; },
+                 "sync-bound", Severity::kModerate, "7%", "every N steps"},  // 6 % in forward, 1 % other
+        RuleCase{"sync_phase_events",
+                 [](Summary& s) { s.source = Source::kEvents; s.activity.reset(); s.idle_by_cause["sync"] = 7; },
+                 [](Summary& s) { s.source = Source::kEvents; s.activity.reset(); s.idle_by_cause["sync"] = 4; },
+                 "sync-bound", Severity::kModerate, "7%", "every N steps"},
+        RuleCase{"launch_tiny_kernels",
+                 [](Summary& s) { s.idle_by_cause["launch"] = 18; s.activity->kernel_time_p50 = 8e-6; },
+                 [](Summary& s) { s.idle_by_cause["launch"] = 2; s.activity->kernel_time_p50 = 8e-6; },
+                 "launch-bound", Severity::kHigh, "batch may be too small", "CUDA graphs"},
+        RuleCase{"launch_moderate", [](Summary& s) { s.idle_by_cause["launch"] = 5; },
+                 [](Summary& s) { s.idle_by_cause["launch"] = 2.9; },
+                 "launch-bound", Severity::kModerate, "gaps between kernels", "torch.compile"},
+        RuleCase{"precision", [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.05; },
+                 [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.02; },
+                 "precision", Severity::kHigh, "without tensor cores", "bfloat16"},
+        RuleCase{"precision_small_gemm_share",
+                 [](Summary& s) { s.activity->gemm_time_per_step = 0.012; s.activity->fp32_gemm_time_per_step = 0.01; },
+                 [](Summary& s) { s.activity->gemm_time_per_step = 0.008; s.activity->fp32_gemm_time_per_step = 0.008; },
+                 "precision", Severity::kModerate, "FP32", "allow_tf32"},
+        RuleCase{"comm", [](Summary& s) { s.activity->collective_time_per_step = 0.02; },
+                 [](Summary& s) { s.activity->collective_time_per_step = 0.009; },
+                 "comm-bound", Severity::kHigh, "20%", "bucket_cap_mb"},
+        RuleCase{"comm_phase_host",
+                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "comm", 0.12); },
+                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "comm", 0.08); },
+                 "comm-bound", Severity::kModerate, "12%", "straggler"},
+        RuleCase{"throttling_power",
+                 [](Summary& s) { s.telemetry->throttled_steps = 0.5; s.telemetry->clocks_event_reasons = {"sw_power_cap"}; s.telemetry->sm_clock_ratio = 0.7; },
+                 [](Summary& s) { s.telemetry->throttled_steps = 0.05; s.telemetry->clocks_event_reasons = {"sw_power_cap"}; },
+                 "throttling", Severity::kModerate, "sw_power_cap", "power limit"},
+        RuleCase{"throttling_hardware",
+                 [](Summary& s) { s.telemetry->throttled_steps = 0.2; s.telemetry->clocks_event_reasons = {"hw_slowdown"}; s.telemetry->sm_clock_ratio = 0.5; },
+                 [](Summary& s) { s.telemetry->throttled_steps = 0; s.telemetry->clocks_event_reasons = {"gpu_idle"}; },
+                 "throttling", Severity::kHigh, "hw_slowdown", "drain the node"},
+        RuleCase{"pcie_narrow", [](Summary& s) { s.telemetry->gpus[0].pcie_width = 8; },
+                 [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 1; s.telemetry->gpus[0].utilization_pct = 5; },  // idle downshift
+                 "pcie-link", Severity::kHigh, "Gen5 x8 of Gen5 x16", "lspci"},
+        RuleCase{"pcie_slow_gen_under_load", [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 3; },
+                 [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 3; s.telemetry->gpus[0].utilization_pct = 10; },
+                 "pcie-link", Severity::kModerate, "Gen3 x16 of Gen5 x16", "reseat"},
+        RuleCase{"utilization_lies",
+                 [](Summary& s) { Data(s, 0.6); s.telemetry->gpu_utilization_pct = 95; },
+                 [](Summary& s) { Data(s, 0.6); s.telemetry->gpu_utilization_pct = 45; },
+                 "utilization-lies", Severity::kInfo, "nvidia-smi reports 95%", "busy time"}),
+    [](const ::testing::TestParamInfo<RuleCase>& p) { return std::string(p.param.name); });
+
+TEST(DiagnoseRulesTest, GpuBoundOnlyWhenTheGpuIsBusyAndNothingElseMatters) {
+  Summary s = Healthy();
+  s.gpu_idle_pct = 15;  // busy 85 %: not quite
+  EXPECT_EQ(Find(Diagnose(s), "gpu-bound"), nullptr);
+  s = Healthy();
+  s.source = Source::kHost;
+  s.gpu_idle_pct.reset();  // not measured: no claim
+  EXPECT_EQ(Find(Diagnose(s), "gpu-bound"), nullptr);
+}
+
+TEST(DiagnoseRulesTest, FindingsAreRankedByTheStepTimeTheyExplain) {
+  Summary s = Healthy();
+  Data(s, 0.25);                                 // 25 %
+  s.idle_by_cause["launch"] = 8;                 // 8 %
+  s.activity->fp32_gemm_time_per_step = 0.05;    // 50 %
+  s.telemetry->gpu_utilization_pct = 99;         // a notice (explains no time)
+  const std::vector<Finding> fs = Diagnose(s);
+  ASSERT_GE(fs.size(), 3u) << Ids(fs);
+  EXPECT_EQ(fs[0].id, "precision");
+  EXPECT_EQ(fs[1].id, "input-bound");
+  EXPECT_EQ(fs[2].id, "launch-bound");
+  for (size_t i = 1; i < fs.size(); ++i) EXPECT_GE(fs[i - 1].share, fs[i].share) << Ids(fs);
+}
+
+TEST(DiagnoseRulesTest, RulesNeedTheirDataSource) {
+  // Launch gaps, precision and collectives need CUPTI's records; nothing
+  // fires from a summary without them.
+  Summary s = Healthy();
+  s.source = Source::kEvents;
+  s.activity.reset();
+  s.idle_by_cause = {{"data", 2}};
+  s.telemetry.reset();
+  const std::vector<Finding> fs = Diagnose(s);
+  for (const char* id : {"launch-bound", "precision", "comm-bound", "throttling", "pcie-link", "utilization-lies"}) {
+    EXPECT_EQ(Find(fs, id), nullptr) << id;
+  }
+}
+
+}  // namespace
+}  // namespace gpuscope
