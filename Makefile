@@ -18,12 +18,17 @@ BENCH_FLAGS ?= --benchmark_repetitions=9 --benchmark_enable_random_interleaving=
   --benchmark_report_aggregates_only=true
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout 600
 
-.PHONY: all deps build python test test-plain test-python test-asan test-tsan demo demo-cpp bench clean
+.PHONY: all deps deps-test build python test test-plain test-python test-asan test-tsan demo demo-cpp bench clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
+
+# What the tests need beyond that: Chromium (the HTML report is opened in it)
+# and Pillow (to look at its screenshot).
+deps-test: deps
+	@bash scripts/install-deps.sh --test
 
 build: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSCOPE_WERROR=ON $(CMAKE_FLAGS)
@@ -38,8 +43,8 @@ test-plain: build
 python: deps
 	$(PYTHON) -m pip install --no-build-isolation -q -Cbuild-dir=build-python .
 
-test-python: python
-	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
+test-python: python deps-test
+	cd tests/python && GPUSCOPE_REQUIRE_CHROMIUM=1 $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \

@@ -576,17 +576,18 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* kKeywords[] = {"window",         "enabled",           "max_phases",
                                     "queue_capacity", "flush_interval_ms", "clock",
                                     "stream",         "simulated_device",  "cupti",
-                                    "telemetry_interval_ms", nullptr};
+                                    "telemetry_interval_ms", "trace_steps", nullptr};
   Options options;
   int enabled = 1;
   PyObject* clock = Py_None;
   PyObject* stream = Py_None;
   PyObject* simulated = Py_None;
   PyObject* cupti = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOOi:Session", const_cast<char**>(kKeywords),
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOOii:Session", const_cast<char**>(kKeywords),
                                    &options.window, &enabled, &options.max_phases,
                                    &options.queue_capacity, &options.flush_interval_ms, &clock,
-                                   &stream, &simulated, &cupti, &options.telemetry_interval_ms)) {
+                                   &stream, &simulated, &cupti, &options.telemetry_interval_ms,
+                                   &options.trace_steps)) {
     return -1;
   }
   options.enabled = enabled != 0;
@@ -924,6 +925,26 @@ PyObject* SessionSummaryJson(PyObject* self, PyObject*) {
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
 }
 
+PyObject* SessionStepSeriesJson(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  json = StepSeriesToJson(session->StepSeries());
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
+PyObject* SessionTraceJson(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  json = session->TraceJson();
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
 PyObject* SessionClose(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -1010,6 +1031,11 @@ PyMethodDef kSessionMethods[] = {
      "release_cupti() -> gives CUPTI back (so that torch.profiler or Nsight can use it); the "
      "session goes on with CUDA events. No-op unless the source is 'cupti'."},
     {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
+    {"_step_series_json", SessionStepSeriesJson, METH_NOARGS,
+     "The window's steps as JSON (C++ StepSeriesToJson)."},
+    {"trace_json", SessionTraceJson, METH_NOARGS,
+     "trace_json() -> the last trace_steps steps as a Chrome trace (JSON text): host phases, "
+     "device activity, idle gaps. Open in chrome://tracing or ui.perfetto.dev."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
     {nullptr, nullptr, 0, nullptr},

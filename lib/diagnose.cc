@@ -130,13 +130,17 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
 
 // Host-to-device copies the GPU waits for: idle while the host is in "h2d"
 // (GPU sources; a copy overlapped with compute leaves no idle), or the h2d
-// phase's time (host only).
+// phase's time (host only, or copies from pageable memory, which block the
+// host).
 void CopyBound(const Summary& s, std::vector<Finding>* out) {
   const PhaseStats* h2d = s.FindPhase(PhaseName(Phase::kH2D));
-  const double share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0)
-                                                 : IdleShare(s, PhaseName(Phase::kH2D));
-  if (share < kCopyBoundModerate) return;
   const double pageable = s.activity.has_value() ? s.activity->pageable_copies_per_step : 0;
+  double share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0)
+                                           : IdleShare(s, PhaseName(Phase::kH2D));
+  // A pageable copy blocks the host until it is done: then the phase's host
+  // time is on the critical path even while the copy keeps the GPU busy.
+  if (pageable > 0 && h2d != nullptr) share = std::max(share, h2d->inclusive_share);
+  if (share < kCopyBoundModerate) return;
   Finding f;
   f.id = "h2d-bound";
   f.severity = Grade(share, kCopyBoundModerate, kCopyBoundHigh);

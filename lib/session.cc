@@ -55,6 +55,7 @@ absl::Status Options::Validate() const {
   if (telemetry_interval_ms < 0 || telemetry_interval_ms > 60000) {
     return RangeError("telemetry_interval_ms", telemetry_interval_ms, 0, 60000);
   }
+  if (trace_steps < 0 || trace_steps > 4096) return RangeError("trace_steps", trace_steps, 0, 4096);
   return absl::OkStatus();
 }
 
@@ -128,6 +129,7 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
     source_reason_ = "session disabled (Options::enabled = false or GPUSCOPE_DISABLE set)";
     return;
   }
+  aggregator_.SetTraceSteps(options_.trace_steps);
   SourceChoice choice = SelectSource(backends_);
   source_ = choice.source;
   source_reason_ = std::move(choice.reason);
@@ -400,6 +402,7 @@ void SessionImpl::Pump() {
   // NVML query can take milliseconds): Summarize() never waits for one.
   bool sampled = false;
   TelemetrySample sample;
+  std::string description;
   if (telemetry_ != nullptr) {
     std::lock_guard<std::mutex> sampling(sample_mu_);  // one sampler at a time
     const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
@@ -407,11 +410,15 @@ void SessionImpl::Pump() {
       telemetry_->Sample(now, &sample);
       next_sample_ns_ = now + int64_t{options_.telemetry_interval_ms} * 1'000'000;
       sampled = true;
+      description = telemetry_->description();  // which GPUs may change as the job takes them up
     }
   }
   std::lock_guard<std::mutex> lock(agg_mu_);
   // Before the queue is drained: steps ending now see the latest sample.
-  if (sampled) aggregator_.AddTelemetry(sample);
+  if (sampled) {
+    aggregator_.AddTelemetry(sample);
+    aggregator_.SetTelemetrySource(std::move(description));
+  }
   PumpLocked();
 }
 
@@ -538,6 +545,22 @@ Summary SessionImpl::Summarize() {
   s.misuse.invalid_phase = invalid_phase_.Get();
   s.misuse.dropped_records = dropped_records_.Get();
   return s;
+}
+
+std::vector<StepPoint> SessionImpl::StepSeries() {
+  std::vector<StepPoint> series;
+  if (InForkedChild()) return series;
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+  aggregator_.FillSeries(phases_, &series);
+  return series;
+}
+
+std::string SessionImpl::TraceJson() {
+  if (InForkedChild()) return internal::ChromeTraceJson({}, [](uint16_t) { return std::string_view(); }, 0);
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+  return aggregator_.TraceJson(phases_);
 }
 
 void SessionImpl::Flush() {
@@ -690,6 +713,8 @@ void Session::SetStream(uint64_t stream) noexcept {
 }
 
 Summary Session::Summarize() const { return impl_->Summarize(); }
+std::vector<StepPoint> Session::StepSeries() const { return impl_->StepSeries(); }
+std::string Session::TraceJson() const { return impl_->TraceJson(); }
 void Session::Flush() { impl_->Flush(); }
 void Session::Close() { impl_->Close(); }
 void Session::ReleaseCupti() { impl_->ReleaseCupti(); }

@@ -6,13 +6,19 @@
 #   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark, g++
 #   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers)
 #                    when no CUDA toolkit provides them; the Python build and
-#                    test tools (scikit-build-core, pybind11, pytest) and
-#                    torch==2.13.0 (CPU build) for the demo and the DataLoader
-#                    tests, when missing
+#                    test tools (scikit-build-core, pybind11, pytest),
+#                    matplotlib (the HTML report's plots) and torch==2.13.0
+#                    (CPU build) for the demo and the DataLoader tests, when
+#                    missing
+#   --test adds:     chromium (Debian; the HTML report test opens the report in
+#                    it) and Pillow (to read its screenshot)
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
 debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev g++ make)
+for_tests=0
+[ "${1:-}" = "--test" ] && for_tests=1
+if [ "$for_tests" = 1 ]; then debs=(chromium); fi
 
 missing=()
 for p in "${debs[@]}"; do
@@ -28,6 +34,16 @@ if ((${#missing[@]})); then
   fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+py_has() { "$PYTHON" -c "$1" >/dev/null 2>&1; }
+if [ "$for_tests" = 1 ]; then
+  if ! py_has "import PIL"; then
+    echo "deps: installing from PyPI: pillow"
+    "$PYTHON" -m pip install -q pillow
+  fi
+  echo "deps (tests): ok"
+  exit 0
 fi
 
 pip_missing=()
@@ -47,11 +63,11 @@ then
   pip_missing+=("nvidia-nvtx==13.5.25")
 fi
 
-py_has() { "$PYTHON" -c "$1" >/dev/null 2>&1; }
 py_has "import scikit_build_core" || pip_missing+=("scikit-build-core>=0.10")
 py_has "import pybind11, sys; sys.exit(int(pybind11.version_info[0] < 3))" || pip_missing+=("pybind11>=3")
 py_has "import pytest" || pip_missing+=("pytest>=7")
 py_has "import torch" || pip_missing+=("torch==2.13.0")
+py_has "import matplotlib" || pip_missing+=("matplotlib>=3.5")
 
 if ((${#pip_missing[@]})); then
   echo "deps: installing from PyPI: ${pip_missing[*]}"

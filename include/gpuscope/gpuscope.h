@@ -34,6 +34,7 @@
 #include "gpuscope/scopes.h"
 #include "gpuscope/session.h"
 #include "gpuscope/summary.h"
+#include "gpuscope/timeline.h"
 #include "gpuscope/version.h"
 
 #endif  // GPUSCOPE_GPUSCOPE_H_

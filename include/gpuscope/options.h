@@ -122,6 +122,12 @@ struct Options {
   // recording thread; with a custom `clock` there is no system telemetry.
   int telemetry_interval_ms = 100;
 
+  // Steps whose timelines (phases, device activity, idle gaps) are kept for
+  // Session::TraceJson(): the last `trace_steps`. 0 to 4096; 0 keeps none.
+  // Memory: the step's phase records (24 bytes each) and, with CUPTI, its
+  // activity records (48 bytes each): 16 steps of 1000 kernels, under 1 MB.
+  int trace_steps = 16;
+
   // Testing: time the GPU side on this simulated device instead of a real
   // GPU (gpuscope/testing.h). With GPUSCOPE_SIMULATE=1 in the environment,
   // sessions without one get a fresh simulated device.

@@ -52,13 +52,16 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
 #include "gpuscope/summary.h"
+#include "gpuscope/timeline.h"
 
 namespace gpuscope {
 
@@ -203,6 +206,20 @@ class Session {
   // aggregator's lock, which only the background worker and other readers
   // hold). Cost: sorting the window, about 0.1 ms for 4096 steps.
   Summary Summarize() const;
+
+  // Session::StepSeries()
+  //
+  // The window's steps, oldest first (gpuscope/timeline.h): step time, each
+  // top-level phase's time, GPU idle by cause, telemetry. Thread-safe; as
+  // Summarize(), never blocks the recording thread.
+  std::vector<StepPoint> StepSeries() const;
+
+  // Session::TraceJson()
+  //
+  // The last Options::trace_steps steps as a Chrome trace JSON object (open
+  // in chrome://tracing or https://ui.perfetto.dev; format: docs/trace.md).
+  // Thread-safe.
+  std::string TraceJson() const;
 
   // Session::Flush()
   //

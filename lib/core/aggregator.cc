@@ -422,6 +422,23 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
     h.window.Push(sample);
   }
   s.top_level_ns = std::min(top_level, s.duration_ns());
+  if (trace_.capacity() > 0) {
+    TraceStep& t = trace_.Append();
+    t.index = s.index;
+    t.begin_ns = s.begin_ns;
+    t.end_ns = s.end_ns;
+    t.phases.clear();
+    t.activity.clear();
+    t.has_activity = false;
+    for (const Record& r : scratch_) {
+      TraceSpan span;
+      span.id = r.name_id;
+      span.depth = r.depth;
+      span.begin_ns = r.begin_ns;
+      span.end_ns = std::max(r.end_ns, r.begin_ns);
+      t.phases.push_back(span);
+    }
+  }
   last_step_end_ns_ = std::max(last_step_end_ns_, s.end_ns);
   lifetime_.Add(s.duration_ns());
   ++completed_;
@@ -598,6 +615,14 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
     in.phases.push_back({ph.id, ph.depth, ph.begin.host_ns, ph.end.host_ns});
   }
   const ActivityStepResult r = AnalyzeActivityStep(in);
+  if (TraceStep* t = FindTrace(p.index); t != nullptr) {
+    for (const DeviceInterval& a : in.activity) {
+      const bool overlaps = a.end_ns > in.begin_ns && a.begin_ns < in.end_ns;
+      const bool instant_inside = a.begin_ns == a.end_ns && a.begin_ns >= in.begin_ns && a.begin_ns < in.end_ns;
+      if (overlaps || instant_inside) t->activity.push_back(a);
+    }
+    t->has_activity = true;
+  }
   StepRecord& s = steps_[static_cast<size_t>(p.index - first)];
   if (r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;
   s.num_devices = static_cast<uint8_t>(r.devices.size());
@@ -705,6 +730,19 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
     in.lane_device[lane] = std::max(0, timer_->LaneDevice(static_cast<uint16_t>(lane)));
   }
   const StepTimeline t = AnalyzeStepTimeline(in);
+  if (TraceStep* trace = FindTrace(p.index); trace != nullptr) {
+    // p.phases begins with the step's records in the order the trace took
+    // them (FinishStep's sorted scratch_).
+    for (size_t i = 0; i < trace->phases.size() && i < p.phases.size(); ++i) {
+      TraceSpan& span = trace->phases[i];
+      const PendingPhase& ph = p.phases[i];
+      if (span.id != ph.id || span.begin_ns != ph.begin.host_ns) continue;
+      span.device_begin_ns = ph.begin.device_ns;
+      span.device_end_ns = std::max(ph.end.device_ns, ph.begin.device_ns);
+      span.lane = ph.begin.lane;
+      span.device = std::max(0, timer_->LaneDevice(ph.begin.lane));
+    }
+  }
   RememberLanes(p);
   StepRecord& s = steps_[static_cast<size_t>(p.index - first)];
   if (t.devices.size() > kMaxDevicesPerStep) return;  // more devices than a step keeps
@@ -733,6 +771,70 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
     sample->device_ns += std::max<int64_t>(0, e - std::max(union_end, b));
     union_end = std::max(union_end, e);
     sample->idle_ns += t.phases[i].idle_ns;
+  }
+}
+
+TraceStep* Aggregator::FindTrace(uint64_t index) {
+  for (size_t i = trace_.size(); i-- > 0;) {
+    if (trace_[i].index == index) return &trace_[i];
+    if (trace_[i].index < index) break;
+  }
+  return nullptr;
+}
+
+std::string Aggregator::TraceJson(const PhaseTable& table) const {
+  std::vector<const TraceStep*> steps;
+  for (size_t i = 0; i < trace_.size(); ++i) steps.push_back(&trace_[i]);
+  return ChromeTraceJson(
+      steps, [&table](uint16_t id) { return id < table.size() ? table.Name(id) : std::string_view("?"); },
+      launch_threshold_ns_);
+}
+
+void Aggregator::FillSeries(const PhaseTable& table, std::vector<StepPoint>* out) const {
+  out->clear();
+  out->reserve(steps_.size());
+  const uint64_t first = completed_ - steps_.size();
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const StepRecord& s = steps_[i];
+    StepPoint p;
+    p.index = s.index;
+    p.begin = static_cast<double>(s.begin_ns) * kNsToSeconds;
+    p.duration = static_cast<double>(s.duration_ns()) * kNsToSeconds;
+    p.phases[std::string(kOtherPhaseName)] = static_cast<double>(s.duration_ns() - s.top_level_ns) * kNsToSeconds;
+    if (s.device_busy_ns >= 0 && s.duration_ns() > 0) {
+      const double window = static_cast<double>(s.duration_ns()) * std::max<double>(1, s.num_devices);
+      p.gpu_idle_pct = 100.0 * (window - static_cast<double>(s.device_busy_ns)) / window;
+      // Idle seconds per cause, per device on average (as gpu_idle_pct).
+      const double per_device = 1.0 / std::max<double>(1, s.num_devices);
+      if (s.idle_other_ns > 0) {
+        p.idle_by_cause[std::string(kOtherPhaseName)] = static_cast<double>(s.idle_other_ns) * kNsToSeconds * per_device;
+      }
+      if (s.idle_launch_ns > 0) {
+        p.idle_by_cause[std::string(kLaunchCauseName)] = static_cast<double>(s.idle_launch_ns) * kNsToSeconds * per_device;
+      }
+    }
+    const auto opt = [](float v) { return std::isnan(v) ? std::nullopt : std::optional<double>(v); };
+    p.gpu_utilization_pct = opt(s.telemetry.gpu_utilization_pct);
+    p.sm_clock_ratio = opt(s.telemetry.sm_clock_ratio);
+    p.host_cpu_pct = opt(s.telemetry.host_cpu_pct);
+    p.host_iowait_pct = opt(s.telemetry.host_iowait_pct);
+    p.worker_cores = opt(s.telemetry.children_cores);
+    out->push_back(std::move(p));
+  }
+  // Each phase's per-step samples, by step index.
+  for (size_t id = 0; id < phases_.size() && id < static_cast<size_t>(table.size()); ++id) {
+    const PhaseHistory& h = phases_[id];
+    const std::string name(table.Name(static_cast<uint16_t>(id)));
+    for (size_t k = 0; k < h.window.size(); ++k) {
+      const PhaseSample& ps = h.window[k];
+      if (ps.step_index < first || ps.step_index - first >= out->size()) continue;
+      StepPoint& p = (*out)[static_cast<size_t>(ps.step_index - first)];
+      if (ps.top_ns > 0) p.phases[name] = static_cast<double>(ps.top_ns) * kNsToSeconds;
+      if (ps.idle_ns > 0 && p.gpu_idle_pct.has_value()) {
+        const StepRecord& s = steps_[static_cast<size_t>(ps.step_index - first)];
+        p.idle_by_cause[name] = static_cast<double>(ps.idle_ns) * kNsToSeconds / std::max<double>(1, s.num_devices);
+      }
+    }
   }
 }
 

@@ -22,7 +22,9 @@
 #include "core/log_histogram.h"
 #include "core/record.h"
 #include "core/ring.h"
+#include "core/trace_writer.h"
 #include "gpuscope/summary.h"
+#include "gpuscope/timeline.h"
 
 namespace gpuscope::internal {
 
@@ -140,6 +142,16 @@ class Aggregator {
   uint64_t completed_steps() const { return completed_; }
   int64_t incomplete_steps() const { return incomplete_steps_; }
 
+  // Keeps the timelines of the last `steps` completed steps for TraceJson()
+  // (0: none). Call before the first record.
+  void SetTraceSteps(int steps) { trace_.Reset(static_cast<size_t>(std::max(0, steps))); }
+
+  // The window's steps, oldest first (Session::StepSeries()).
+  void FillSeries(const PhaseTable& table, std::vector<StepPoint>* out) const;
+
+  // The kept steps' timelines as a Chrome trace (Session::TraceJson()).
+  std::string TraceJson(const PhaseTable& table) const;
+
  private:
   struct PhaseHistory {
     Ring<PhaseSample> window;  // allocated when the phase first completes in a step
@@ -201,6 +213,8 @@ class Aggregator {
 
   const size_t window_;
   Ring<StepRecord> steps_;
+  Ring<TraceStep> trace_{0};  // the last steps' timelines; slots (and their vectors) reused
+  TraceStep* FindTrace(uint64_t index);
   LogHistogram lifetime_;
   uint64_t completed_ = 0;
   int64_t incomplete_steps_ = 0;

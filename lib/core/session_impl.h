@@ -69,6 +69,8 @@ class SessionImpl final : public Pumpable {
   void SetStream(uint64_t stream) noexcept;
 
   Summary Summarize();
+  std::vector<StepPoint> StepSeries();
+  std::string TraceJson();
   void Flush();
   size_t queued_records() const { return queue_.SizeApprox(); }
   void Close();

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
+import os
 import sys
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from . import _gpuscope
 from ._summary import Finding, Summary, diagnose_summary
@@ -16,7 +18,7 @@ class Session(_gpuscope._Session):
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=16384,
     flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
-    cupti=None, telemetry_interval_ms=100)``;
+    cupti=None, telemetry_interval_ms=100, trace_steps=16)``;
     every argument has a default. Invalid values raise ``ValueError``;
     ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
 
@@ -63,6 +65,31 @@ class Session(_gpuscope._Session):
     def diagnose(self) -> List[Finding]:
         """Findings, ranked by the share of step time they explain."""
         return diagnose_summary(self.summary())
+
+    def step_series(self) -> List[Dict[str, Any]]:
+        """The window's steps, oldest first: one dict per step with ``index``,
+        ``begin`` and ``duration`` (s), ``phases`` (top-level host time per
+        phase, s, ``"other"`` included), ``gpu_idle_pct`` and ``idle_by_cause``
+        (s) with a GPU source, and telemetry (``gpu_utilization_pct``,
+        ``sm_clock_ratio``, ``host_cpu_pct``, ``host_iowait_pct``,
+        ``worker_cores``); None where not measured."""
+        return list(json.loads(self._step_series_json())["steps"])
+
+    def save_trace(self, path: "os.PathLike[str] | str") -> str:
+        """Writes the last ``trace_steps`` steps as a Chrome trace (open it in
+        chrome://tracing or https://ui.perfetto.dev); returns the path."""
+        text = self.trace_json()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return os.fspath(path)
+
+    def save_html(self, path: "os.PathLike[str] | str", title: str = "gpuscope report") -> str:
+        """Writes a self-contained HTML report (summary, findings, and plots:
+        step time with p50/p95, phase breakdown, idle by cause, telemetry);
+        needs matplotlib. Returns the path."""
+        from ._html import write_html
+
+        return write_html(path, self.summary(), self.step_series(), title=title)
 
     def __enter__(self) -> "Session":
         return self

@@ -172,6 +172,11 @@ INSTANTIATE_TEST_SUITE_P(
                  [](Summary& s) { s.idle_by_cause["h2d"] = 12; s.activity->pageable_copies_per_step = 2; },
                  [](Summary& s) { s.idle_by_cause["h2d"] = 4; s.activity->pageable_copies_per_step = 2; },
                  "h2d-bound", Severity::kModerate, "pageable", "pin_memory=True"},
+        // A pageable copy keeps the GPU busy copying while it blocks the host.
+        RuleCase{"h2d_pageable_blocks_the_host",
+                 [](Summary& s) { SetPhase(s, "h2d", 0.10); s.activity->pageable_copies_per_step = 1; },
+                 [](Summary& s) { SetPhase(s, "h2d", 0.10); s.activity->pageable_copies_per_step = 0; },
+                 "h2d-bound", Severity::kModerate, "pageable", "pin_memory=True"},
         RuleCase{"h2d_host_source",
                  [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "h2d", 0.25); },
                  [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "h2d", 0.03); },

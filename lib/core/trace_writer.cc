@@ -1,0 +1,275 @@
+#include "core/trace_writer.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/intervals.h"
+#include "util/json.h"
+
+namespace gpuscope::internal {
+namespace {
+
+constexpr int kHostPid = 1;
+constexpr int kStepTid = 1;
+constexpr int kSyncTid = 2;
+constexpr int kEventsPid = 2;        // events: phases' device spans, one thread per lane
+constexpr int kFirstDevicePid = 10;  // cupti: one process per device
+constexpr int kIdleTid = 0;          // ... whose thread 0 holds the idle gaps
+
+const char* KindName(const DeviceInterval& a) {
+  switch (a.kind) {
+    case ActivityKind::kKernel:
+      switch (a.kernel_class) {
+        case KernelClass::kGemmFp32: return "kernel (FP32 GEMM)";
+        case KernelClass::kGemmReduced: return "kernel (GEMM, reduced precision)";
+        case KernelClass::kCollective: return "kernel (NCCL collective)";
+        case KernelClass::kOther: return "kernel";
+      }
+      return "kernel";
+    case ActivityKind::kMemcpyH2D: return a.pageable ? "memcpy HtoD (pageable)" : "memcpy HtoD";
+    case ActivityKind::kMemcpyD2H: return a.pageable ? "memcpy DtoH (pageable)" : "memcpy DtoH";
+    case ActivityKind::kMemcpyOther: return "memcpy";
+    case ActivityKind::kMemset: return "memset";
+    case ActivityKind::kSync: return "sync (host blocked on the GPU)";
+  }
+  return "activity";
+}
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(int64_t origin_ns) : origin_ns_(origin_ns) {
+    w_.BeginObject();
+    w_.Key("displayTimeUnit");
+    w_.String("ms");
+    w_.Key("otherData");
+    w_.BeginObject();
+    w_.Key("producer");
+    w_.String("gpuscope");
+    w_.EndObject();
+    w_.Key("traceEvents");
+    w_.BeginArray();
+  }
+
+  void Meta(const char* what, int pid, int tid, std::string_view name) {
+    w_.BeginObject();
+    w_.Key("name");
+    w_.String(what);
+    w_.Key("ph");
+    w_.String("M");
+    w_.Key("pid");
+    w_.Int(pid);
+    w_.Key("tid");
+    w_.Int(tid);
+    w_.Key("args");
+    w_.BeginObject();
+    w_.Key("name");
+    w_.String(name);
+    w_.EndObject();
+    w_.EndObject();
+  }
+
+  // A complete ("X") event; `args` writes extra fields into its args object.
+  template <typename Args>
+  void Slice(std::string_view name, std::string_view cat, int pid, int tid, int64_t begin_ns, int64_t end_ns,
+             Args args) {
+    w_.BeginObject();
+    w_.Key("name");
+    w_.String(name);
+    w_.Key("cat");
+    w_.String(cat);
+    w_.Key("ph");
+    w_.String("X");
+    w_.Key("ts");
+    w_.Number(static_cast<double>(begin_ns - origin_ns_) / 1e3);
+    w_.Key("dur");
+    w_.Number(static_cast<double>(std::max<int64_t>(0, end_ns - begin_ns)) / 1e3);
+    w_.Key("pid");
+    w_.Int(pid);
+    w_.Key("tid");
+    w_.Int(tid);
+    w_.Key("args");
+    w_.BeginObject();
+    args(w_);
+    w_.EndObject();
+    w_.EndObject();
+  }
+  void Slice(std::string_view name, std::string_view cat, int pid, int tid, int64_t begin_ns, int64_t end_ns) {
+    Slice(name, cat, pid, tid, begin_ns, end_ns, [](JsonWriter&) {});
+  }
+
+  std::string Take() {
+    w_.EndArray();
+    w_.EndObject();
+    return w_.Take();
+  }
+
+ private:
+  int64_t origin_ns_;
+  JsonWriter w_{0};
+};
+
+// The idle gaps of `device` within the step, each labeled with its cause:
+// "launch" for a gap shorter than the threshold between two pieces of
+// activity, else the innermost phase open over it (split where that
+// changes), else "other".
+struct Gap {
+  int64_t begin_ns, end_ns;
+  std::string cause;
+};
+
+std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
+                          const std::function<std::string_view(uint16_t)>& name_of, int64_t launch_threshold_ns) {
+  std::vector<Interval> busy;
+  for (const DeviceInterval& a : step.activity) {
+    if (!IsDeviceActivity(a.kind) || a.device != device) continue;
+    const int64_t b = std::max(a.begin_ns, step.begin_ns), e = std::min(a.end_ns, step.end_ns);
+    if (e > b) busy.push_back({b, e});
+  }
+  busy = UnionOf(std::move(busy));
+  std::vector<Gap> gaps;
+  int64_t cursor = step.begin_ns;
+  const auto gap = [&](int64_t b, int64_t e, bool bounded) {
+    if (e <= b) return;
+    if (bounded && e - b < launch_threshold_ns) {
+      gaps.push_back({b, e, "launch"});
+      return;
+    }
+    // Split at phase boundaries inside the gap; label each piece by the
+    // innermost phase open over it.
+    std::set<int64_t> cuts = {b, e};
+    for (const TraceSpan& p : step.phases) {
+      if (p.begin_ns > b && p.begin_ns < e) cuts.insert(p.begin_ns);
+      if (p.end_ns > b && p.end_ns < e) cuts.insert(p.end_ns);
+    }
+    for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
+      const int64_t pb = *it, pe = *std::next(it);
+      const TraceSpan* inner = nullptr;
+      for (const TraceSpan& p : step.phases) {
+        if (p.begin_ns <= pb && pe <= p.end_ns && (inner == nullptr || p.depth > inner->depth)) inner = &p;
+      }
+      std::string cause = inner != nullptr ? std::string(name_of(inner->id)) : "other";
+      if (!gaps.empty() && gaps.back().end_ns == pb && gaps.back().cause == cause) {
+        gaps.back().end_ns = pe;
+      } else {
+        gaps.push_back({pb, pe, std::move(cause)});
+      }
+    }
+  };
+  for (size_t i = 0; i < busy.size(); ++i) {
+    gap(cursor, busy[i].begin, /*bounded=*/i > 0);
+    cursor = busy[i].end;
+  }
+  gap(cursor, step.end_ns, /*bounded=*/false);
+  return gaps;
+}
+
+}  // namespace
+
+std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
+                            const std::function<std::string_view(uint16_t)>& name_of,
+                            int64_t launch_threshold_ns) {
+  TraceBuilder t(steps.empty() ? 0 : steps.front()->begin_ns);
+  t.Meta("process_name", kHostPid, 0, "host: training loop");
+  t.Meta("thread_name", kHostPid, kStepTid, "steps and phases");
+  std::set<uint32_t> devices;
+  std::set<std::pair<uint32_t, uint32_t>> streams;
+  std::set<uint16_t> lanes;
+  bool syncs = false;
+  for (const TraceStep* s : steps) {
+    for (const DeviceInterval& a : s->activity) {
+      if (a.kind == ActivityKind::kSync) {
+        syncs = true;
+        continue;
+      }
+      devices.insert(a.device);
+      streams.insert({a.device, a.stream});
+    }
+    for (const TraceSpan& p : s->phases) {
+      if (p.device_begin_ns >= 0) lanes.insert(p.lane);
+    }
+  }
+  if (syncs) t.Meta("thread_name", kHostPid, kSyncTid, "syncs");
+  for (uint32_t d : devices) {
+    const int pid = kFirstDevicePid + static_cast<int>(d);
+    t.Meta("process_name", pid, 0, absl::StrCat("GPU ", d, " (CUPTI activity)"));
+    t.Meta("thread_name", pid, kIdleTid, "idle (by cause)");
+  }
+  for (const auto& [d, stream] : streams) {
+    t.Meta("thread_name", kFirstDevicePid + static_cast<int>(d), static_cast<int>(stream) + 1,
+           absl::StrCat("stream ", stream));
+  }
+  if (!lanes.empty()) t.Meta("process_name", kEventsPid, 0, "GPU (CUDA events: phases' device spans)");
+  for (uint16_t lane : lanes) t.Meta("thread_name", kEventsPid, lane + 1, absl::StrCat("lane ", lane));
+
+  std::set<std::tuple<int64_t, int64_t, uint32_t, uint32_t, int>> emitted;
+  for (const TraceStep* s : steps) {
+    const uint64_t index = s->index;
+    t.Slice(absl::StrCat("step ", index), "step", kHostPid, kStepTid, s->begin_ns, s->end_ns, [&](JsonWriter& w) {
+      w.Key("index");
+      w.Int(static_cast<int64_t>(index));
+    });
+    // Outer phases first, so that viewers nest them under the step.
+    std::vector<const TraceSpan*> phases;
+    for (const TraceSpan& p : s->phases) phases.push_back(&p);
+    std::stable_sort(phases.begin(), phases.end(), [](const TraceSpan* a, const TraceSpan* b) {
+      return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->depth < b->depth;
+    });
+    for (const TraceSpan* p : phases) {
+      const std::string_view name = name_of(p->id);
+      t.Slice(name, "phase", kHostPid, kStepTid, p->begin_ns, p->end_ns, [&](JsonWriter& w) {
+        w.Key("step");
+        w.Int(static_cast<int64_t>(index));
+        w.Key("depth");
+        w.Int(p->depth);
+      });
+      if (p->device_begin_ns >= 0 && p->device_end_ns >= p->device_begin_ns) {
+        t.Slice(name, "device_span", kEventsPid, p->lane + 1, p->device_begin_ns, p->device_end_ns,
+                [&](JsonWriter& w) {
+                  w.Key("step");
+                  w.Int(static_cast<int64_t>(index));
+                  w.Key("device");
+                  w.Int(p->device);
+                });
+      }
+    }
+    for (const DeviceInterval& a : s->activity) {
+      // Work running across a step boundary belongs to both steps: once.
+      if (!emitted.insert({a.begin_ns, a.end_ns, a.device, a.stream, static_cast<int>(a.kind)}).second) continue;
+      const bool sync = a.kind == ActivityKind::kSync;
+      const int pid = sync ? kHostPid : kFirstDevicePid + static_cast<int>(a.device);
+      const int tid = sync ? kSyncTid : static_cast<int>(a.stream) + 1;
+      t.Slice(KindName(a), sync ? "sync" : "activity", pid, tid, a.begin_ns, a.end_ns, [&](JsonWriter& w) {
+        w.Key("step");
+        w.Int(static_cast<int64_t>(index));
+        if (a.bytes > 0) {
+          w.Key("bytes");
+          w.Int(static_cast<int64_t>(a.bytes));
+        }
+        if (a.launch_ns >= 0) {
+          w.Key("launch_lag_us");
+          w.Number(static_cast<double>(a.begin_ns - a.launch_ns) / 1e3);
+        }
+      });
+    }
+    if (s->has_activity) {
+      for (uint32_t d : devices) {
+        for (const Gap& g : IdleGaps(*s, d, name_of, launch_threshold_ns)) {
+          t.Slice(absl::StrCat("idle: ", g.cause), "idle", kFirstDevicePid + static_cast<int>(d), kIdleTid,
+                  g.begin_ns, g.end_ns, [&](JsonWriter& w) {
+                    w.Key("step");
+                    w.Int(static_cast<int64_t>(index));
+                    w.Key("cause");
+                    w.String(g.cause);
+                  });
+        }
+      }
+    }
+  }
+  return t.Take();
+}
+
+}  // namespace gpuscope::internal

@@ -1,0 +1,235 @@
+"""The HTML report: one self-contained file (no network, no scripts to load)
+with the summary, the ranked findings and four plots drawn by matplotlib as
+inline SVG: step time over steps with its p50 and p95, the phase breakdown
+per step, GPU idle by cause, and telemetry.
+
+``Session.save_html(path)`` and ``gpuscope.write_html(path, summary,
+series)`` write it.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+from ._summary import Finding, Summary, diagnose_summary
+
+# Colours: matplotlib's tab10, in the order phases are usually listed.
+_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf"]
+STEP_COLOR = "#1f77b4"
+P50_COLOR = "#2ca02c"
+P95_COLOR = "#d62728"
+IDLE_COLOR = "#e377c2"
+PHASE_COLORS = _PALETTE
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # pragma: no cover - exercised where matplotlib is missing
+        raise ImportError(
+            "gpuscope's HTML report draws its plots with matplotlib: pip install matplotlib"
+        ) from e
+    return plt
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    _pyplot().close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def _step_time_plot(summary: Summary, series: Sequence[Dict[str, Any]]) -> str:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    xs = [p["index"] for p in series]
+    ys = [p["duration"] * 1e3 for p in series]
+    ax.plot(xs, ys, color=STEP_COLOR, linewidth=1.2, label="step time")
+    ax.axhline(summary.step_time.p50 * 1e3, color=P50_COLOR, linestyle="--", linewidth=1.2,
+               label=f"p50 {summary.step_time.p50 * 1e3:.2f} ms")
+    ax.axhline(summary.step_time.p95 * 1e3, color=P95_COLOR, linestyle="--", linewidth=1.2,
+               label=f"p95 {summary.step_time.p95 * 1e3:.2f} ms")
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _svg(fig)
+
+
+def _ordered_phases(summary: Summary, series: Sequence[Dict[str, Any]]) -> List[str]:
+    seen = {name for p in series for name in p["phases"]}
+    ordered = [name for name in summary.phases if name in seen and name != "other"]
+    ordered += sorted(seen - set(ordered) - {"other"})
+    return ordered + (["other"] if "other" in seen else [])
+
+
+def _phase_plot(summary: Summary, series: Sequence[Dict[str, Any]]) -> str:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    names = _ordered_phases(summary, series)
+    xs = [p["index"] for p in series]
+    stacks = [[p["phases"].get(n, 0.0) * 1e3 for p in series] for n in names]
+    colors = [_PALETTE[i % len(_PALETTE)] if n != "other" else "#c7c7c7" for i, n in enumerate(names)]
+    ax.stackplot(xs, stacks, labels=names, colors=colors)
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms (host, top-level phases)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(alpha=0.3)
+    return _svg(fig)
+
+
+def _idle_plot(summary: Summary) -> Optional[str]:
+    if summary.gpu_idle_pct is None or not summary.idle_by_cause:
+        return None
+    plt = _pyplot()
+    causes = sorted(summary.idle_by_cause.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(9, 0.5 + 0.4 * len(causes)))
+    ax.barh([c for c, _ in causes], [v for _, v in causes], color=IDLE_COLOR)
+    for i, (_, v) in enumerate(causes):
+        ax.text(v, i, f" {v:.1f}%", va="center", fontsize=8)
+    ax.set_xlabel(f"% of step time the GPU was idle (total {summary.gpu_idle_pct:.1f}%, source "
+                  f"{summary.source})")
+    ax.set_xlim(0, max(5.0, max(v for _, v in causes) * 1.2))
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+_TELEMETRY_LINES = [
+    ("gpu_utilization_pct", "nvidia-smi utilization %", "#9467bd", 1.0),
+    ("sm_clock_ratio", "SM clock % of max", "#ff7f0e", 100.0),
+    ("host_cpu_pct", "host CPU busy %", "#2ca02c", 1.0),
+    ("host_iowait_pct", "host iowait %", "#8c564b", 1.0),
+]
+
+
+def _telemetry_plot(series: Sequence[Dict[str, Any]]) -> Optional[str]:
+    present = [line for line in _TELEMETRY_LINES if any(p.get(line[0]) is not None for p in series)]
+    if not present:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for key, label, color, scale in present:
+        pts = [(p["index"], p[key] * scale) for p in series if p.get(key) is not None]
+        ax.plot([x for x, _ in pts], [y for _, y in pts], color=color, linewidth=1.2, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 105)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _svg(fig)
+
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 24px;
+       color: #222; max-width: 1100px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
+.meta { color: #666; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px; } td, th { padding: 3px 10px; text-align: right; }
+th { border-bottom: 1px solid #ccc; } td.name, th.name { text-align: left; }
+.finding { border-left: 4px solid #999; padding: 6px 12px; margin: 10px 0; background: #fafafa; }
+.finding.high { border-color: #d62728; } .finding.moderate { border-color: #ff9f1c; }
+.sev { font-weight: bold; text-transform: uppercase; font-size: 11px; }
+.high .sev { color: #d62728; } .moderate .sev { color: #c77700; } .info .sev { color: #666; }
+.fix { margin: 4px 0; } .small { color: #666; font-size: 12px; }
+figure { margin: 8px 0 20px 0; } figcaption { font-size: 12px; color: #555; }
+"""
+
+
+def _findings_html(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return "<p>No findings.</p>"
+    parts = []
+    for rank, f in enumerate(findings, 1):
+        evidence = ", ".join(f"{html.escape(k)} = {v:.4g}" for k, v in f.evidence.items())
+        explains = f"{100 * f.share:.0f}% of step time" if f.share > 0 else "notice"
+        parts.append(
+            f'<div class="finding {html.escape(f.severity)}" data-id="{html.escape(f.id)}">'
+            f'<div><span class="sev">{rank}. {html.escape(f.severity)}</span> '
+            f"<code>{html.escape(f.id)}</code> ({explains})</div>"
+            f"<div><b>{html.escape(f.title)}</b></div>"
+            f'<div class="fix">Fix: {html.escape(f.recommendation)}</div>'
+            f'<div class="small">Evidence: {evidence}</div>'
+            f'<div class="small">Confidence: {html.escape(f.confidence)} (source: {html.escape(f.source)})</div>'
+            "</div>")
+    return "\n".join(parts)
+
+
+def _figure(fig_id: str, svg: Optional[str], caption: str, missing: str) -> str:
+    if svg is None:
+        return f'<figure id="{fig_id}"><p class="small">{html.escape(missing)}</p></figure>'
+    return f'<figure id="{fig_id}">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>'
+
+
+def render_html(summary: Summary, series: Sequence[Dict[str, Any]], title: str = "gpuscope report") -> str:
+    """The report as one HTML document (str)."""
+    findings = diagnose_summary(summary)
+    st = summary.step_time
+    idle = "not measured (source host)" if summary.gpu_idle_pct is None else f"{summary.gpu_idle_pct:.1f}%"
+    throughput = "" if summary.throughput is None else f"{summary.throughput:.1f} samples/s"
+    rows = "".join(
+        f'<tr><td class="name">{html.escape(p.name)}</td><td>{100 * p.share:.1f}%</td>'
+        f"<td>{_ms(p.time.p50)}</td><td>{_ms(p.time.p95)}</td></tr>"
+        for p in summary.phases.values() if p.share > 0 or p.name == "other")
+    body = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>{_CSS}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+<div class="meta">gpuscope {html.escape(summary.version)} &middot; source <b>{html.escape(summary.source)}</b>
+&middot; {summary.steps} steps in the window ({summary.total_steps} in all)<br>
+{html.escape(summary.source_reason)}</div>
+
+<h2>Step time</h2>
+<table><tr><th></th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>mean</th><th>max</th></tr>
+<tr><td class="name">window</td><td>{_ms(st.p50)}</td><td>{_ms(st.p90)}</td><td>{_ms(st.p95)}</td>
+<td>{_ms(st.p99)}</td><td>{_ms(st.mean)}</td><td>{_ms(st.max)}</td></tr></table>
+<p>GPU idle: <b>{idle}</b> of step time. {html.escape(throughput)}</p>
+
+<h2>Findings, ranked by the step time they explain</h2>
+{_findings_html(findings)}
+
+<h2>Plots</h2>
+{_figure("plot-step-time", _step_time_plot(summary, series) if series else None,
+         "Step time over the window's steps, with the window's p50 and p95.", "No steps yet.")}
+{_figure("plot-phases", _phase_plot(summary, series) if series else None,
+         "Where each step's time goes: top-level phases, host time.", "No steps yet.")}
+{_figure("plot-idle", _idle_plot(summary),
+         "GPU idle time by cause: the host phase open while the GPU idled, 'launch' for gaps "
+         "shorter than 20 us between kernels.",
+         "GPU idle by cause needs a GPU source (CUDA events or CUPTI); this run had "
+         f"'{summary.source}'.")}
+{_figure("plot-telemetry", _telemetry_plot(series),
+         "Telemetry per step (NVML, /proc). nvidia-smi's utilization is not GPU busy time.",
+         "No telemetry was sampled in this run.")}
+
+<h2>Phases</h2>
+<table><tr><th class="name">phase</th><th>share</th><th>p50/step</th><th>p95/step</th></tr>{rows}</table>
+
+<script type="application/json" id="gpuscope-summary">{html.escape(summary.to_json(), quote=False)}</script>
+</body></html>
+"""
+    return body
+
+
+def write_html(path: "os.PathLike[str] | str", summary: Summary, series: Sequence[Dict[str, Any]],
+               title: str = "gpuscope report") -> str:
+    """Writes ``render_html(...)`` to ``path``; returns the path."""
+    text = render_html(summary, series, title=title)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return os.fspath(path)

@@ -1,0 +1,147 @@
+// Session::StepSeries() and Session::TraceJson() on the simulated device:
+// the per-step series adds up and matches the summary; the trace holds the
+// last trace_steps steps with their phases, device activity (cupti) or
+// phases' device spans (events), and idle gaps labeled with their cause.
+
+#include "gpuscope/timeline.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gpuscope/testing.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+#include "util/json.h"
+
+namespace gpuscope {
+namespace {
+
+using testing::kMs;
+using testing::kUs;
+
+struct Loop {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<SimulatedDevice> gpu;
+  std::unique_ptr<Session> session;
+  explicit Loop(bool activity, int trace_steps = 4) {
+    SimulatedDevice::Config c;
+    c.activity = activity;
+    gpu = std::make_shared<SimulatedDevice>(c);
+    session = std::make_unique<Session>(
+        Options{.clock = clock, .stream = 0, .trace_steps = trace_steps, .simulated_device = gpu});
+  }
+  // 20 ms of data (the GPU idle), then forward: ten 1 ms kernels 10 us
+  // apart (launch gaps), and the host waits for them.
+  void Run(int steps) {
+    for (int i = 0; i < steps; ++i) {
+      StepScope step(*session);
+      { PhaseScope p(*session, Phase::kData); clock->Advance(20 * kMs); }
+      PhaseScope p(*session, Phase::kForward);
+      for (int k = 0; k < 10; ++k) {
+        gpu->Launch(1 * kMs, 0, "ampere_sgemm_128x64_nn");
+        clock->Advance(1 * kMs + 10 * kUs);
+      }
+      clock->Advance(gpu->Synchronize());
+    }
+    clock->Advance(10'000 * kMs);
+  }
+};
+
+std::vector<const internal::JsonValue*> Events(const internal::JsonValue& doc) {
+  std::vector<const internal::JsonValue*> out;
+  for (const internal::JsonValue& e : doc.Find("traceEvents")->as_array()) out.push_back(&e);
+  return out;
+}
+
+std::string Str(const internal::JsonValue& e, std::string_view key) {
+  const internal::JsonValue* v = e.Find(key);
+  return v != nullptr && v->is_string() ? v->as_string() : "";
+}
+
+TEST(TimelineTest, StepSeriesAddsUpAndAgreesWithTheSummary) {
+  Loop loop(/*activity=*/true);
+  loop.Run(12);
+  const std::vector<StepPoint> series = loop.session->StepSeries();
+  const Summary s = loop.session->Summarize();
+  ASSERT_EQ(series.size(), 12u);
+  double idle_pct = 0;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const StepPoint& p = series[i];
+    EXPECT_EQ(p.index, i);
+    double phases = 0;
+    for (const auto& [name, seconds] : p.phases) phases += seconds;
+    EXPECT_NEAR(phases, p.duration, 1e-12);
+    EXPECT_NEAR(p.phases.at("data"), 0.020, 1e-12);
+    ASSERT_TRUE(p.gpu_idle_pct.has_value());
+    double idle = 0;
+    for (const auto& [cause, seconds] : p.idle_by_cause) idle += seconds;
+    EXPECT_NEAR(100 * idle / p.duration, *p.gpu_idle_pct, 1e-9);
+    EXPECT_NEAR(p.idle_by_cause.at("data"), 0.020, 1e-12);
+    EXPECT_GT(p.idle_by_cause.at("launch"), 0);
+    idle_pct += *p.gpu_idle_pct;
+  }
+  EXPECT_NEAR(idle_pct / 12, *s.gpu_idle_pct, 1e-9);  // equal-length steps: the mean
+  const std::string json = StepSeriesToJson(series);
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(json);
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  EXPECT_EQ(doc->Find("steps")->as_array().size(), 12u);
+}
+
+TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
+  Loop loop(/*activity=*/true, /*trace_steps=*/4);
+  loop.Run(10);
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  std::set<std::string> steps;
+  std::map<std::string, int> idle_causes, names;
+  for (const internal::JsonValue* e : Events(*doc)) {
+    if (Str(*e, "ph") != "X") continue;
+    EXPECT_GE(e->Find("ts")->as_number(), 0);
+    EXPECT_GE(e->Find("dur")->as_number(), 0);
+    if (Str(*e, "cat") == "step") steps.insert(Str(*e, "name"));
+    if (Str(*e, "cat") == "idle") ++idle_causes[e->Find("args")->Find("cause")->as_string()];
+    ++names[Str(*e, "name")];
+  }
+  EXPECT_EQ(steps, (std::set<std::string>{"step 6", "step 7", "step 8", "step 9"}));
+  EXPECT_EQ(names["data"], 4);
+  EXPECT_EQ(names["forward"], 4);
+  EXPECT_EQ(names["kernel (FP32 GEMM)"], 40);
+  EXPECT_EQ(names["sync (host blocked on the GPU)"], 4);
+  EXPECT_EQ(idle_causes["data"], 4);     // the GPU idles through each step's data phase
+  EXPECT_EQ(idle_causes["launch"], 36);  // and between its kernels
+}
+
+TEST(TimelineTest, WithEventsTheTraceShowsEachPhasesDeviceSpan) {
+  Loop loop(/*activity=*/false, /*trace_steps=*/2);
+  loop.Run(5);
+  ASSERT_EQ(loop.session->Summarize().source, Source::kEvents);
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  int spans = 0;
+  for (const internal::JsonValue* e : Events(*doc)) {
+    if (Str(*e, "cat") != "device_span") continue;
+    ++spans;
+    if (Str(*e, "name") == "forward") {
+      EXPECT_NEAR(e->Find("dur")->as_number(), 10'100, 1);  // us: its end marker is recorded after the sync
+    }
+  }
+  EXPECT_EQ(spans, 4);  // data and forward, in each of the 2 kept steps
+}
+
+TEST(TimelineTest, NoTraceStepsMeansAnEmptyTraceAndBadValuesAreRefused) {
+  Loop loop(/*activity=*/true, /*trace_steps=*/0);
+  loop.Run(3);
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+  ASSERT_TRUE(doc.ok());
+  for (const internal::JsonValue* e : Events(*doc)) EXPECT_EQ(Str(*e, "ph"), "M");
+  EXPECT_FALSE(Session(Options{.trace_steps = -1}).status().ok());
+  EXPECT_FALSE(Session(Options{.trace_steps = 5000}).status().ok());
+}
+
+}  // namespace
+}  // namespace gpuscope

@@ -1,0 +1,193 @@
+"""The trace and HTML reports: the trace obeys the Chrome trace event format
+(what chrome://tracing and Perfetto load), and the HTML report, opened in
+headless Chromium, draws its plots."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import gpuscope as gs
+from conftest import MS
+
+US = 1_000
+
+
+def starved_loop(clock, gpu, steps=30, trace_steps=8):
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0, trace_steps=trace_steps)
+    for i in range(steps):
+        with s.step(samples=32):
+            with s.phase("data"):
+                clock.advance((20 + (i % 7)) * MS)
+            with s.phase("h2d"):
+                gpu.launch_copy("h2d", 8 << 20, 1 * MS, pageable=True)
+                clock.advance(gpu.synchronize())
+            with s.phase("forward"):
+                for _ in range(20):
+                    gpu.launch(500 * US, name="ampere_sgemm_128x64_nn")
+                    clock.advance(510 * US)
+            clock.advance(gpu.synchronize())
+    clock.advance(1000 * MS)
+    return s
+
+
+# The Chrome trace event format (the "JSON Object Format"): the event phases
+# gpuscope writes, and what each requires.
+_PHASES = {"X", "M", "B", "E", "i", "C"}
+_METADATA = {"process_name", "thread_name", "process_sort_index", "thread_sort_index"}
+
+
+def check_chrome_trace(doc):
+    """Asserts `doc` is a valid Chrome trace; returns its complete events."""
+    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)
+    assert doc.get("displayTimeUnit", "ms") in ("ms", "ns")
+    slices = []
+    for e in doc["traceEvents"]:
+        assert isinstance(e["name"], str) and e["name"], e
+        assert e["ph"] in _PHASES, e
+        assert isinstance(e["pid"], int) and isinstance(e.get("tid", 0), int), e
+        if "args" in e:
+            assert isinstance(e["args"], dict), e
+        if e["ph"] == "M":
+            assert e["name"] in _METADATA and isinstance(e["args"]["name"], str), e
+            continue
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
+        if "cat" in e:
+            assert isinstance(e["cat"], str), e
+        if e["ph"] == "X":
+            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0, e
+            slices.append(e)
+    # Complete events on one thread must nest: viewers draw them as a stack.
+    by_thread = {}
+    for e in slices:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    eps = 1e-6
+    for thread, events in by_thread.items():
+        events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in events:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"] + eps:
+                stack.pop()
+            if stack:
+                parent = stack[-1]
+                assert e["ts"] + e["dur"] <= parent["ts"] + parent["dur"] + eps, (
+                    f"{e['name']} overlaps {parent['name']} on {thread} without nesting")
+            stack.append(e)
+    return slices
+
+
+def test_trace_is_a_valid_chrome_trace_of_the_last_steps(clock, tmp_path):
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = starved_loop(clock, gpu, steps=30, trace_steps=8)
+    path = s.save_trace(tmp_path / "trace.json")
+    with open(path) as f:
+        doc = json.load(f)
+    slices = check_chrome_trace(doc)
+    steps = sorted(e["args"]["index"] for e in slices if e.get("cat") == "step")
+    assert steps == list(range(22, 30))
+    kinds = {e["name"] for e in slices if e.get("cat") == "activity"}
+    assert kinds == {"kernel (FP32 GEMM)", "memcpy HtoD (pageable)"}
+    causes = {e["args"]["cause"] for e in slices if e.get("cat") == "idle"}
+    assert {"data", "launch"} <= causes
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert {"host: training loop", "GPU 0 (CUPTI activity)", "stream 0", "idle (by cause)"} <= names
+    # The idle slices add up to the summary's idle over the kept steps.
+    idle_us = sum(e["dur"] for e in slices if e.get("cat") == "idle")
+    step_us = sum(e["dur"] for e in slices if e.get("cat") == "step")
+    series = s.step_series()[-8:]
+    expected = sum(p["gpu_idle_pct"] / 100 * p["duration"] for p in series) * 1e6
+    assert idle_us == pytest.approx(expected, rel=1e-6)
+    assert 0 < idle_us < step_us
+    s.close()
+
+
+def test_step_series_matches_the_summary(clock):
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = starved_loop(clock, gpu, steps=10)
+    series = s.step_series()
+    assert [p["index"] for p in series] == list(range(10))
+    for p in series:
+        assert sum(p["phases"].values()) == pytest.approx(p["duration"])
+        assert p["phases"]["data"] == pytest.approx(p["idle_by_cause"]["data"])
+    mean = sum(p["duration"] for p in series) / len(series)
+    assert s.summary().step_time.mean == pytest.approx(mean)
+    s.close()
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def test_html_report_is_self_contained(clock, tmp_path):
+    pytest.importorskip("matplotlib")
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = starved_loop(clock, gpu)
+    text = open(s.save_html(tmp_path / "report.html")).read()
+    assert text.count("<svg") == 3  # step time, phases, idle by cause (no telemetry in simulation)
+    assert 'id="plot-step-time"' in text and 'id="plot-telemetry"' in text
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', text), "loads something from the network"
+    assert 'data-id="input-bound"' in text and "pin_memory" in text
+    embedded = re.search(r'<script type="application/json" id="gpuscope-summary">(.*?)</script>', text, re.S)
+    assert gs.Summary.from_json(embedded.group(1).replace("&amp;", "&").replace("&lt;", "<")
+                                .replace("&gt;", ">")) == s.summary()
+    s.close()
+
+
+def test_html_report_draws_its_plots_in_headless_chromium(clock, tmp_path):
+    """Screenshots the report and looks for each plot's ink: the step-time
+    line, its p50 and p95 lines, and the idle bars, in their colours."""
+    pytest.importorskip("matplotlib")
+    image_mod = pytest.importorskip("PIL.Image")
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("GPUSCOPE_REQUIRE_CHROMIUM"):
+            pytest.fail("no chromium found, and GPUSCOPE_REQUIRE_CHROMIUM is set (CI installs it)")
+        pytest.skip("needs chromium (Debian package chromium)")
+    from gpuscope import _html
+
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = starved_loop(clock, gpu)
+    page = s.save_html(tmp_path / "report.html")
+    text = open(page).read()
+
+    def screenshot(html_path, name):
+        shot = tmp_path / f"{name}.png"
+        subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--window-size=1200,2600", f"--screenshot={shot}", f"file://{html_path}"],
+            check=True, timeout=120, capture_output=True)
+        image = image_mod.open(shot).convert("RGB")
+        return image, image.getcolors(image.width * image.height)
+
+    def ink(colors, hex_color, tolerance=30):
+        r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+        return sum(n for n, (pr, pg, pb) in colors if abs(pr - r) + abs(pg - g) + abs(pb - b) <= tolerance)
+
+    image, colors = screenshot(page, "report")
+    white = sum(n for n, c in colors if c == (255, 255, 255))
+    assert white < 0.97 * image.width * image.height, "the page is blank"
+    # Each plot alone, as the report holds it: its own ink is drawn.
+    expected = {
+        "plot-step-time": [_html.STEP_COLOR, _html.P50_COLOR, _html.P95_COLOR],
+        "plot-phases": [_html.PHASE_COLORS[0], _html.PHASE_COLORS[1], _html.PHASE_COLORS[2]],
+        "plot-idle": [_html.IDLE_COLOR],
+    }
+    for fig_id, fig_colors in expected.items():
+        figure = re.search(rf'<figure id="{fig_id}">.*?</figure>', text, re.S).group(0)
+        alone = tmp_path / f"{fig_id}.html"
+        alone.write_text(f"<!DOCTYPE html><html><body>{figure}</body></html>")
+        _, colors = screenshot(alone, fig_id)
+        for color in fig_colors:
+            assert ink(colors, color) > 100, f"{fig_id}: nothing drawn in {color}"
+        other = {c for cs in expected.values() for c in cs} - set(fig_colors)
+        if fig_id == "plot-idle":
+            for color in other:
+                assert ink(colors, color) < 20, f"{fig_id}: unexpected {color}"
+    s.close()
