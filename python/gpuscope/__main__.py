@@ -1,16 +1,20 @@
-"""The gpuscope command line: ``gpuscope doctor`` (also ``python -m gpuscope
-doctor``), the node sanity check of the troubleshooting playbook.
+"""The gpuscope command line (also ``python -m gpuscope``).
 
-    gpuscope doctor                 # a table: OK / WARN / FAIL and the reason
+    gpuscope doctor                 # the node sanity check: OK / WARN / FAIL and the reason
     gpuscope doctor --json          # the report as JSON
     gpuscope doctor --save FILE     # also save it as a known-good baseline
     gpuscope doctor --baseline FILE # compare the node's facts with a baseline
 
-Exit status: 0 when nothing failed and nothing differs from the baseline;
-1 on a FAIL or a difference; 2 on a usage error, an unreadable baseline or a
---save that could not be written. Colour only on a terminal, and not with
-NO_COLOR set.
-Read-only: it never changes a setting.
+    gpuscope compare BASE NEW [--max-regression PCT]
+                                    # two runs saved with session.save(path)
+
+doctor exits 0 when nothing failed and nothing differs from the baseline; 1
+on a FAIL or a difference; 2 on a usage error, an unreadable baseline or a
+--save that could not be written. It is read-only: it never changes a
+setting. compare exits 1 when the new run's p95 step time grew, or its
+throughput fell, by more than PCT % (default 5), or its GPU idle grew by more
+than PCT points; 2 when a file cannot be used. Colour only on a terminal, and
+not with NO_COLOR set.
 """
 
 from __future__ import annotations
@@ -83,7 +87,41 @@ def doctor(argv: Sequence[str]) -> int:
     return 1 if _gpuscope._doctor_has_failures(report) or diffs else 0
 
 
-USAGE = "usage: gpuscope doctor [--json] [--save FILE] [--baseline FILE]"
+def compare(argv: Sequence[str]) -> int:
+    from ._baseline import DEFAULT_MAX_REGRESSION_PCT, BaselineError, compare_runs, load_run
+
+    ap = argparse.ArgumentParser(prog="gpuscope compare", description="Compare two runs saved with "
+                                 "session.save(path); exit 1 on a regression past the bound.")
+    ap.add_argument("base", help="the baseline run")
+    ap.add_argument("new", help="the run to check")
+    ap.add_argument("--max-regression", metavar="PCT", type=float, default=DEFAULT_MAX_REGRESSION_PCT,
+                    help="allowed growth of p95 step time and fall of throughput, in %%, and growth of "
+                         "GPU idle, in points (default %(default)g)")
+    args = ap.parse_args(list(argv))
+    if args.max_regression < 0:
+        print("gpuscope compare: --max-regression must be 0 or more", file=sys.stderr)
+        return 2
+    try:
+        base, base_meta = load_run(args.base)
+        new, new_meta = load_run(args.new)
+        lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression)
+    except BaselineError as e:
+        print(f"gpuscope compare: {e}", file=sys.stderr)
+        return 2
+    print(f"gpuscope compare: {args.base} (baseline) -> {args.new}")
+    for line in lines:
+        print(line)
+    if regressions:
+        print("REGRESSION:")
+        for r in regressions:
+            print(f"  {r}")
+        return 1
+    print(f"no regression past {args.max_regression:g}%")
+    return 0
+
+
+USAGE = ("usage: gpuscope doctor [--json] [--save FILE] [--baseline FILE]\n"
+         "       gpuscope compare BASE NEW [--max-regression PCT]")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -91,9 +129,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.strip() if args else USAGE, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
-    if args[0] == "doctor":
+    commands = {"doctor": doctor, "compare": compare}
+    if args[0] in commands:
         try:
-            return doctor(args[1:])
+            return commands[args[0]](args[1:])
         except BrokenPipeError:  # `gpuscope doctor | head`
             sys.stderr.close()
             return 0

@@ -75,6 +75,16 @@ class Session(_gpuscope._Session):
         ``worker_cores``); None where not measured."""
         return list(json.loads(self._step_series_json())["steps"])
 
+    def save(self, path: "os.PathLike[str] | str", dataset: Optional[str] = None,
+             extra: Optional[Dict[str, Any]] = None) -> str:
+        """Saves this run (summary, findings and where it ran: command line,
+        git commit, container image, ``dataset`` id, host, GPUs, driver and
+        library versions) for ``gpuscope compare BASE NEW``. Returns the
+        path."""
+        from ._baseline import save_run
+
+        return save_run(path, self.summary(), dataset=dataset, extra=extra)
+
     def save_trace(self, path: "os.PathLike[str] | str") -> str:
         """Writes the last ``trace_steps`` steps as a Chrome trace (open it in
         chrome://tracing or https://ui.perfetto.dev); returns the path."""

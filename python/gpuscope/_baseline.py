@@ -1,0 +1,244 @@
+"""Saved runs and their comparison: ``Session.save(path)`` and ``gpuscope
+compare BASE NEW [--max-regression PCT]``.
+
+A run file is JSON::
+
+    {"schema": "gpuscope.run", "schema_version": 1,
+     "metadata": {...},            # where and how the run was made
+     "summary": {...},             # Summary.to_json(), schema in docs/json-schema.md
+     "findings": [...]}            # the diagnosis, for reading (compare recomputes it)
+
+The comparison checks three numbers against the bound: p95 step time (may
+not grow by more than PCT %), throughput (may not fall by more than PCT %;
+samples/s, else tokens/s, else steps/s) and GPU idle % (may not grow by more
+than PCT percentage points). See docs/baselines.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import getpass
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _gpuscope
+from ._summary import Summary, diagnose_summary
+
+RUN_SCHEMA = "gpuscope.run"
+RUN_SCHEMA_VERSION = 1
+DEFAULT_MAX_REGRESSION_PCT = 5.0
+
+
+class BaselineError(ValueError):
+    """A run file that cannot be used, with what to do about it."""
+
+
+def _git_commit(cwd: str) -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    commit = out.stdout.strip()
+    try:
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        dirty = ""
+    return commit + ("-dirty" if dirty else "")
+
+
+def _container_image() -> Optional[str]:
+    for var in ("GPUSCOPE_CONTAINER_IMAGE", "CONTAINER_IMAGE", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER",
+                "ENROOT_ROOTFS"):
+        if os.environ.get(var):
+            return os.environ[var]
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return "container (image not named: set GPUSCOPE_CONTAINER_IMAGE)"
+    return None
+
+
+def _gpus_and_driver() -> Tuple[List[str], Optional[str], Optional[int]]:
+    try:
+        report = json.loads(_gpuscope._doctor_json())
+    except Exception:  # noqa: BLE001 - metadata is best effort; never fail a save on it
+        return [], None, None
+    facts = report.get("facts", {})
+    names = [facts[f"gpu{i}.name"] for i in range(int(report.get("gpu_count", 0) or 0)) if f"gpu{i}.name" in facts]
+    cuda = report.get("cuda_driver_version")
+    return names, report.get("driver_version") or None, cuda if isinstance(cuda, int) and cuda > 0 else None
+
+
+def run_metadata(dataset: Optional[str] = None, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Where and how this run is made: command line, git commit (of the
+    working directory, "-dirty" with uncommitted changes), container image,
+    the dataset id given, host, GPUs, driver and library versions."""
+    gpus, driver, cuda_driver = _gpus_and_driver()
+    libraries: Dict[str, str] = {"gpuscope": _gpuscope.__version__, "python": platform.python_version()}
+    torch = sys.modules.get("torch")  # never imported here: only reported if the job uses it
+    if torch is not None:
+        libraries["torch"] = str(getattr(torch, "__version__", ""))
+        cuda = getattr(getattr(torch, "version", None), "cuda", None)
+        if cuda:
+            libraries["torch_cuda"] = str(cuda)
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001
+        user = ""
+    meta: Dict[str, Any] = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": list(sys.argv),
+        "cwd": os.getcwd(),
+        "git_commit": _git_commit(os.getcwd()),
+        "container_image": _container_image(),
+        "dataset": dataset,
+        "host": socket.gethostname(),
+        "user": user,
+        "gpus": gpus,
+        "driver_version": driver,
+        "cuda_driver_version": cuda_driver,
+        "libraries": libraries,
+    }
+    if extra:
+        meta["extra"] = dict(extra)
+    return meta
+
+
+def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional[str] = None,
+             extra: Optional[Dict[str, Any]] = None) -> str:
+    """Writes a run file (atomically: a reader never sees half of one)."""
+    doc = {
+        "schema": RUN_SCHEMA,
+        "schema_version": RUN_SCHEMA_VERSION,
+        "metadata": run_metadata(dataset, extra),
+        "summary": json.loads(summary.to_json()),
+        "findings": json.loads(_gpuscope.diagnose_json(summary.to_json())),
+    }
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
+    """The summary and metadata of a run file; BaselineError saying what is
+    wrong with it otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BaselineError(f"{path}: is a directory, not a run file") from None
+    except OSError as e:
+        raise BaselineError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise BaselineError(f"{path}: not a gpuscope run file (not text); write one with session.save(path)") from None
+    if not text.strip():
+        raise BaselineError(f"{path}: empty file; write a run with session.save(path)")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BaselineError(f"{path}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+                            "save the run again") from None
+    if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
+        hint = ""
+        if isinstance(doc, dict) and doc.get("schema") == "gpuscope.doctor":
+            hint = " (it is a gpuscope doctor report: use gpuscope doctor --baseline)"
+        elif isinstance(doc, dict) and "step_time" in doc:
+            hint = " (it is a bare summary: save runs with session.save(path))"
+        raise BaselineError(f"{path}: not a gpuscope run file{hint}")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version < 1 or version > RUN_SCHEMA_VERSION:
+        raise BaselineError(f"{path}: run file schema_version {version!r} is not one this gpuscope "
+                            f"({_gpuscope.__version__}) reads (1..{RUN_SCHEMA_VERSION}); compare with the "
+                            "gpuscope that wrote it, or save the run again")
+    if not isinstance(doc.get("summary"), dict):
+        raise BaselineError(f"{path}: run file has no summary object")
+    try:
+        summary = Summary.from_json(json.dumps(doc["summary"]))
+    except (ValueError, _gpuscope.GpuscopeError) as e:
+        raise BaselineError(f"{path}: its summary cannot be read: {e}") from None
+    meta = doc.get("metadata")
+    return summary, meta if isinstance(meta, dict) else {}
+
+
+def _throughput(s: Summary) -> Tuple[Optional[float], str]:
+    if s.throughput is not None:
+        return s.throughput, "samples/s"
+    if s.tokens_per_second is not None:
+        return s.tokens_per_second, "tokens/s"
+    if s.steps > 0 and s.step_time.mean > 0:
+        return 1.0 / s.step_time.mean, "steps/s"
+    return None, ""
+
+
+def _pct_change(base: float, new: float) -> float:
+    return 100.0 * (new - base) / base if base else 0.0
+
+
+def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_meta: Dict[str, Any],
+                 max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT) -> Tuple[List[str], List[str]]:
+    """(lines to print, regressions): the differences between two runs, and
+    the checks that went past the bound."""
+    lines: List[str] = []
+    regressions: List[str] = []
+    if base.steps == 0 or new.steps == 0:
+        which = "baseline" if base.steps == 0 else "new run"
+        raise BaselineError(f"the {which} has no completed steps: nothing to compare")
+    lines.append(f"{'':32}{'baseline':>12}{'new':>12}{'change':>10}")
+
+    def row(name: str, b: Optional[float], n: Optional[float], fmt: str, change: str) -> None:
+        bs = "-" if b is None else fmt.format(b)
+        ns = "-" if n is None else fmt.format(n)
+        lines.append(f"  {name:30}{bs:>12}{ns:>12}{change:>10}")
+
+    for q in ("p50", "p95", "p99"):
+        b, n = getattr(base.step_time, q) * 1e3, getattr(new.step_time, q) * 1e3
+        row(f"step time {q} (ms)", b, n, "{:.2f}", f"{_pct_change(b, n):+.1f}%")
+    if new.step_time.p95 > base.step_time.p95 * (1 + max_regression_pct / 100):
+        regressions.append(f"p95 step time grew {_pct_change(base.step_time.p95, new.step_time.p95):+.1f}% "
+                           f"(bound {max_regression_pct:g}%)")
+    (bt, unit), (nt, new_unit) = _throughput(base), _throughput(new)
+    if bt is not None and nt is not None and unit == new_unit:
+        row(f"throughput ({unit})", bt, nt, "{:.1f}", f"{_pct_change(bt, nt):+.1f}%")
+        if nt < bt * (1 - max_regression_pct / 100):
+            regressions.append(f"throughput fell {_pct_change(bt, nt):+.1f}% (bound {max_regression_pct:g}%)")
+    elif bt is not None and nt is not None:
+        lines.append(f"  throughput: not comparable ({unit} against {new_unit})")
+    bi, ni = base.gpu_idle_pct, new.gpu_idle_pct
+    row("GPU idle (%)", bi, ni, "{:.1f}", "-" if bi is None or ni is None else f"{ni - bi:+.1f} pt")
+    if bi is not None and ni is not None and ni > bi + max_regression_pct:
+        regressions.append(f"GPU idle grew {ni - bi:+.1f} points (bound {max_regression_pct:g} points)")
+    if (bi is None) != (ni is None):
+        lines.append(f"  GPU idle: measured in one run only (sources {base.source} and {new.source})")
+    names = sorted(set(base.phases) | set(new.phases), key=lambda p: -max(
+        base.phases[p].share if p in base.phases else 0, new.phases[p].share if p in new.phases else 0))
+    for p in names:
+        b = base.phases[p].share * 100 if p in base.phases else 0.0
+        n = new.phases[p].share * 100 if p in new.phases else 0.0
+        if b >= 0.5 or n >= 0.5:
+            row(f"phase {p} (% of step)", b, n, "{:.1f}", f"{n - b:+.1f} pt")
+    base_ids = {f.id for f in diagnose_summary(base) if f.severity != "info"}
+    new_ids = {f.id for f in diagnose_summary(new) if f.severity != "info"}
+    for fid in sorted(new_ids - base_ids):
+        lines.append(f"  new finding: {fid}")
+    for fid in sorted(base_ids - new_ids):
+        lines.append(f"  gone: {fid}")
+    for key, label in (("git_commit", "git commit"), ("dataset", "dataset"), ("container_image", "image"),
+                       ("gpus", "GPUs"), ("driver_version", "driver"), ("host", "host")):
+        b, n = base_meta.get(key), new_meta.get(key)
+        if b != n:
+            lines.append(f"  {label}: {b if b is not None else '-'} -> {n if n is not None else '-'}")
+    if base.source != new.source:
+        lines.append(f"  source: {base.source} -> {new.source} (GPU numbers are not measured alike)")
+    return lines, regressions
