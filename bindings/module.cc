@@ -163,6 +163,10 @@ PYBIND11_MODULE(_gpuscope, m) {
       py::arg("summary_json"), "Findings (JSON array) for a summary given as JSON.");
 
   m.def(
+      "prometheus_text", [](const std::string& summary_json) { return PrometheusText(SummaryOrThrow(summary_json)); },
+      py::arg("summary_json"), "The Prometheus text exposition for a summary given as JSON.");
+
+  m.def(
       "format_report",
       [](const std::string& summary_json, bool color) {
         return FormatReport(SummaryOrThrow(summary_json), ReportOptions{.color = color});

@@ -3,6 +3,9 @@
 #include "gpuscope/diagnose.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -318,6 +321,132 @@ std::string FormatReport(const Summary& s, const ReportOptions& options) {
     }
   }
   return out;
+}
+
+}  // namespace gpuscope
+
+namespace gpuscope {
+namespace {
+
+// Label values: backslash, double quote and newline escaped.
+std::string LabelValue(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Exposition {
+ public:
+  // Starts a metric family (HELP and TYPE once).
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    absl::StrAppend(&out_, "# HELP gpuscope_", internal::ToAbsl(name), " ", internal::ToAbsl(help), "\n",
+                    "# TYPE gpuscope_", internal::ToAbsl(name), " ", internal::ToAbsl(type), "\n");
+    name_ = std::string(name);
+  }
+  void Sample(double value, std::vector<std::pair<std::string, std::string>> labels = {}) {
+    absl::StrAppend(&out_, "gpuscope_", name_);
+    if (!labels.empty()) {
+      out_ += "{";
+      for (size_t i = 0; i < labels.size(); ++i) {
+        absl::StrAppend(&out_, i > 0 ? "," : "", labels[i].first, "=\"", LabelValue(labels[i].second), "\"");
+      }
+      out_ += "}";
+    }
+    if (std::isnan(value)) {
+      out_ += " NaN\n";
+    } else {
+      absl::StrAppendFormat(&out_, " %.17g\n", value);
+    }
+  }
+  // A family of one sample, when the value is known.
+  void Gauge(std::string_view name, std::string_view help, const std::optional<double>& v) {
+    if (!v.has_value()) return;
+    Family(name, "gauge", help);
+    Sample(*v);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::string PrometheusText(const Summary& s) {
+  Exposition e;
+  e.Family("info", "gauge", "gpuscope's version and the data source in use (value 1).");
+  e.Sample(1, {{"version", s.version}, {"source", std::string(SourceName(s.source))}});
+  e.Family("steps_total", "counter", "Completed steps since the session started.");
+  e.Sample(static_cast<double>(s.total_steps));
+  e.Family("window_steps", "gauge", "Completed steps in the window the other numbers cover.");
+  e.Sample(static_cast<double>(s.steps));
+  if (s.steps > 0) {
+    e.Family("step_time_seconds", "gauge", "Step time over the window, by quantile (exact).");
+    const std::pair<const char*, double> qs[] = {
+        {"0.5", s.step_time.p50}, {"0.9", s.step_time.p90}, {"0.95", s.step_time.p95}, {"0.99", s.step_time.p99}};
+    for (const auto& [q, v] : qs) e.Sample(v, {{"quantile", q}});
+    e.Gauge("step_time_mean_seconds", "Mean step time over the window.", s.step_time.mean);
+    e.Family("phase_share_ratio", "gauge",
+             "Share of window step time in each top-level phase (\"other\": outside them); sums to 1.");
+    for (const PhaseStats& p : s.phases) e.Sample(p.share, {{"phase", p.name}});
+    e.Family("phase_time_seconds", "gauge", "Per-step time in each phase (any depth), by quantile.");
+    for (const PhaseStats& p : s.phases) {
+      if (p.time.count == 0) continue;
+      e.Sample(p.time.p50, {{"phase", p.name}, {"quantile", "0.5"}});
+      e.Sample(p.time.p95, {{"phase", p.name}, {"quantile", "0.95"}});
+    }
+  }
+  e.Gauge("throughput_samples_per_second", "Samples per second over the window's steps that gave a count.",
+          s.samples_per_second);
+  e.Gauge("throughput_tokens_per_second", "Tokens per second over the window's steps that gave a count.",
+          s.tokens_per_second);
+  if (s.gpu_idle_pct.has_value()) {
+    e.Gauge("gpu_idle_ratio", "Share of step time the GPU was idle (source events: a lower bound).",
+            *s.gpu_idle_pct / 100);
+    e.Family("gpu_idle_by_cause_ratio", "gauge",
+             "Share of step time the GPU was idle, by the host phase open (or launch gaps); sums to gpu_idle_ratio.");
+    for (const auto& [cause, pct] : s.idle_by_cause) e.Sample(pct / 100, {{"cause", cause}});
+  }
+  if (s.telemetry.has_value()) {
+    const TelemetryStats& t = *s.telemetry;
+    const auto ratio = [](const std::optional<double>& pct) {
+      return pct.has_value() ? std::optional<double>(*pct / 100) : std::nullopt;
+    };
+    e.Gauge("nvidia_smi_utilization_ratio",
+            "GPU utilization as nvidia-smi reports it (a kernel ran during the sample): not busy time.",
+            ratio(t.gpu_utilization_pct));
+    e.Gauge("sm_clock_ratio", "The slowest GPU's SM clock over its maximum.", t.sm_clock_ratio);
+    e.Gauge("throttled_steps_ratio", "Share of steps with a GPU power- or thermal-capped.", t.throttled_steps);
+    e.Gauge("host_cpu_ratio", "Share of the host's CPUs busy.", ratio(t.host_cpu_pct));
+    e.Gauge("host_iowait_ratio", "Share of the host's CPUs waiting for I/O.", ratio(t.host_iowait_pct));
+    e.Gauge("process_cpu_cores", "CPU cores this process used.", t.process_cores);
+    e.Gauge("worker_cpu_cores", "CPU cores its child processes (DataLoader workers) used.", t.worker_cores);
+  }
+  e.Family("misuse_total", "counter", "Scope calls that could not be recorded as written, by kind.");
+  const std::pair<const char*, int64_t> misuse[] = {
+      {"out_of_order_end", s.misuse.out_of_order_end}, {"stale_end", s.misuse.stale_end},
+      {"nested_step", s.misuse.nested_step},           {"wrong_thread", s.misuse.wrong_thread},
+      {"too_deep", s.misuse.too_deep},                 {"invalid_phase", s.misuse.invalid_phase},
+      {"dropped_records", s.misuse.dropped_records},   {"incomplete_steps", s.misuse.incomplete_steps}};
+  for (const auto& [kind, n] : misuse) e.Sample(static_cast<double>(n), {{"kind", kind}});
+  const std::vector<Finding> findings = Diagnose(s);
+  e.Family("finding_share_ratio", "gauge",
+           "The diagnosis: each finding's share of step time explained (0 for notices), by id and severity.");
+  for (const Finding& f : findings) {
+    e.Sample(f.share, {{"id", f.id}, {"severity", std::string(SeverityName(f.severity))}});
+  }
+  return e.Take();
 }
 
 }  // namespace gpuscope

@@ -32,6 +32,14 @@ struct ReportOptions {
 // time they explain, each with its fix.
 std::string FormatReport(const Summary& summary, const ReportOptions& options = {});
 
+// PrometheusText()
+//
+// The summary in the Prometheus text exposition format (version 0.0.4):
+// gauges named gpuscope_* (docs/prometheus.md), for a node exporter's
+// textfile collector or a scrape endpoint. Window quantiles are gauges with a
+// `quantile` label; counters end in _total.
+std::string PrometheusText(const Summary& summary);
+
 }  // namespace gpuscope
 
 #endif  // GPUSCOPE_REPORT_H_

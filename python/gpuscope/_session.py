@@ -85,6 +85,30 @@ class Session(_gpuscope._Session):
 
         return save_run(path, self.summary(), dataset=dataset, extra=extra)
 
+    def prometheus(self) -> str:
+        """The summary in the Prometheus text exposition format (gauges named
+        ``gpuscope_*``; docs/prometheus.md)."""
+        return _gpuscope.prometheus_text(self._summary_json())
+
+    def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
+        """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's
+        textfile collector: name it ``*.prom``); returns the path."""
+        path = os.fspath(path)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(self.prometheus())
+        os.replace(tmp, path)
+        return path
+
+    def serve_prometheus(self, port: int = 0, host: str = "127.0.0.1") -> "PrometheusServer":
+        """Serves ``prometheus()`` at ``http://host:port/metrics`` from a
+        daemon thread, a fresh summary per scrape (``port=0``: any free port;
+        see ``.port``). Localhost only unless ``host`` says otherwise.
+        ``.close()`` stops it."""
+        from ._prometheus import PrometheusServer
+
+        return PrometheusServer(self, host, port)
+
     def save_trace(self, path: "os.PathLike[str] | str") -> str:
         """Writes the last ``trace_steps`` steps as a Chrome trace (open it in
         chrome://tracing or https://ui.perfetto.dev); returns the path."""
