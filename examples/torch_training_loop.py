@@ -7,7 +7,13 @@ each step's time goes and names the input pipeline as the bottleneck.
 
     python examples/torch_training_loop.py [--steps 60] [--batch-size 32]
         [--num-workers 0] [--sample-delay-ms 0.5] [--device cpu|cuda]
+        [--html report.html] [--trace trace.json] [--save run.json]
         [--json summary.json]
+
+It prints the report with its ranked findings and writes an HTML report
+(plots: step time, phases, idle by cause, telemetry) and a Chrome trace of
+the last steps (open it in https://ui.perfetto.dev). --save writes the run
+for `gpuscope compare BASE NEW`.
 
 Try --sample-delay-ms 0 to see the finding go away, or --num-workers 4 to see
 how much of the wait more workers hide.
@@ -16,6 +22,8 @@ how much of the wait more workers hide.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -51,6 +59,9 @@ def main() -> None:
     ap.add_argument("--num-workers", type=int, default=0)
     ap.add_argument("--sample-delay-ms", type=float, default=0.5)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--html", default="report.html", help="write the HTML report here ('' for none)")
+    ap.add_argument("--trace", default="trace.json", help="write the Chrome trace here ('' for none)")
+    ap.add_argument("--save", help="save the run here, for gpuscope compare")
     ap.add_argument("--json", help="also write the summary as JSON to this file")
     args = ap.parse_args()
 
@@ -78,9 +89,15 @@ def main() -> None:
             opt.step()
 
     summary = s.summary()
-    print(s.report())
+    print(s.report(color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     findings = s.diagnose()
     print(f"final loss {loss.item():.3f}; top finding: {findings[0].id if findings else 'none'}")
+    if args.html:
+        print(f"HTML report: {s.save_html(args.html, title='gpuscope demo: a slow input pipeline')}")
+    if args.trace:
+        print(f"trace of the last steps: {s.save_trace(args.trace)} (open in https://ui.perfetto.dev)")
+    if args.save:
+        print(f"run saved for gpuscope compare: {s.save(args.save, dataset='synthetic-slow')}")
     if args.json:
         with open(args.json, "w") as f:
             f.write(summary.to_json())

@@ -230,7 +230,7 @@ std::string FormatReport(const Summary& s, const ReportOptions& options) {
   }
   if (s.telemetry.has_value() && s.telemetry->steps > 0) {
     const TelemetryStats& t = *s.telemetry;
-    internal::AppendHanging(&out, absl::StrFormat("\ntelemetry (%d steps):", t.steps), t.source, 4);
+    internal::AppendHanging(&out, absl::StrFormat("\ntelemetry (%d steps): ", t.steps), t.source, 4);
     if (t.gpu_utilization_pct.has_value()) {
       std::string line = absl::StrFormat(
           "GPU utilization as nvidia-smi reports it: %.0f%% (a kernel ran during the sample: "
