@@ -139,7 +139,11 @@ void CopyBound(const Summary& s, std::vector<Finding>* out) {
                                            : IdleShare(s, PhaseName(Phase::kH2D));
   // A pageable copy blocks the host until it is done: then the phase's host
   // time is on the critical path even while the copy keeps the GPU busy.
-  if (pageable > 0 && h2d != nullptr) share = std::max(share, h2d->inclusive_share);
+  bool blocking = false;
+  if (pageable > 0 && h2d != nullptr && h2d->inclusive_share > share) {
+    share = h2d->inclusive_share;
+    blocking = true;
+  }
   if (share < kCopyBoundModerate) return;
   Finding f;
   f.id = "h2d-bound";
@@ -168,7 +172,9 @@ void CopyBound(const Summary& s, std::vector<Finding>* out) {
   f.confidence = s.source == Source::kHost
                      ? "medium: host timing of the h2d phase; a GPU source shows whether the copy "
                        "overlaps compute"
-                     : "high: the GPU was measured idle while the host copied";
+                     : blocking ? "high: CUPTI saw the copies come from pageable memory, which blocks the host "
+                                  "for the copy's duration"
+                                : "high: the GPU was measured idle while the host copied";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
