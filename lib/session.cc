@@ -436,6 +436,22 @@ void SessionImpl::PumpLocked() {
     aggregator_.ResolvePending(/*final=*/closed_.load(std::memory_order_relaxed));
   }
   ReportNewMisuse();
+  SampleCountersLocked();
+}
+
+void SessionImpl::SampleCountersLocked() {
+  // At most every 100 ms, and only when steps completed meanwhile: the
+  // counter tracks follow the window as it moves.
+  constexpr int64_t kCounterIntervalNs = 100'000'000;
+  if (!annotator_->WantsCounters() || aggregator_.completed() == counters_at_step_) return;
+  const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
+  if (now - counters_at_ns_ < kCounterIntervalNs) return;
+  double p95 = 0;
+  std::optional<double> idle;
+  if (!aggregator_.RollingCounters(&p95, &idle)) return;
+  annotator_->SampleCounters(p95 * 1e3, idle);
+  counters_at_ns_ = now;
+  counters_at_step_ = aggregator_.completed();
 }
 
 void SessionImpl::DrainQueueLocked() {

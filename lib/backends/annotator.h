@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 namespace gpuscope::internal {
@@ -23,11 +24,21 @@ class Annotator {
   virtual void PushStep(uint64_t step_index) noexcept = 0;
   virtual void PushPhase(uint16_t id) noexcept = 0;
   virtual void Pop() noexcept = 0;
+
+  // Off the hot path (the session's worker, under its aggregator lock):
+  // whether a tool that shows counters is attached, and the rolling numbers
+  // to show as counter tracks (Nsight Systems): the window's p95 step time
+  // and GPU idle % (nullopt: not measured).
+  virtual bool WantsCounters() const { return false; }
+  virtual void SampleCounters(double /*step_p95_ms*/, std::optional<double> /*gpu_idle_pct*/) {}
 };
 
 // NVTX v3 ranges in domain "gpuscope": messages are registered strings (phase
 // names, "step"), steps carry their index as an int64 payload, built-in
-// phases have fixed colors. With GPUSCOPE_WITH_NVTX=OFF, an annotator that
+// phases have fixed colors. With an NVTX tool attached (NVTX_INJECTION64_PATH
+// set) and NVTX headers that have the counters extension, the rolling p95
+// step time and GPU idle % are NVTX counters "step time p95 (ms)" and "GPU
+// idle (%)" in the same domain. With GPUSCOPE_WITH_NVTX=OFF, an annotator that
 // does nothing. `max_phases` bounds the ids RegisterName() will see.
 std::unique_ptr<Annotator> MakeNvtxAnnotator(int max_phases);
 

@@ -4,7 +4,9 @@
 // branch on a function pointer (about 1 ns). Strings are registered once
 // (nvtxDomainRegisterStringA) so a push passes a handle, never text.
 
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +14,12 @@
 
 #if GPUSCOPE_HAVE_NVTX
 #include "nvtx3/nvToolsExt.h"
+#if __has_include("nvtx3/nvToolsExtCounters.h")
+#include "nvtx3/nvToolsExtCounters.h"
+#define GPUSCOPE_HAVE_NVTX_COUNTERS 1
+#else
+#define GPUSCOPE_HAVE_NVTX_COUNTERS 0  // NVTX before 3.2: ranges only
+#endif
 #endif
 
 namespace gpuscope::internal {
@@ -86,7 +94,38 @@ class NvtxAnnotator final : public Annotator {
 
   void Pop() noexcept override { nvtxDomainRangePop(domain_); }
 
+  bool WantsCounters() const override { return GPUSCOPE_HAVE_NVTX_COUNTERS && tool_attached_; }
+
+  void SampleCounters(double step_p95_ms, std::optional<double> gpu_idle_pct) override {
+#if GPUSCOPE_HAVE_NVTX_COUNTERS
+    if (p95_counter_ == 0) {
+      p95_counter_ = Register("step time p95 (ms)", "gpuscope: p95 step time over the session's window");
+      idle_counter_ = Register("GPU idle (%)", "gpuscope: GPU idle share of step time over the window");
+    }
+    nvtxCounterSampleFloat64(domain_, p95_counter_, step_p95_ms);
+    if (gpu_idle_pct.has_value()) nvtxCounterSampleFloat64(domain_, idle_counter_, *gpu_idle_pct);
+#else
+    (void)step_p95_ms;
+    (void)gpu_idle_pct;
+#endif
+  }
+
  private:
+#if GPUSCOPE_HAVE_NVTX_COUNTERS
+  uint64_t Register(const char* name, const char* description) {
+    nvtxCounterAttr_t attr{};
+    attr.structSize = sizeof(attr);
+    attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_DOUBLE;
+    attr.name = name;
+    attr.description = description;
+    attr.scopeId = NVTX_SCOPE_CURRENT_SW_PROCESS;
+    attr.counterId = NVTX_COUNTER_ID_NONE;
+    return nvtxCounterRegister(domain_, &attr);
+  }
+  uint64_t p95_counter_ = 0;
+  uint64_t idle_counter_ = 0;
+#endif
+
   static nvtxEventAttributes_t BaseAttributes(nvtxStringHandle_t message, uint32_t color) {
     nvtxEventAttributes_t attr{};
     attr.version = NVTX_VERSION;
@@ -99,6 +138,11 @@ class NvtxAnnotator final : public Annotator {
   }
 
   const nvtxDomainHandle_t domain_;
+  // Nsight Systems (or another NVTX tool) loads itself through this variable.
+  const bool tool_attached_ = [] {
+    const char* path = std::getenv("NVTX_INJECTION64_PATH");
+    return path != nullptr && path[0] != '\0';
+  }();
   const int capacity_;
   nvtxStringHandle_t step_name_ = nullptr;
   // Indexed by phase id; written by RegisterName() before the id is published.

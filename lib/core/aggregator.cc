@@ -774,6 +774,26 @@ void Aggregator::ApplyDeviceResult(PendingStep& p) {
   }
 }
 
+bool Aggregator::RollingCounters(double* step_p95_s, std::optional<double>* gpu_idle_pct) const {
+  if (steps_.empty()) return false;
+  std::vector<int64_t> durations;
+  durations.reserve(steps_.size());
+  double window = 0, idle = 0;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const StepRecord& s = steps_[i];
+    durations.push_back(s.duration_ns());
+    if (s.device_busy_ns >= 0) {
+      const double w = static_cast<double>(s.duration_ns()) * std::max<double>(1, s.num_devices);
+      window += w;
+      idle += w - static_cast<double>(s.device_busy_ns);
+    }
+  }
+  *step_p95_s = ExactQuantiles(durations).p95;
+  gpu_idle_pct->reset();
+  if (window > 0) *gpu_idle_pct = 100.0 * idle / window;
+  return true;
+}
+
 TraceStep* Aggregator::FindTrace(uint64_t index) {
   for (size_t i = trace_.size(); i-- > 0;) {
     if (trace_[i].index == index) return &trace_[i];

@@ -149,6 +149,11 @@ class Aggregator {
   // The window's steps, oldest first (Session::StepSeries()).
   void FillSeries(const PhaseTable& table, std::vector<StepPoint>* out) const;
 
+  // The window's p95 step time (seconds) and GPU idle % (nullopt without
+  // device data), for counter tracks; false when the window is empty.
+  bool RollingCounters(double* step_p95_s, std::optional<double>* gpu_idle_pct) const;
+  uint64_t completed() const { return completed_; }
+
   // The kept steps' timelines as a Chrome trace (Session::TraceJson()).
   std::string TraceJson(const PhaseTable& table) const;
 

@@ -146,6 +146,10 @@ class SessionImpl final : public Pumpable {
   const TscClock* const tsc_;    // non-null: scopes are stamped in TSC ticks
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
+  // NVTX counter tracks (under agg_mu_): when they were last sampled.
+  int64_t counters_at_ns_ = INT64_MIN / 2;
+  uint64_t counters_at_step_ = 0;
+  void SampleCountersLocked();
   DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null (agg_mu_)
   std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
   ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)

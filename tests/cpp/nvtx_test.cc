@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
+#include "gpuscope/testing.h"
 #include "gtest/gtest.h"
 #include "support/nvtx_recorder.h"
 
@@ -54,6 +55,44 @@ TEST(NvtxTest, StepsAndPhasesAreRangesInTheGpuscopeDomain) {
       EXPECT_TRUE(e.has_color) << e.message;
     }
   }
+}
+
+TEST(NvtxTest, RollingP95AndIdleAreCounterTracks) {
+  // Steps of 10 ms, then 30 ms: the counter follows the window's p95; a
+  // simulated GPU idle 75 % of each step gives the idle counter.
+  auto clock = std::make_shared<ManualClock>();
+  SimulatedDevice::Config c;
+  c.activity = true;
+  auto gpu = std::make_shared<SimulatedDevice>(c);
+  Session session(Options{.window = 4, .clock = clock, .stream = 0, .simulated_device = gpu});
+  testing::NvtxRecorderClear();
+  const auto run = [&](int steps, int64_t ms) {
+    for (int i = 0; i < steps; ++i) {
+      StepScope step(session);
+      { PhaseScope p(session, Phase::kData); clock->Advance(ms * 750'000); }
+      gpu->Launch(ms * 250'000);
+      clock->Advance(gpu->Synchronize());
+    }
+    clock->Advance(10'000'000'000);  // past the records' horizon and the 100 ms pacing
+    session.Flush();
+  };
+  run(4, 10);
+  run(4, 30);
+  std::vector<std::string> registered;
+  std::vector<std::pair<std::string, double>> samples;
+  for (const NvtxEvent& e : testing::NvtxRecorderEvents()) {
+    if (e.domain != "gpuscope") continue;
+    if (e.kind == NvtxEvent::Kind::kCounterRegister) registered.push_back(e.message);
+    if (e.kind == NvtxEvent::Kind::kCounterSample) samples.emplace_back(e.message, e.value);
+  }
+  EXPECT_THAT(registered, ::testing::ElementsAre("step time p95 (ms)", "GPU idle (%)"));
+  ASSERT_THAT(samples, ::testing::SizeIs(4));
+  EXPECT_EQ(samples[0].first, "step time p95 (ms)");
+  EXPECT_NEAR(samples[0].second, 10.0, 1e-9);
+  EXPECT_EQ(samples[1].first, "GPU idle (%)");
+  EXPECT_NEAR(samples[1].second, 75.0, 1e-9);
+  EXPECT_NEAR(samples[2].second, 30.0, 1e-9);  // the window now holds the 30 ms steps
+  EXPECT_NEAR(samples[3].second, 75.0, 1e-9);
 }
 
 TEST(NvtxTest, DisabledSessionEmitsNothing) {

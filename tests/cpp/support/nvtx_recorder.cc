@@ -31,6 +31,7 @@
 // NVTX instance of its own.
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCounters.h>
 
 // NVTX leaves the handle structs opaque for the tool to define. Handles the
 // recorder returns point at these; they are never freed, so a handle stays
@@ -56,6 +57,7 @@ struct RecordedEvent {
   bool has_color = false;
   uint32_t color = 0;
   uint64_t thread_id = 0;
+  double value = 0;
 };
 
 struct State {
@@ -69,6 +71,7 @@ struct State {
       string_by_key;
   std::unordered_set<nvtxDomainHandle_t> valid_domains;
   std::unordered_set<nvtxStringHandle_t> valid_strings;
+  std::map<uint64_t, std::pair<std::string, std::string>> counters;  // id -> (domain, name)
 };
 
 // Leaked on purpose: NVTX calls can arrive from other static destructors
@@ -342,6 +345,41 @@ nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
 // Handles are kept alive (and valid) after destroy; nothing is recorded.
 void NVTX_API DomainDestroy(nvtxDomainHandle_t /*domain*/) {}
 
+// Counters extension (module NVTX_EXT_COUNTERS_MODULEID, one segment).
+uint64_t NVTX_API CounterRegister(nvtxDomainHandle_t domain, const nvtxCounterAttr_t* attr) {
+  State& state = GetState();
+  RecordedEvent event{};
+  event.kind = Kind::kCounterRegister;
+  event.thread_id = CurrentThreadId();
+  event.message = attr != nullptr ? Narrow(attr->name) : "";
+  std::lock_guard<std::mutex> lock(state.mu);
+  event.domain = DomainNameLocked(state, domain);
+  const uint64_t id = NVTX_COUNTER_ID_DYNAMIC_START + state.counters.size();
+  state.counters[id] = {event.domain, event.message};
+  event.has_payload = true;
+  event.payload = static_cast<int64_t>(id);
+  state.events.push_back(std::move(event));
+  return id;
+}
+void RecordCounterSample(nvtxDomainHandle_t domain, uint64_t id, double value) {
+  State& state = GetState();
+  RecordedEvent event{};
+  event.kind = Kind::kCounterSample;
+  event.thread_id = CurrentThreadId();
+  event.value = value;
+  std::lock_guard<std::mutex> lock(state.mu);
+  event.domain = DomainNameLocked(state, domain);
+  const auto it = state.counters.find(id);
+  event.message = it != state.counters.end() ? it->second.second : "<unknown counter>";
+  state.events.push_back(std::move(event));
+}
+void NVTX_API CounterSampleInt64(nvtxDomainHandle_t domain, uint64_t id, int64_t value) {
+  RecordCounterSample(domain, id, static_cast<double>(value));
+}
+void NVTX_API CounterSampleFloat64(nvtxDomainHandle_t domain, uint64_t id, double value) {
+  RecordCounterSample(domain, id, value);
+}
+
 // Compile-time check that each callback has exactly NVTX's slot type, so the
 // casts to NvtxFunctionPointer below are round-trip safe.
 template <typename Expected, typename Actual>
@@ -447,6 +485,21 @@ InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   return 1;
 }
 
+// Entry point of NVTX extensions (nvtxDetail/nvtxExtInit.h): fills the
+// function slots of the counters module; other modules stay no-ops.
+NVTX_DYNAMIC_EXPORT int NVTX_API InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
+  if (info == nullptr) return 0;
+  if (info->moduleId != NVTX_EXT_COUNTERS_MODULEID || info->segmentsCount < 1) return 1;
+  nvtxExtModuleSegment_t& segment = info->segments[0];
+  const auto set = [&](size_t id, auto fn) {
+    if (id < segment.slotCount) segment.functionSlots[id] = reinterpret_cast<intptr_t>(fn);
+  };
+  set(NVTX3EXT_CBID_nvtxCounterRegister, &CounterRegister);
+  set(NVTX3EXT_CBID_nvtxCounterSampleInt64, &CounterSampleInt64);
+  set(NVTX3EXT_CBID_nvtxCounterSampleFloat64, &CounterSampleFloat64);
+  return 1;
+}
+
 __attribute__((visibility("default"))) int
 gpuscope_nvtx_recorder_attach_count(void) {
   return g_attach_count.load(std::memory_order_acquire);
@@ -468,6 +521,7 @@ gpuscope_nvtx_recorder_visit_events(GpuscopeNvtxRecorderVisitFn visit,
     raw.has_color = event.has_color ? 1 : 0;
     raw.color = event.color;
     raw.thread_id = event.thread_id;
+    raw.value = event.value;
     visit(context, &raw);
   }
 }

@@ -39,6 +39,9 @@
 //     copied when the attributes carry them (double/float payloads are not
 //     recorded: has_payload stays false).
 //   - kPop: domain only; message/payload/color are empty.
+//   - kCounterRegister (the NVTX counters extension): message = the
+//     counter's name, payload = the id the recorder gave it.
+//   - kCounterSample: message = the counter's name, value = the sample.
 //   - The core (non-domain) API (nvtxRangePushA, nvtxMarkA, ...) and a null
 //     domain handle record domain "" (the default domain).
 //   - thread_id is the kernel thread id (gettid()) of the calling thread;
@@ -75,6 +78,7 @@ struct GpuscopeNvtxRecorderRawEvent {
   int has_color;
   uint32_t color;
   uint64_t thread_id;
+  double value;  // counter samples
 };
 
 typedef void (*GpuscopeNvtxRecorderVisitFn)(
@@ -95,7 +99,7 @@ typedef void (*GpuscopeNvtxRecorderClearFn)(void);
 namespace gpuscope::testing {
 
 struct NvtxEvent {
-  enum class Kind { kDomainCreate, kRegisterString, kPush, kPop, kMark };
+  enum class Kind { kDomainCreate, kRegisterString, kPush, kPop, kMark, kCounterRegister, kCounterSample };
   Kind kind;
   std::string domain;   // domain name ("" for the default domain)
   std::string message;  // resolved text: registered strings resolved to
@@ -105,6 +109,7 @@ struct NvtxEvent {
   bool has_color = false;
   uint32_t color = 0;      // ARGB
   uint64_t thread_id = 0;  // kernel thread id (gettid) of the calling thread
+  double value = 0;        // kCounterSample: the value (integer samples converted)
 };
 
 namespace nvtx_recorder_internal {
@@ -140,6 +145,7 @@ inline void AppendEvent(void* context,
   event.has_color = raw->has_color != 0;
   event.color = raw->color;
   event.thread_id = raw->thread_id;
+  event.value = raw->value;
   out->push_back(std::move(event));
 }
 

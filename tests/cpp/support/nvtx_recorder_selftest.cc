@@ -49,6 +49,8 @@ const char* KindName(Kind kind) {
     case Kind::kPush: return "Push";
     case Kind::kPop: return "Pop";
     case Kind::kMark: return "Mark";
+    case Kind::kCounterRegister: return "CounterRegister";
+    case Kind::kCounterSample: return "CounterSample";
   }
   return "?";
 }
