@@ -212,9 +212,18 @@ std::string FormatReport(const Summary& s, const ReportOptions& options) {
   if (s.activity.has_value()) {
     const ActivityStats& a = *s.activity;
     absl::StrAppend(&out, "\nGPU activity per step (mean over the window)\n");
-    absl::StrAppendFormat(&out, "  kernels %9.1f   median %s; the GPU waited on a launch %.1f times (%s)\n",
-                          a.kernels_per_step, Duration(a.kernel_time_p50), a.host_wait_gaps_per_step,
-                          Duration(a.host_wait_time_per_step));
+    internal::AppendHanging(&out, absl::StrFormat("  kernels %9.1f   ", a.kernels_per_step),
+                            absl::StrFormat("median %s; %.1f waits for a launch (%s)",
+                                            Duration(a.kernel_time_p50), a.host_wait_gaps_per_step,
+                                            Duration(a.host_wait_time_per_step)),
+                            20);
+    if (a.kernel_time_per_step > 0) {
+      internal::AppendHanging(
+          &out, absl::StrFormat("  GEMMs   %9s   ", Duration(a.gemm_time_per_step)),
+          absl::StrFormat("FP32 %s of them; NCCL %s; of %s kernel time", Duration(a.fp32_gemm_time_per_step),
+                          Duration(a.collective_time_per_step), Duration(a.kernel_time_per_step)),
+          22);
+    }
     absl::StrAppendFormat(&out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n", a.copies_per_step,
                           a.pageable_copies_per_step, Bytes(a.h2d_bytes_per_step),
                           Bytes(a.d2h_bytes_per_step));

@@ -74,7 +74,12 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
                                 << " (if intended: GPUSCOPE_UPDATE_GOLDEN=1 regenerates it)";
 }
 
-TEST(ReportGoldenTest, TextReport) { ExpectGolden("report.txt", FormatReport(GoldenLoop())); }
+TEST(ReportGoldenTest, TextReport) {
+  const std::string report = FormatReport(GoldenLoop());
+  std::istringstream lines(report);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
+  ExpectGolden("report.txt", report);
+}
 TEST(ReportGoldenTest, SummaryJson) { ExpectGolden("summary.json", ToJson(GoldenLoop()) + "\n"); }
 TEST(ReportGoldenTest, FindingsJson) { ExpectGolden("findings.json", FindingsToJson(Diagnose(GoldenLoop())) + "\n"); }
 TEST(ReportGoldenTest, PrometheusText) { ExpectGolden("metrics.prom", PrometheusText(GoldenLoop())); }
