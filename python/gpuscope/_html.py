@@ -3,8 +3,8 @@ with the summary, the ranked findings and four plots drawn by matplotlib as
 inline SVG: step time over steps with its p50 and p95, the phase breakdown
 per step, GPU idle by cause, and telemetry.
 
-``Session.save_html(path)`` and ``gpuscope.write_html(path, summary,
-series)`` write it.
+``Session.save_html(path)`` writes it (``write_html(path, summary, series)``
+here, for a summary and step series from elsewhere).
 """
 
 from __future__ import annotations
