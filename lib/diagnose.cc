@@ -45,7 +45,13 @@ bool HasReason(const TelemetryStats& t, std::string_view reason) {
 // while the CPUs idle).
 void InputBound(const Summary& s, std::vector<Finding>* out) {
   const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
-  if (data == nullptr || data->steps == 0 || data->inclusive_share < kInputBoundModerate) return;
+  if (data == nullptr || data->steps == 0) return;
+  // With a GPU source, what the loader costs is the GPU's idle time while
+  // the host waits for it: a loader hidden behind the GPU's backlog costs
+  // nothing. Host time only without one.
+  const bool measured = s.source != Source::kHost && s.gpu_steps > 0;
+  const double share = measured ? IdleShare(s, data->name) : data->inclusive_share;
+  if (share < kInputBoundModerate) return;
   enum class Cause { kUnknown, kCpu, kStorage } cause = Cause::kUnknown;
   double cores_used = 0;
   if (s.telemetry.has_value()) {
@@ -64,9 +70,11 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
     }
   }
   Finding f;
-  f.severity = Grade(data->inclusive_share, kInputBoundModerate, kInputBoundHigh);
-  f.share = data->inclusive_share;
-  const std::string wait = absl::StrCat(Pct(data->inclusive_share), " of step time is spent waiting for the next batch");
+  f.severity = Grade(share, kInputBoundModerate, kInputBoundHigh);
+  f.share = share;
+  const std::string wait =
+      measured ? absl::StrCat("the GPU idles ", Pct(share), " of step time waiting for the next batch")
+               : absl::StrCat(Pct(share), " of step time is spent waiting for the next batch");
   f.evidence = {{"data_share", data->inclusive_share},
                 {"data_p50_s", data->time.p50},
                 {"data_p95_s", data->time.p95},
@@ -114,15 +122,15 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
           "to local disk.";
       break;
   }
-  if (s.source == Source::kHost) {
+  if (!measured) {
     f.confidence =
         "medium: host timing only; if the loop waits for the GPU inside the data phase (a "
         "synchronizing copy, say), that wait counts as data time. A GPU source separates them.";
-  } else if (s.idle_by_cause.count(data->name) != 0) {
+  } else if (s.source == Source::kCupti) {
     f.confidence = "high: the GPU was measured idle while the host waited for data";
   } else {
-    f.confidence = "medium: the GPU was not measured idle during data (it may have been "
-                   "finishing earlier work): the loader's wait may be hidden";
+    f.confidence = "high: the GPU was idle at least this long while the host waited for data "
+                   "(CUDA events give a lower bound)";
   }
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
@@ -134,7 +142,7 @@ void InputBound(const Summary& s, std::vector<Finding>* out) {
 // host).
 void CopyBound(const Summary& s, std::vector<Finding>* out) {
   const PhaseStats* h2d = s.FindPhase(PhaseName(Phase::kH2D));
-  const double pageable = s.activity.has_value() ? s.activity->pageable_copies_per_step : 0;
+  const double pageable = s.activity.has_value() ? s.activity->pageable_h2d_copies_per_step : 0;
   double share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0)
                                            : IdleShare(s, PhaseName(Phase::kH2D));
   // A pageable copy blocks the host until it is done: then the phase's host
@@ -159,7 +167,7 @@ void CopyBound(const Summary& s, std::vector<Finding>* out) {
   if (s.activity.has_value()) {
     f.evidence.emplace_back("h2d_bytes_per_step", s.activity->h2d_bytes_per_step);
     f.evidence.emplace_back("copies_per_step", s.activity->copies_per_step);
-    f.evidence.emplace_back("pageable_copies_per_step", pageable);
+    f.evidence.emplace_back("pageable_h2d_copies_per_step", pageable);
   }
   f.recommendation = absl::StrCat(
       pageable > 0 ? "Copies come from pageable memory, which the driver stages through a pinned "
@@ -296,9 +304,14 @@ void Throttling(const Summary& s, std::vector<Finding>* out) {
                         HasReason(t, "hw_power_brake_slowdown");
   const double ratio = t.sm_clock_ratio.value_or(1.0);
   const double busy = s.gpu_idle_pct.has_value() ? 1 - *s.gpu_idle_pct / 100 : 1;
+  const bool thermal = HasReason(t, "sw_thermal_slowdown");
   Finding f;
   f.id = "throttling";
-  f.severity = hardware ? Severity::kHigh : Severity::kModerate;
+  // A power cap at full load is how many datacenter GPUs run: a notice
+  // unless it takes the clocks well down.
+  f.severity = hardware                                   ? Severity::kHigh
+               : thermal || ratio < kPowerCapClockRatio   ? Severity::kModerate
+                                                          : Severity::kInfo;
   f.share = std::clamp(t.throttled_steps * (1 - ratio) * busy, 0.0, 1.0);
   std::string reasons;
   for (const std::string& r : t.clocks_event_reasons) {
@@ -371,14 +384,17 @@ void PcieLink(const Summary& s, std::vector<Finding>* out) {
   out->push_back(std::move(f));
 }
 
-// Collective communication on the critical path: NCCL kernel time (it
-// includes waiting for the slowest rank) or GPU idle in phase "comm".
+// Collective communication on the critical path: NCCL kernel time no other
+// work on its GPU overlapped (it includes waiting for the slowest rank), or
+// GPU idle in phase "comm".
 void CommBound(const Summary& s, std::vector<Finding>* out) {
   const double step = MeanStepSeconds(s);
   double share = s.source == Source::kHost ? 0 : IdleShare(s, PhaseName(Phase::kComm));
   const PhaseStats* comm = s.FindPhase(PhaseName(Phase::kComm));
   if (s.source == Source::kHost && comm != nullptr) share = comm->inclusive_share;
-  if (s.activity.has_value() && step > 0) share = std::max(share, s.activity->collective_time_per_step / step);
+  if (s.activity.has_value() && step > 0) {
+    share = std::max(share, s.activity->exposed_collective_time_per_step / step);
+  }
   share = std::min(share, 1.0);
   if (share < kCommBoundModerate) return;
   Finding f;
@@ -386,7 +402,10 @@ void CommBound(const Summary& s, std::vector<Finding>* out) {
   f.severity = Grade(share, kCommBoundModerate, kCommBoundHigh);
   f.share = share;
   f.title = absl::StrCat("Communication-bound: collectives take ", Pct(share), " of step time");
-  if (s.activity.has_value()) f.evidence.emplace_back("collective_time_per_step_s", s.activity->collective_time_per_step);
+  if (s.activity.has_value()) {
+    f.evidence.emplace_back("exposed_collective_time_per_step_s", s.activity->exposed_collective_time_per_step);
+    f.evidence.emplace_back("collective_time_per_step_s", s.activity->collective_time_per_step);
+  }
   if (comm != nullptr) f.evidence.emplace_back("comm_share", comm->inclusive_share);
   if (s.source != Source::kHost) f.evidence.emplace_back("gpu_idle_in_comm_pct", 100 * IdleShare(s, "comm"));
   f.recommendation =
@@ -396,7 +415,8 @@ void CommBound(const Summary& s, std::vector<Finding>* out) {
       "data (a bf16 compression comm hook). Collective time includes waiting for the slowest "
       "rank: compare step times across ranks for a straggler, and check the NCCL topology "
       "(NCCL_DEBUG=INFO) for traffic falling back from NVLink/InfiniBand to PCIe or sockets.";
-  f.confidence = s.activity.has_value() ? "medium: NCCL kernels found by name; their time includes waits for peers"
+  f.confidence = s.activity.has_value() ? "medium: NCCL kernels found by name, their overlap with compute "
+                                          "measured; their time includes waits for peers"
                                         : "medium: time in the comm phase";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
@@ -428,7 +448,9 @@ void UtilizationLies(const Summary& s, std::vector<Finding>* out) {
 
 // Healthy: the GPU is busy and nothing else explains much.
 void GpuBound(const Summary& s, const std::vector<Finding>& found, std::vector<Finding>* out) {
-  if (!s.gpu_idle_pct.has_value() || *s.gpu_idle_pct >= kGpuBoundIdlePct) return;
+  // Exact idle only: CUDA events give a lower bound, which cannot show the
+  // GPU busy.
+  if (s.source != Source::kCupti || !s.gpu_idle_pct.has_value() || *s.gpu_idle_pct >= kGpuBoundIdlePct) return;
   for (const Finding& f : found) {
     if (f.severity != Severity::kInfo) return;
   }
@@ -442,7 +464,7 @@ void GpuBound(const Summary& s, const std::vector<Finding>& found, std::vector<F
   f.recommendation =
       "Healthy. Further speed comes from the GPU work itself: bf16 autocast or TF32, "
       "torch.compile, fused kernels (FlashAttention), or a larger batch if memory allows.";
-  f.confidence = s.source == Source::kCupti ? "high" : "medium: idle is a lower bound with CUDA events";
+  f.confidence = "high: busy time from CUPTI activity";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }

@@ -573,10 +573,21 @@ std::vector<StepPoint> SessionImpl::StepSeries() {
 }
 
 std::string SessionImpl::TraceJson() {
-  if (InForkedChild()) return internal::ChromeTraceJson({}, [](uint16_t) { return std::string_view(); }, 0);
-  std::lock_guard<std::mutex> lock(agg_mu_);
-  PumpLocked();
-  return aggregator_.TraceJson(phases_);
+  std::vector<TraceStep> steps;
+  int64_t launch_threshold_ns = 0;
+  if (!InForkedChild()) {
+    // Copied under the lock, formatted outside it: a large trace must not
+    // keep the worker from draining the queue.
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    PumpLocked();
+    aggregator_.TraceSnapshot(&steps, &launch_threshold_ns);
+  }
+  std::vector<const TraceStep*> pointers;
+  for (const TraceStep& s : steps) pointers.push_back(&s);
+  return ChromeTraceJson(
+      pointers,
+      [this](uint16_t id) { return id < phases_.size() ? phases_.Name(id) : std::string_view("?"); },
+      launch_threshold_ns);
 }
 
 void SessionImpl::Flush() {

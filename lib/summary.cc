@@ -109,6 +109,8 @@ void ActivityFields(V& v, A& a) {
   v.Number("gemm_time_per_step", a.gemm_time_per_step, kOptional);
   v.Number("fp32_gemm_time_per_step", a.fp32_gemm_time_per_step, kOptional);
   v.Number("collective_time_per_step", a.collective_time_per_step, kOptional);
+  v.Number("exposed_collective_time_per_step", a.exposed_collective_time_per_step, kOptional);
+  v.Number("pageable_h2d_copies_per_step", a.pageable_h2d_copies_per_step, kOptional);
   v.Int("dropped_records", a.dropped_records);
 }
 

@@ -86,8 +86,11 @@ inline constexpr double kStorageCpuPct = 50.0;
 // time, and GEMMs at least kGemmShareOfKernels of kernel time.
 inline constexpr double kFp32GemmShare = 0.5;
 inline constexpr double kGemmShareOfKernels = 0.10;
-// Throttling: at least this share of steps power- or thermal-capped.
+// Throttling: at least this share of steps power- or thermal-capped. A power
+// cap alone is a notice unless the SM clock falls below this ratio of its
+// maximum.
 inline constexpr double kThrottledStepsShare = 0.10;
+inline constexpr double kPowerCapClockRatio = 0.8;
 // "Utilization lies": nvidia-smi's utilization at least this high while the
 // GPU is busy less than kLowBusyPct of step time (TensorBoard's plugin: GPU
 // utilization < 50 %).

@@ -150,20 +150,23 @@ struct ActivityStats {
   double d2h_bytes_per_step = 0;
   double copies_per_step = 0;
   double pageable_copies_per_step = 0;  // copies from or to pageable host memory
+  double pageable_h2d_copies_per_step = 0;  // of which host to device (they block the host)
   double syncs_per_step = 0;            // host calls that blocked on the device
   double sync_time_per_step = 0;        // seconds blocked in them
   // Kernels whose launch began after the previous kernel on their stream
   // ended (HTA's test: the GPU waited on the host), and the time it waited.
   double host_wait_gaps_per_step = 0;
   double host_wait_time_per_step = 0;   // seconds
-  // Kernel time per step (summed kernel durations, seconds), and the parts
-  // of it kernel names attribute to GEMMs (any precision), to FP32 GEMMs on
-  // CUDA cores (no tensor cores: the precision rule), and to collectives
-  // (NCCL). Names are matched by pattern (docs/diagnosis.md).
+  // Kernel time per step and device (summed kernel durations, seconds), and
+  // the parts of it kernel names attribute to GEMMs (any precision), to FP32
+  // GEMMs on CUDA cores (no tensor cores: the precision rule), and to
+  // collectives (NCCL), of which the part no other work on the device
+  // overlapped (exposed). Names are matched by pattern (docs/diagnosis.md).
   double kernel_time_per_step = 0;
   double gemm_time_per_step = 0;
   double fp32_gemm_time_per_step = 0;
   double collective_time_per_step = 0;
+  double exposed_collective_time_per_step = 0;
   int64_t dropped_records = 0;          // activity records lost to full buffers
 
   bool operator==(const ActivityStats&) const = default;

@@ -25,7 +25,8 @@ class Annotator {
   virtual void PushPhase(uint16_t id) noexcept = 0;
   virtual void Pop() noexcept = 0;
 
-  // Off the hot path (the session's worker, under its aggregator lock):
+  // Off the hot path (whoever pumps the session: its worker or a reader,
+  // under its aggregator lock):
   // whether a tool that shows counters is attached, and the rolling numbers
   // to show as counter tracks (Nsight Systems): the window's p95 step time
   // and GPU idle % (nullopt: not measured).

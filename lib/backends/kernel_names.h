@@ -20,6 +20,7 @@ enum class KernelClass : uint8_t {
   kGemmFp32 = 1,     // a GEMM on FP32 CUDA cores (sgemm, f32 xmma without tf32)
   kGemmReduced = 2,  // a GEMM in TF32, FP16, BF16, FP8 or INT8 (tensor cores)
   kCollective = 3,   // an NCCL kernel (all-reduce, all-gather, send/recv, ...)
+  kGemmUnknown = 4,  // a GEMM whose name does not say its precision (cuBLAS's nvjet_*)
 };
 
 // ClassifyKernel()

@@ -76,6 +76,24 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
     out.devices.push_back(d);
   }
 
+  // Collective time no other work on its device overlapped (DDP overlaps
+  // its all-reduce with backward: only the rest delays the step), per
+  // device, within the window.
+  {
+    std::map<uint32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> work;
+    for (const DeviceInterval& a : acts) {
+      if (!IsDeviceActivity(a.kind)) continue;
+      const int64_t lo = std::max(a.begin_ns, wb), hi = std::min(a.end_ns, we);
+      if (hi <= lo) continue;
+      auto& [collective, other] = work[a.device];
+      (a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective ? collective : other)
+          .push_back({lo, hi});
+    }
+    for (auto& [device, lists] : work) {
+      out.counts.collective_exposed_ns += LengthOutside(UnionOf(std::move(lists.first)), UnionOf(std::move(lists.second)));
+    }
+  }
+
   // Counts over what began in the window.
   ActivityCounts& c = out.counts;
   std::vector<int64_t> kernel_durations;
@@ -86,12 +104,16 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
       const int64_t d = a.end_ns - a.begin_ns;
       kernel_durations.push_back(d);
       c.kernel_ns += d;
-      if (a.kernel_class == KernelClass::kGemmFp32 || a.kernel_class == KernelClass::kGemmReduced) c.gemm_ns += d;
+      if (a.kernel_class == KernelClass::kGemmFp32 || a.kernel_class == KernelClass::kGemmReduced ||
+          a.kernel_class == KernelClass::kGemmUnknown) {
+        c.gemm_ns += d;
+      }
       if (a.kernel_class == KernelClass::kGemmFp32) c.gemm_fp32_ns += d;
       if (a.kernel_class == KernelClass::kCollective) c.collective_ns += d;
     } else if (IsCopy(a.kind)) {
       ++c.copies;
       if (a.pageable) ++c.pageable_copies;
+      if (a.pageable && a.kind == ActivityKind::kMemcpyH2D) ++c.pageable_h2d_copies;
       if (a.kind == ActivityKind::kMemcpyH2D) c.h2d_bytes += static_cast<int64_t>(a.bytes);
       if (a.kind == ActivityKind::kMemcpyD2H) c.d2h_bytes += static_cast<int64_t>(a.bytes);
     } else if (a.kind == ActivityKind::kSync) {

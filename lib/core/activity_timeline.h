@@ -78,6 +78,10 @@ struct ActivityCounts {
   int64_t gemm_ns = 0;          // GEMMs in any precision
   int64_t gemm_fp32_ns = 0;     // of which FP32 on CUDA cores
   int64_t collective_ns = 0;    // NCCL kernels
+  // Collective time in the window that no other activity on its device
+  // overlapped, summed over devices.
+  int64_t collective_exposed_ns = 0;
+  int64_t pageable_h2d_copies = 0;
 };
 
 struct ActivityStepResult {

@@ -111,8 +111,6 @@ void Aggregator::AddTelemetry(const TelemetrySample& sample) {
   for (size_t k = steps_.size() - telemetry_open_; k < steps_.size(); ++k) {
     StepRecord& s = steps_[k];
     s.telemetry = TelemetryOver(s.begin_ns, s.end_ns);
-  s.telemetry_final = !samples_.empty() && samples_.back().host_ns >= s.end_ns;
-  if (!s.telemetry_final) telemetry_open_ = std::min(telemetry_open_ + 1, steps_.size());
     s.telemetry_final = s.end_ns <= sample.host_ns;
     if (!s.telemetry_final) ++still_open;
   }
@@ -430,6 +428,7 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
     t.phases.clear();
     t.activity.clear();
     t.has_activity = false;
+    t.activity_dropped = 0;
     for (const Record& r : scratch_) {
       TraceSpan span;
       span.id = r.name_id;
@@ -616,10 +615,18 @@ void Aggregator::ApplyActivityResult(const PendingStep& p) {
   }
   const ActivityStepResult r = AnalyzeActivityStep(in);
   if (TraceStep* t = FindTrace(p.index); t != nullptr) {
+    // What overlaps the step, and what lies within the launch threshold of
+    // its edges (it decides whether an edge gap is a launch gap, as above).
+    const int64_t from = in.begin_ns - launch_threshold_ns_, to = in.end_ns + launch_threshold_ns_;
     for (const DeviceInterval& a : in.activity) {
-      const bool overlaps = a.end_ns > in.begin_ns && a.begin_ns < in.end_ns;
-      const bool instant_inside = a.begin_ns == a.end_ns && a.begin_ns >= in.begin_ns && a.begin_ns < in.end_ns;
-      if (overlaps || instant_inside) t->activity.push_back(a);
+      if (!(a.end_ns > from && a.begin_ns < to) && !(a.begin_ns == a.end_ns && a.begin_ns >= from && a.begin_ns < to)) {
+        continue;
+      }
+      if (t->activity.size() >= kMaxTraceActivityPerStep) {
+        ++t->activity_dropped;
+        continue;
+      }
+      t->activity.push_back(a);
     }
     t->has_activity = true;
   }
@@ -802,12 +809,11 @@ TraceStep* Aggregator::FindTrace(uint64_t index) {
   return nullptr;
 }
 
-std::string Aggregator::TraceJson(const PhaseTable& table) const {
-  std::vector<const TraceStep*> steps;
-  for (size_t i = 0; i < trace_.size(); ++i) steps.push_back(&trace_[i]);
-  return ChromeTraceJson(
-      steps, [&table](uint16_t id) { return id < table.size() ? table.Name(id) : std::string_view("?"); },
-      launch_threshold_ns_);
+void Aggregator::TraceSnapshot(std::vector<TraceStep>* out, int64_t* launch_threshold_ns) const {
+  out->clear();
+  out->reserve(trace_.size());
+  for (size_t i = 0; i < trace_.size(); ++i) out->push_back(trace_[i]);
+  *launch_threshold_ns = launch_threshold_ns_;
 }
 
 void Aggregator::FillSeries(const PhaseTable& table, std::vector<StepPoint>* out) const {
@@ -913,6 +919,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   struct PerDevice {
     int64_t steps = 0, window_ns = 0, busy_ns = 0;
   };
+  double kernel_s = 0, gemm_s = 0, gemm_fp32_s = 0, collective_s = 0, collective_exposed_s = 0;
   std::map<int, PerDevice> per_device;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const StepRecord& s = steps_[i];
@@ -932,10 +939,14 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
       act.sync_ns += c.sync_ns;
       act.host_wait_gaps += c.host_wait_gaps;
       act.host_wait_ns += c.host_wait_ns;
-      act.kernel_ns += c.kernel_ns;
-      act.gemm_ns += c.gemm_ns;
-      act.gemm_fp32_ns += c.gemm_fp32_ns;
-      act.collective_ns += c.collective_ns;
+      act.pageable_h2d_copies += c.pageable_h2d_copies;
+      // Kernel times per device (a step on two GPUs is not twice as long).
+      const double share = kNsToSeconds / std::max<double>(1, s.num_devices);
+      kernel_s += static_cast<double>(c.kernel_ns) * share;
+      gemm_s += static_cast<double>(c.gemm_ns) * share;
+      gemm_fp32_s += static_cast<double>(c.gemm_fp32_ns) * share;
+      collective_s += static_cast<double>(c.collective_ns) * share;
+      collective_exposed_s += static_cast<double>(c.collective_exposed_ns) * share;
     }
     const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
     gpu_window_ns += device_window;
@@ -974,10 +985,12 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     a.sync_time_per_step = static_cast<double>(act.sync_ns) * kNsToSeconds / n;
     a.host_wait_gaps_per_step = static_cast<double>(act.host_wait_gaps) / n;
     a.host_wait_time_per_step = static_cast<double>(act.host_wait_ns) * kNsToSeconds / n;
-    a.kernel_time_per_step = static_cast<double>(act.kernel_ns) * kNsToSeconds / n;
-    a.gemm_time_per_step = static_cast<double>(act.gemm_ns) * kNsToSeconds / n;
-    a.fp32_gemm_time_per_step = static_cast<double>(act.gemm_fp32_ns) * kNsToSeconds / n;
-    a.collective_time_per_step = static_cast<double>(act.collective_ns) * kNsToSeconds / n;
+    a.pageable_h2d_copies_per_step = static_cast<double>(act.pageable_h2d_copies) / n;
+    a.kernel_time_per_step = kernel_s / n;
+    a.gemm_time_per_step = gemm_s / n;
+    a.fp32_gemm_time_per_step = gemm_fp32_s / n;
+    a.collective_time_per_step = collective_s / n;
+    a.exposed_collective_time_per_step = collective_exposed_s / n;
     a.dropped_records = static_cast<int64_t>(activity_->dropped());
     out->activity = a;
   }

@@ -154,8 +154,9 @@ class Aggregator {
   bool RollingCounters(double* step_p95_s, std::optional<double>* gpu_idle_pct) const;
   uint64_t completed() const { return completed_; }
 
-  // The kept steps' timelines as a Chrome trace (Session::TraceJson()).
-  std::string TraceJson(const PhaseTable& table) const;
+  // A copy of the kept steps' timelines (oldest first) and the launch
+  // threshold, for Session::TraceJson() to format outside the lock.
+  void TraceSnapshot(std::vector<TraceStep>* out, int64_t* launch_threshold_ns) const;
 
  private:
   struct PhaseHistory {

@@ -52,3 +52,23 @@ void ChargeToInnermost(const std::vector<Interval>& idle, const std::vector<Phas
 }
 
 }  // namespace gpuscope::internal
+
+namespace gpuscope::internal {
+
+int64_t LengthOutside(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  int64_t total = 0;
+  size_t j = 0;
+  for (const Interval& x : a) {
+    int64_t cursor = x.begin;
+    while (j < b.size() && b[j].end <= cursor) ++j;
+    for (size_t k = j; k < b.size() && b[k].begin < x.end; ++k) {
+      if (b[k].begin > cursor) total += b[k].begin - cursor;
+      cursor = std::max(cursor, b[k].end);
+      if (cursor >= x.end) break;
+    }
+    if (cursor < x.end) total += x.end - cursor;
+  }
+  return total;
+}
+
+}  // namespace gpuscope::internal

@@ -17,6 +17,9 @@ struct Interval {
 // ones dropped.
 std::vector<Interval> UnionOf(std::vector<Interval> v);
 
+// The length of `a` not covered by `b` (both as UnionOf returns them).
+int64_t LengthOutside(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
 // One phase occurrence as the idle charging sees it.
 struct PhaseRange {
   int64_t begin;

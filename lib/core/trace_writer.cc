@@ -20,6 +20,13 @@ constexpr int kEventsPid = 2;        // events: phases' device spans, one thread
 constexpr int kFirstDevicePid = 10;  // cupti: one process per device
 constexpr int kIdleTid = 0;          // ... whose thread 0 holds the idle gaps
 
+// Whether `a` is drawn with `s`: it overlaps the step. (Activity just
+// outside is kept only to decide the edge gaps.)
+bool Drawn(const TraceStep& s, const DeviceInterval& a) {
+  if (a.begin_ns == a.end_ns) return a.begin_ns >= s.begin_ns && a.begin_ns < s.end_ns;
+  return a.end_ns > s.begin_ns && a.begin_ns < s.end_ns;
+}
+
 const char* KindName(const DeviceInterval& a) {
   switch (a.kind) {
     case ActivityKind::kKernel:
@@ -27,6 +34,7 @@ const char* KindName(const DeviceInterval& a) {
         case KernelClass::kGemmFp32: return "kernel (FP32 GEMM)";
         case KernelClass::kGemmReduced: return "kernel (GEMM, reduced precision)";
         case KernelClass::kCollective: return "kernel (NCCL collective)";
+        case KernelClass::kGemmUnknown: return "kernel (GEMM)";
         case KernelClass::kOther: return "kernel";
       }
       return "kernel";
@@ -112,10 +120,12 @@ class TraceBuilder {
   JsonWriter w_{0};
 };
 
-// The idle gaps of `device` within the step, each labeled with its cause:
-// "launch" for a gap shorter than the threshold between two pieces of
-// activity, else the innermost phase open over it (split where that
-// changes), else "other".
+// The idle gaps of `device` within the step, each labeled with its cause,
+// as AnalyzeActivityStep charges them (core/activity_timeline.cc): a gap
+// between two pieces of activity (taken unclipped, so activity just outside
+// the step counts) shorter than the threshold is "launch"; other idle goes
+// to the innermost host phase open over it, split where that changes, or to
+// "other".
 struct Gap {
   int64_t begin_ns, end_ns;
   std::string cause;
@@ -123,23 +133,14 @@ struct Gap {
 
 std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
                           const std::function<std::string_view(uint16_t)>& name_of, int64_t launch_threshold_ns) {
-  std::vector<Interval> busy;
+  std::vector<Interval> pieces;
   for (const DeviceInterval& a : step.activity) {
-    if (!IsDeviceActivity(a.kind) || a.device != device) continue;
-    const int64_t b = std::max(a.begin_ns, step.begin_ns), e = std::min(a.end_ns, step.end_ns);
-    if (e > b) busy.push_back({b, e});
+    if (IsDeviceActivity(a.kind) && a.device == device) pieces.push_back({a.begin_ns, a.end_ns});
   }
-  busy = UnionOf(std::move(busy));
+  const std::vector<Interval> busy = UnionOf(std::move(pieces));
+  const int64_t wb = step.begin_ns, we = step.end_ns;
   std::vector<Gap> gaps;
-  int64_t cursor = step.begin_ns;
-  const auto gap = [&](int64_t b, int64_t e, bool bounded) {
-    if (e <= b) return;
-    if (bounded && e - b < launch_threshold_ns) {
-      gaps.push_back({b, e, "launch"});
-      return;
-    }
-    // Split at phase boundaries inside the gap; label each piece by the
-    // innermost phase open over it.
+  const auto charge = [&](int64_t b, int64_t e) {
     std::set<int64_t> cuts = {b, e};
     for (const TraceSpan& p : step.phases) {
       if (p.begin_ns > b && p.begin_ns < e) cuts.insert(p.begin_ns);
@@ -159,11 +160,18 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
       }
     }
   };
-  for (size_t i = 0; i < busy.size(); ++i) {
-    gap(cursor, busy[i].begin, /*bounded=*/i > 0);
-    cursor = busy[i].end;
+  for (size_t i = 0; i <= busy.size(); ++i) {
+    const bool bounded = i > 0 && i < busy.size();
+    const int64_t lo = i > 0 ? busy[i - 1].end : wb;
+    const int64_t hi = i < busy.size() ? busy[i].begin : we;
+    const int64_t clo = std::max(lo, wb), chi = std::min(hi, we);
+    if (chi <= clo) continue;
+    if (bounded && hi - lo < launch_threshold_ns) {
+      gaps.push_back({clo, chi, "launch"});
+    } else {
+      charge(clo, chi);
+    }
   }
-  gap(cursor, step.end_ns, /*bounded=*/false);
   return gaps;
 }
 
@@ -172,7 +180,16 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
 std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
                             const std::function<std::string_view(uint16_t)>& name_of,
                             int64_t launch_threshold_ns) {
-  TraceBuilder t(steps.empty() ? 0 : steps.front()->begin_ns);
+  // Time zero: the earliest thing written (activity of an earlier step may
+  // still run into the oldest kept one), so that no timestamp is negative.
+  int64_t origin = steps.empty() ? 0 : steps.front()->begin_ns;
+  for (const TraceStep* s : steps) {
+    origin = std::min(origin, s->begin_ns);
+    for (const DeviceInterval& a : s->activity) {
+      if (Drawn(*s, a)) origin = std::min(origin, a.begin_ns);
+    }
+  }
+  TraceBuilder t(origin);
   t.Meta("process_name", kHostPid, 0, "host: training loop");
   t.Meta("thread_name", kHostPid, kStepTid, "steps and phases");
   std::set<uint32_t> devices;
@@ -181,6 +198,7 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
   bool syncs = false;
   for (const TraceStep* s : steps) {
     for (const DeviceInterval& a : s->activity) {
+      if (!Drawn(*s, a)) continue;
       if (a.kind == ActivityKind::kSync) {
         syncs = true;
         continue;
@@ -211,6 +229,10 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
     t.Slice(absl::StrCat("step ", index), "step", kHostPid, kStepTid, s->begin_ns, s->end_ns, [&](JsonWriter& w) {
       w.Key("index");
       w.Int(static_cast<int64_t>(index));
+      if (s->activity_dropped > 0) {
+        w.Key("activity_records_not_kept");
+        w.Int(static_cast<int64_t>(s->activity_dropped));
+      }
     });
     // Outer phases first, so that viewers nest them under the step.
     std::vector<const TraceSpan*> phases;
@@ -237,6 +259,7 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
       }
     }
     for (const DeviceInterval& a : s->activity) {
+      if (!Drawn(*s, a)) continue;
       // Work running across a step boundary belongs to both steps: once.
       if (!emitted.insert({a.begin_ns, a.end_ns, a.device, a.stream, static_cast<int>(a.kind)}).second) continue;
       const bool sync = a.kind == ActivityKind::kSync;

@@ -35,7 +35,12 @@ struct TraceStep {
   // Source cupti: activity overlapping the step (syncs included).
   std::vector<DeviceInterval> activity;
   bool has_activity = false;
+  uint64_t activity_dropped = 0;  // records past kMaxTraceActivityPerStep
 };
+
+// Activity records a kept step holds at most (a 48-byte record each): a
+// step with more keeps its first ones and counts the rest.
+inline constexpr size_t kMaxTraceActivityPerStep = 1 << 16;
 
 // ChromeTraceJson()
 //

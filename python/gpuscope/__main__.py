@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import List, Optional, Sequence
@@ -98,8 +99,8 @@ def compare(argv: Sequence[str]) -> int:
                     help="allowed growth of p95 step time and fall of throughput, in %%, and growth of "
                          "GPU idle, in points (default %(default)g)")
     args = ap.parse_args(list(argv))
-    if args.max_regression < 0:
-        print("gpuscope compare: --max-regression must be 0 or more", file=sys.stderr)
+    if not math.isfinite(args.max_regression) or args.max_regression < 0:
+        print("gpuscope compare: --max-regression must be a number, 0 or more", file=sys.stderr)
         return 2
     try:
         base, base_meta = load_run(args.base)
@@ -107,6 +108,11 @@ def compare(argv: Sequence[str]) -> int:
         lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression)
     except BaselineError as e:
         print(f"gpuscope compare: {e}", file=sys.stderr)
+        return 2
+    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, AttributeError) as e:
+        # A file deep or odd enough to get past the checks: still one line, exit 2.
+        print(f"gpuscope compare: cannot use these run files ({type(e).__name__}: {e}); save the runs again",
+              file=sys.stderr)
         return 2
     print(f"gpuscope compare: {args.base} (baseline) -> {args.new}")
     for line in lines:

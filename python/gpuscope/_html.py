@@ -48,6 +48,20 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
 
 
+def _script_json(text: str) -> str:
+    """JSON to embed in a <script> element: browsers do not decode entities
+    there, so only a closing tag must be kept out ("</" becomes "<\\/", which
+    JSON reads as the same string)."""
+    return text.replace("</", "<\\/")
+
+
+def _label(name: str) -> str:
+    """A phase name as a matplotlib label: "$" would start mathtext, and a
+    leading "_" hides the entry from the legend."""
+    name = name.replace("$", r"\$")
+    return " " + name if name.startswith("_") else name
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
@@ -84,7 +98,7 @@ def _phase_plot(summary: Summary, series: Sequence[Dict[str, Any]]) -> str:
     xs = [p["index"] for p in series]
     stacks = [[p["phases"].get(n, 0.0) * 1e3 for p in series] for n in names]
     colors = [_PALETTE[i % len(_PALETTE)] if n != "other" else "#c7c7c7" for i, n in enumerate(names)]
-    ax.stackplot(xs, stacks, labels=names, colors=colors)
+    ax.stackplot(xs, stacks, labels=[_label(n) for n in names], colors=colors)
     ax.set_xlabel("step")
     ax.set_ylabel("ms (host, top-level phases)")
     ax.set_ylim(bottom=0)
@@ -99,7 +113,7 @@ def _idle_plot(summary: Summary) -> Optional[str]:
     plt = _pyplot()
     causes = sorted(summary.idle_by_cause.items(), key=lambda kv: kv[1])
     fig, ax = plt.subplots(figsize=(9, 0.5 + 0.4 * len(causes)))
-    ax.barh([c for c, _ in causes], [v for _, v in causes], color=IDLE_COLOR)
+    ax.barh([_label(c) for c, _ in causes], [v for _, v in causes], color=IDLE_COLOR)
     for i, (_, v) in enumerate(causes):
         ax.text(v, i, f" {v:.1f}%", va="center", fontsize=8)
     ax.set_xlabel(f"% of step time the GPU was idle (total {summary.gpu_idle_pct:.1f}%, source "
@@ -220,7 +234,7 @@ def render_html(summary: Summary, series: Sequence[Dict[str, Any]], title: str =
 <h2>Phases</h2>
 <table><tr><th class="name">phase</th><th>share</th><th>p50/step</th><th>p95/step</th></tr>{rows}</table>
 
-<script type="application/json" id="gpuscope-summary">{html.escape(summary.to_json(), quote=False)}</script>
+<script type="application/json" id="gpuscope-summary">{_script_json(summary.to_json())}</script>
 </body></html>
 """
     return body

@@ -111,7 +111,9 @@ class ActivityStats:
     (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the
     GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``,
     ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and
-    ``collective_time_per_step`` (NCCL), all in s, from kernel names;
+    ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step``
+    (the part no other work on its GPU overlapped), all in s per GPU, from
+    kernel names; ``pageable_h2d_copies_per_step``;
     ``dropped_records``."""
 
     _FIELDS = (
@@ -129,6 +131,8 @@ class ActivityStats:
         "gemm_time_per_step",
         "fp32_gemm_time_per_step",
         "collective_time_per_step",
+        "exposed_collective_time_per_step",
+        "pageable_h2d_copies_per_step",
         "dropped_records",
     )
     __slots__ = _FIELDS

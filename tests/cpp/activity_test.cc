@@ -171,6 +171,25 @@ TEST(ActivityTest, KernelNamesSplitKernelTimeIntoGemmsAndCollectives) {
   EXPECT_NEAR(s.activity->collective_time_per_step, 0.003, 1e-12);
 }
 
+TEST(ActivityTest, OnlyCollectiveTimeNothingElseOverlapsIsExposed) {
+  // DDP: a 4 ms all-reduce on a side stream under 10 ms of backward, then a
+  // last 2 ms bucket after it: 6 ms of NCCL, 2 ms exposed.
+  ActivityLoop loop;
+  for (int i = 0; i < 4; ++i) {
+    loop.Step([&] {
+      loop.gpu->Launch(10 * kMs, 0, "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_tn");
+      loop.gpu->Launch(4 * kMs, 1, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+      loop.clock->Advance(loop.gpu->Synchronize(0));
+      loop.gpu->Launch(2 * kMs, 1, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+      loop.clock->Advance(loop.gpu->Synchronize(1));
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_TRUE(s.activity.has_value());
+  EXPECT_NEAR(s.activity->collective_time_per_step, 0.006, 1e-12);
+  EXPECT_NEAR(s.activity->exposed_collective_time_per_step, 0.002, 1e-12);
+}
+
 TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {

@@ -54,6 +54,7 @@ TEST(DiagnoseTest, InputBoundIsHighAtTwentyPercentOfStepTime) {
 TEST(DiagnoseTest, InputBoundWithAGpuSourceCitesTheIdleTimeInData) {
   Summary s = Loop(30, 70);
   s.source = Source::kEvents;
+  s.gpu_steps = s.steps;
   s.gpu_idle_pct = 30;
   s.idle_by_cause = {{"data", 30}};
   const std::vector<Finding> fs = Diagnose(s);
@@ -62,6 +63,23 @@ TEST(DiagnoseTest, InputBoundWithAGpuSourceCitesTheIdleTimeInData) {
   EXPECT_THAT(f->confidence, HasSubstr("high"));
   EXPECT_EQ(f->source, "events");
   EXPECT_EQ(f->evidence.back(), (std::pair<std::string, double>{"gpu_idle_in_data_pct", 30}));
+}
+
+TEST(DiagnoseTest, ALoaderHiddenBehindTheGpusBacklogIsNotInputBound) {
+  // 30 % of host time in data, but the GPU worked through its backlog
+  // meanwhile: idle 2 % there. The loader costs nothing (yet).
+  Summary s = Loop(30, 70);
+  s.source = Source::kCupti;
+  s.gpu_steps = s.steps;
+  s.gpu_idle_pct = 2;
+  s.idle_by_cause = {{"data", 2}};
+  EXPECT_EQ(Find(Diagnose(s), "input-bound"), nullptr);
+  s.idle_by_cause = {{"data", 12}};  // the GPU does wait: 12 %, not the host's 30 %
+  s.gpu_idle_pct = 12;
+  const Finding* f = Find(Diagnose(s), "input-bound");
+  ASSERT_NE(f, nullptr);
+  EXPECT_DOUBLE_EQ(f->share, 0.12);
+  EXPECT_EQ(f->severity, Severity::kModerate);
 }
 
 TEST(DiagnoseTest, InputBoundIsModerateBetweenFiveAndTwentyPercent) {

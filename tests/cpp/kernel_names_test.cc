@@ -36,6 +36,13 @@ TEST(KernelNamesTest, RealKernelNamesAreClassified) {
       {"cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", KernelClass::kGemmReduced},
       {"sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize64x128x128", KernelClass::kGemmReduced},
       {"turing_h1688gemm_128x128_ldg8_nn", KernelClass::kGemmReduced},
+      {"void cutlass::Kernel2<cutlass::gemm::kernel::GemmUniversal<cutlass::bfloat16_t, "
+       "cutlass::layout::RowMajor>>(Params)",
+       KernelClass::kGemmReduced},
+      {"void gemm_kernel<c10::BFloat16, float>(GemmParams)", KernelClass::kGemmReduced},
+      // cuBLAS's nvjet GEMMs: precision not decoded, never taken for FP32.
+      {"nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NNT", KernelClass::kGemmUnknown},
+      {"nvjet_sss_64x8_64x8_2x1_v_bz_NNN", KernelClass::kGemmUnknown},
       // Collectives.
       {"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", KernelClass::kCollective},
       {"ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", KernelClass::kCollective},

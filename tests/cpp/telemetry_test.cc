@@ -24,6 +24,7 @@
 extern "C" {
 void fake_cuda_set_device(int device);  // tests/cpp/support/fake_libcuda.cc
 void fake_cuda_set_bus_id(int device, const char* bus_id);
+void fake_cuda_reset();
 }
 
 namespace gpuscope {
@@ -171,9 +172,8 @@ class FakeProc {
   std::string root_;
 };
 
-// Runs before any test initializes the fake CUDA (tests run in file order
-// in one process; ctest runs each alone).
 TEST(TelemetryTest, OnlyTheGpusThisProcessUsesAreSampled) {
+  fake_cuda_reset();  // CUDA not initialized, whatever ran before
   // An 4-GPU node; this process runs on CUDA device 2 (bus 0x47 here), NVML's
   // index 1: the other three (idle, or another job's) must not count.
   FakeGpu gpus[4];

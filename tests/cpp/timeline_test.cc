@@ -6,6 +6,7 @@
 #include "gpuscope/timeline.h"
 
 #include <map>
+#include <random>
 #include <memory>
 #include <set>
 #include <string>
@@ -114,6 +115,56 @@ TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
   EXPECT_EQ(names["sync (host blocked on the GPU)"], 4);
   EXPECT_EQ(idle_causes["data"], 4);     // the GPU idles through each step's data phase
   EXPECT_EQ(idle_causes["launch"], 36);  // and between its kernels
+}
+
+TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
+  // Random loops (no sync at a step's end, kernels queued across step
+  // boundaries, gaps around the launch threshold): each kept step's idle
+  // slices, summed per cause, equal the step series' idle by cause, and no
+  // timestamp is negative.
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    const auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    Loop loop(/*activity=*/true, /*trace_steps=*/6);
+    for (int i = 0; i < 12; ++i) {
+      StepScope step(*loop.session);
+      const bool fine = seed % 2 == 0;  // half the seeds: gaps near the 20 us threshold at step edges
+      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(fine ? uniform(0, 30) * kUs : uniform(0, 3) * kMs); }
+      PhaseScope p(*loop.session, Phase::kForward);
+      const int kernels = static_cast<int>(uniform(1, 12));
+      for (int k = 0; k < kernels; ++k) {
+        loop.gpu->Launch((fine ? uniform(2, 30) : uniform(2, 400)) * kUs, static_cast<uint64_t>(uniform(0, 1)));
+        loop.clock->Advance(uniform(0, fine ? 30 : 60) * kUs);
+      }
+      if (uniform(0, 2) == 0) loop.clock->Advance(loop.gpu->Synchronize(0));
+    }
+    loop.clock->Advance(10'000 * kMs);
+    const std::vector<StepPoint> series = loop.session->StepSeries();
+    absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+    ASSERT_TRUE(doc.ok()) << doc.status();
+    std::map<int64_t, std::map<std::string, double>> traced;  // step -> cause -> s
+    for (const internal::JsonValue* e : Events(*doc)) {
+      if (Str(*e, "ph") != "X") continue;
+      EXPECT_GE(e->Find("ts")->as_number(), 0) << "seed " << seed;
+      if (Str(*e, "cat") == "step") traced[*e->Find("args")->Find("index")->as_int64()];
+      if (Str(*e, "cat") != "idle") continue;
+      const int64_t step = *e->Find("args")->Find("step")->as_int64();
+      traced[step][e->Find("args")->Find("cause")->as_string()] += e->Find("dur")->as_number() * 1e-6;
+    }
+    ASSERT_EQ(traced.size(), 6u) << "seed " << seed;
+    for (const auto& [step, causes] : traced) {
+      const StepPoint& p = series[static_cast<size_t>(step)];
+      ASSERT_EQ(p.index, static_cast<uint64_t>(step));
+      for (const auto& [cause, seconds] : p.idle_by_cause) {
+        const auto it = causes.find(cause);
+        EXPECT_NEAR(it != causes.end() ? it->second : 0.0, seconds, 1e-8) << "seed " << seed << " step " << step << " " << cause;
+      }
+      for (const auto& [cause, seconds] : causes) {
+        EXPECT_TRUE(p.idle_by_cause.count(cause) != 0 || seconds < 1e-8)
+            << "seed " << seed << " step " << step << ": traced " << cause << " the series lacks";
+      }
+    }
+  }
 }
 
 TEST(TimelineTest, WithEventsTheTraceShowsEachPhasesDeviceSpan) {

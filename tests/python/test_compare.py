@@ -91,6 +91,7 @@ def test_compare_reports_what_changed_between_the_runs(tmp_path):
     ('{"hello": "world"}', "not a gpuscope run file"),
     ('[1, 2, 3]', "not a gpuscope run file"),
     ('{"schema": "gpuscope.run", "schema_version": 1, "summary": {"steps": "many"}}', "summary cannot be read"),
+    pytest.param("[" * 100000 + "]" * 100000, "gpuscope compare: ", id="deeper-than-the-json-parser-goes"),
 ])
 def test_bad_files_get_a_clear_error(tmp_path, content, message):
     good = run(tmp_path, "good")
@@ -108,6 +109,8 @@ def test_missing_file_and_bad_bound(tmp_path):
     p = compare(good, tmp_path / "nope.json")
     assert p.returncode == 2 and "no such file" in p.stderr
     p = compare(good, good, "--max-regression", -1)
+    assert p.returncode == 2 and "0 or more" in p.stderr
+    p = compare(good, good, "--max-regression", "nan")  # would turn the gate off
     assert p.returncode == 2 and "0 or more" in p.stderr
     p = compare(good)
     assert p.returncode == 2  # argparse's usage error

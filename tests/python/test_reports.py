@@ -135,8 +135,29 @@ def test_html_report_is_self_contained(clock, tmp_path):
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', text), "loads something from the network"
     assert 'data-id="input-bound"' in text and "pin_memory" in text
     embedded = re.search(r'<script type="application/json" id="gpuscope-summary">(.*?)</script>', text, re.S)
-    assert gs.Summary.from_json(embedded.group(1).replace("&amp;", "&").replace("&lt;", "<")
-                                .replace("&gt;", ">")) == s.summary()
+    assert gs.Summary.from_json(embedded.group(1)) == s.summary()  # as a browser's JSON.parse reads it
+    s.close()
+
+
+def test_html_report_survives_awkward_phase_names(clock, tmp_path):
+    pytest.importorskip("matplotlib")
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    names = ["load&<aug>", "cost$x$", "_hidden", "</script><b>"]
+    for _ in range(5):
+        with s.step():
+            for n in names:
+                with s.phase(n):
+                    clock.advance(2 * MS)
+            gpu.launch(1 * MS)
+            clock.advance(gpu.synchronize())
+    clock.advance(1000 * MS)
+    text = open(s.save_html(tmp_path / "report.html")).read()
+    assert "</script><b>" not in text  # neither closes the script element nor injects markup
+    embedded = re.search(r'<script type="application/json" id="gpuscope-summary">(.*?)</script>', text, re.S)
+    assert set(names) <= set(json.loads(embedded.group(1))["phases"][i]["name"]
+                             for i in range(len(s.summary().phases)))
+    assert "load&amp;&lt;aug&gt;" in text  # escaped in the page's own tables
     s.close()
 
 

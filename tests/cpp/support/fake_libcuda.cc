@@ -107,6 +107,14 @@ __attribute__((visibility("default"))) void fake_cuda_set_device(int device) {
   current = &c;
 }
 __attribute__((visibility("default"))) void fake_cuda_create_context() { fake_cuda_set_device(0); }
+// Back to "CUDA not initialized, no context": for tests that need that start
+// whatever ran before them in the process.
+__attribute__((visibility("default"))) void fake_cuda_reset() {
+  std::lock_guard<std::mutex> lock(S().mu);
+  for (Context& c : S().contexts) c = Context{};
+  S().initialized = false;
+  current = nullptr;
+}
 __attribute__((visibility("default"))) void fake_cuda_set_bus_id(int device, const char* bus_id) {
   Context& c = S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
   std::snprintf(c.bus_id, sizeof(c.bus_id), "%s", bus_id);
