@@ -941,7 +941,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
       act.host_wait_ns += c.host_wait_ns;
       act.pageable_h2d_copies += c.pageable_h2d_copies;
       // Kernel times per device (a step on two GPUs is not twice as long).
-      const double share = kNsToSeconds / std::max<double>(1, s.num_devices);
+      const double share = 1.0 / std::max<double>(1, s.num_devices);  // ns, exact for one device
       kernel_s += static_cast<double>(c.kernel_ns) * share;
       gemm_s += static_cast<double>(c.gemm_ns) * share;
       gemm_fp32_s += static_cast<double>(c.gemm_fp32_ns) * share;
@@ -986,11 +986,11 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     a.host_wait_gaps_per_step = static_cast<double>(act.host_wait_gaps) / n;
     a.host_wait_time_per_step = static_cast<double>(act.host_wait_ns) * kNsToSeconds / n;
     a.pageable_h2d_copies_per_step = static_cast<double>(act.pageable_h2d_copies) / n;
-    a.kernel_time_per_step = kernel_s / n;
-    a.gemm_time_per_step = gemm_s / n;
-    a.fp32_gemm_time_per_step = gemm_fp32_s / n;
-    a.collective_time_per_step = collective_s / n;
-    a.exposed_collective_time_per_step = collective_exposed_s / n;
+    a.kernel_time_per_step = kernel_s * kNsToSeconds / n;
+    a.gemm_time_per_step = gemm_s * kNsToSeconds / n;
+    a.fp32_gemm_time_per_step = gemm_fp32_s * kNsToSeconds / n;
+    a.collective_time_per_step = collective_s * kNsToSeconds / n;
+    a.exposed_collective_time_per_step = collective_exposed_s * kNsToSeconds / n;
     a.dropped_records = static_cast<int64_t>(activity_->dropped());
     out->activity = a;
   }
