@@ -76,7 +76,8 @@ TEST(DiagnoseTest, ALoaderHiddenBehindTheGpusBacklogIsNotInputBound) {
   EXPECT_EQ(Find(Diagnose(s), "input-bound"), nullptr);
   s.idle_by_cause = {{"data", 12}};  // the GPU does wait: 12 %, not the host's 30 %
   s.gpu_idle_pct = 12;
-  const Finding* f = Find(Diagnose(s), "input-bound");
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "input-bound");
   ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->share, 0.12);
   EXPECT_EQ(f->severity, Severity::kModerate);

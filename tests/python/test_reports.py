@@ -139,6 +139,24 @@ def test_html_report_is_self_contained(clock, tmp_path):
     s.close()
 
 
+def test_html_report_plots_telemetry_when_there_is_some(clock, tmp_path):
+    """Simulated sessions sample no telemetry; a step series carrying it (as
+    one from a GPU machine does) gets the fourth plot."""
+    pytest.importorskip("matplotlib")
+    from gpuscope import _html
+
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = starved_loop(clock, gpu, steps=10)
+    series = s.step_series()
+    for i, p in enumerate(series):
+        p.update(gpu_utilization_pct=95.0, sm_clock_ratio=0.7 + 0.01 * i, host_cpu_pct=40.0, host_iowait_pct=2.0)
+    text = _html.render_html(s.summary(), series)
+    assert text.count("<svg") == 4
+    figure = re.search(r'<figure id="plot-telemetry">.*?</figure>', text, re.S).group(0)
+    assert "<svg" in figure and "No telemetry" not in figure
+    s.close()
+
+
 def test_html_report_survives_awkward_phase_names(clock, tmp_path):
     pytest.importorskip("matplotlib")
     gpu = gs.testing.SimulatedDevice(activity=True)
