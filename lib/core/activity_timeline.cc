@@ -79,7 +79,10 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   // Collective time no other work on its device overlapped (DDP overlaps
   // its all-reduce with backward: only the rest delays the step), per
   // device, within the window.
-  {
+  const bool any_collective = std::any_of(acts.begin(), acts.end(), [](const DeviceInterval& a) {
+    return a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective;
+  });
+  if (any_collective) {
     std::map<uint32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> work;
     for (const DeviceInterval& a : acts) {
       if (!IsDeviceActivity(a.kind)) continue;
