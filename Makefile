@@ -50,7 +50,7 @@ test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \
 	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF -DGPUSCOPE_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
-	bash scripts/ctest-asan.sh build-asan --output-on-failure -j $(JOBS) --timeout 600
+	bash scripts/ctest-asan.sh build-asan -j $(JOBS) --timeout 600
 
 test-tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSCOPE_SANITIZE=thread \

@@ -302,7 +302,11 @@ void Throttling(const Summary& s, std::vector<Finding>* out) {
   if (t.throttled_steps < kThrottledStepsShare) return;
   const bool hardware = HasReason(t, "hw_slowdown") || HasReason(t, "hw_thermal_slowdown") ||
                         HasReason(t, "hw_power_brake_slowdown");
-  const double ratio = t.sm_clock_ratio.value_or(1.0);
+  // How far the caps took the clocks: over the throttled steps only (a mean
+  // over every step would dilute it). Unknown clocks count as held down.
+  const std::optional<double> capped = t.throttled_sm_clock_ratio.has_value() ? t.throttled_sm_clock_ratio
+                                                                              : t.sm_clock_ratio;
+  const double ratio = capped.value_or(0.0);
   const double busy = s.gpu_idle_pct.has_value() ? 1 - *s.gpu_idle_pct / 100 : 1;
   const bool thermal = HasReason(t, "sw_thermal_slowdown");
   Finding f;
@@ -312,7 +316,7 @@ void Throttling(const Summary& s, std::vector<Finding>* out) {
   f.severity = hardware                                   ? Severity::kHigh
                : thermal || ratio < kPowerCapClockRatio   ? Severity::kModerate
                                                           : Severity::kInfo;
-  f.share = std::clamp(t.throttled_steps * (1 - ratio) * busy, 0.0, 1.0);
+  f.share = capped.has_value() ? std::clamp(t.throttled_steps * (1 - ratio) * busy, 0.0, 1.0) : 0.0;
   std::string reasons;
   for (const std::string& r : t.clocks_event_reasons) {
     if (r != "gpu_idle" && r != "applications_clocks_setting" && r != "sync_boost") {
@@ -320,10 +324,11 @@ void Throttling(const Summary& s, std::vector<Finding>* out) {
     }
   }
   f.title = absl::StrCat("Throttling: clocks were capped in ", Pct(t.throttled_steps), " of steps (", reasons,
-                         t.sm_clock_ratio.has_value() ? absl::StrCat("; SM clock at ", Pct(ratio), " of max") : "",
+                         capped.has_value() ? absl::StrCat("; SM clock at ", Pct(ratio), " of max") : "",
                          ")");
   f.evidence.emplace_back("throttled_steps", t.throttled_steps);
   AddIf(f, "sm_clock_ratio", t.sm_clock_ratio);
+  AddIf(f, "throttled_sm_clock_ratio", t.throttled_sm_clock_ratio);
   for (const GpuTelemetry& g : t.gpus) {
     f.evidence.emplace_back(absl::StrCat("gpu", g.index, ".temperature_c"), g.temperature_c);
     f.evidence.emplace_back(absl::StrCat("gpu", g.index, ".power_w"), g.power_w);

@@ -159,6 +159,7 @@ void TelemetryFields(V& v, T& t) {
   v.Optional("swap_pages_per_s", t.swap_pages_per_s);
   v.Optional("load1", t.load1);
   v.Optional("cpus_available", t.cpus_available, kOptional);
+  v.Optional("throttled_sm_clock_ratio", t.throttled_sm_clock_ratio, kOptional);
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
 }
 

@@ -214,6 +214,9 @@ struct TelemetryStats {
   // slowed down, and the reasons seen, by name.
   double throttled_steps = 0;
   std::vector<std::string> clocks_event_reasons;
+  // The slowest GPU's SM clock over its maximum, over the throttled steps
+  // only (how far the caps took the clocks down).
+  std::optional<double> throttled_sm_clock_ratio;
   std::optional<double> host_cpu_pct;      // all CPUs busy
   std::optional<double> host_iowait_pct;
   std::optional<double> process_cores;     // this process's CPU use, in cores

@@ -183,7 +183,7 @@ void Aggregator::FillTelemetry(Summary* out) const {
   if (telemetry_source_.empty()) return;
   TelemetryStats ts;
   ts.source = telemetry_source_;
-  Mean util, ratio, cpu, iowait, proc, children;
+  Mean util, ratio, cpu, iowait, proc, children, throttled_ratio;
   uint64_t reasons = 0;
   int64_t throttled = 0;
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -201,10 +201,14 @@ void Aggregator::FillTelemetry(Summary* out) const {
     proc.Add(t.process_cores, w);
     children.Add(t.children_cores, w);
     reasons |= t.clocks_event_reasons;
-    if (IsThrottling(t.clocks_event_reasons)) ++throttled;
+    if (IsThrottling(t.clocks_event_reasons)) {
+      ++throttled;
+      throttled_ratio.Add(t.sm_clock_ratio, w);
+    }
   }
   ts.gpu_utilization_pct = util.Get();
   ts.sm_clock_ratio = ratio.Get();
+  ts.throttled_sm_clock_ratio = throttled_ratio.Get();
   ts.host_cpu_pct = cpu.Get();
   ts.host_iowait_pct = iowait.Get();
   ts.process_cores = proc.Get();
@@ -919,7 +923,7 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
   struct PerDevice {
     int64_t steps = 0, window_ns = 0, busy_ns = 0;
   };
-  double kernel_s = 0, gemm_s = 0, gemm_fp32_s = 0, collective_s = 0, collective_exposed_s = 0;
+  double kernel_ns_sum = 0, gemm_ns_sum = 0, gemm_fp32_ns_sum = 0, collective_ns_sum = 0, collective_exposed_ns_sum = 0;
   std::map<int, PerDevice> per_device;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const StepRecord& s = steps_[i];
@@ -941,12 +945,15 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
       act.host_wait_ns += c.host_wait_ns;
       act.pageable_h2d_copies += c.pageable_h2d_copies;
       // Kernel times per device (a step on two GPUs is not twice as long).
-      const double share = 1.0 / std::max<double>(1, s.num_devices);  // ns, exact for one device
-      kernel_s += static_cast<double>(c.kernel_ns) * share;
-      gemm_s += static_cast<double>(c.gemm_ns) * share;
-      gemm_fp32_s += static_cast<double>(c.gemm_fp32_ns) * share;
-      collective_s += static_cast<double>(c.collective_ns) * share;
-      collective_exposed_s += static_cast<double>(c.collective_exposed_ns) * share;
+      const double share = 1.0 / std::max<double>(1, s.num_devices);  // ns per device
+      kernel_ns_sum += static_cast<double>(c.kernel_ns) * share;
+      gemm_ns_sum += static_cast<double>(c.gemm_ns) * share;
+      gemm_fp32_ns_sum += static_cast<double>(c.gemm_fp32_ns) * share;
+      collective_ns_sum += static_cast<double>(c.collective_ns) * share;
+      // Exposed time is clipped to the step, total counts kernels beginning
+      // in it: a collective begun in the previous step must not make the
+      // exposed part exceed the total.
+      collective_exposed_ns_sum += static_cast<double>(std::min(c.collective_exposed_ns, c.collective_ns)) * share;
     }
     const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
     gpu_window_ns += device_window;
@@ -986,11 +993,11 @@ void Aggregator::Fill(const PhaseTable& table, Summary* out) const {
     a.host_wait_gaps_per_step = static_cast<double>(act.host_wait_gaps) / n;
     a.host_wait_time_per_step = static_cast<double>(act.host_wait_ns) * kNsToSeconds / n;
     a.pageable_h2d_copies_per_step = static_cast<double>(act.pageable_h2d_copies) / n;
-    a.kernel_time_per_step = kernel_s * kNsToSeconds / n;
-    a.gemm_time_per_step = gemm_s * kNsToSeconds / n;
-    a.fp32_gemm_time_per_step = gemm_fp32_s * kNsToSeconds / n;
-    a.collective_time_per_step = collective_s * kNsToSeconds / n;
-    a.exposed_collective_time_per_step = collective_exposed_s * kNsToSeconds / n;
+    a.kernel_time_per_step = kernel_ns_sum * kNsToSeconds / n;
+    a.gemm_time_per_step = gemm_ns_sum * kNsToSeconds / n;
+    a.fp32_gemm_time_per_step = gemm_fp32_ns_sum * kNsToSeconds / n;
+    a.collective_time_per_step = collective_ns_sum * kNsToSeconds / n;
+    a.exposed_collective_time_per_step = collective_exposed_ns_sum * kNsToSeconds / n;
     a.dropped_records = static_cast<int64_t>(activity_->dropped());
     out->activity = a;
   }

@@ -138,7 +138,13 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
     if (IsDeviceActivity(a.kind) && a.device == device) pieces.push_back({a.begin_ns, a.end_ns});
   }
   const std::vector<Interval> busy = UnionOf(std::move(pieces));
-  const int64_t wb = step.begin_ns, we = step.end_ns;
+  const int64_t wb = step.begin_ns;
+  // Past the per-step cap the records are not all here: idle is drawn only
+  // up to the last one kept (records arrive in begin order).
+  int64_t we = step.end_ns;
+  if (step.activity_dropped > 0 && !step.activity.empty()) {
+    we = std::min(we, step.activity.back().begin_ns);
+  }
   std::vector<Gap> gaps;
   const auto charge = [&](int64_t b, int64_t e) {
     std::set<int64_t> cuts = {b, e};

@@ -105,14 +105,18 @@ def compare(argv: Sequence[str]) -> int:
     try:
         base, base_meta = load_run(args.base)
         new, new_meta = load_run(args.new)
-        lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression)
     except BaselineError as e:
         print(f"gpuscope compare: {e}", file=sys.stderr)
         return 2
-    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, AttributeError) as e:
+    except (RecursionError, MemoryError, ValueError) as e:
         # A file deep or odd enough to get past the checks: still one line, exit 2.
         print(f"gpuscope compare: cannot use these run files ({type(e).__name__}: {e}); save the runs again",
               file=sys.stderr)
+        return 2
+    try:
+        lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression)
+    except BaselineError as e:
+        print(f"gpuscope compare: {e}", file=sys.stderr)
         return 2
     print(f"gpuscope compare: {args.base} (baseline) -> {args.new}")
     for line in lines:

@@ -50,9 +50,9 @@ def _svg(fig: Any) -> str:
 
 def _script_json(text: str) -> str:
     """JSON to embed in a <script> element: browsers do not decode entities
-    there, so only a closing tag must be kept out ("</" becomes "<\\/", which
-    JSON reads as the same string)."""
-    return text.replace("</", "<\\/")
+    there, and "</script" or "<!--" would change how the element is parsed.
+    Every "<" becomes "\\u003c", which JSON reads as the same string."""
+    return text.replace("<", "\\u003c")
 
 
 def _label(name: str) -> str:

@@ -189,7 +189,8 @@ class TelemetryStats:
     ``host_iowait_pct``, ``process_cores``, ``worker_cores`` (DataLoader
     workers), ``memory_available_bytes``, ``memory_pressure_pct`` (PSI),
     ``swap_pages_per_s``, ``load1``, ``cpus_available`` (affinity cut by a
-    container limit) and ``gpus`` (``GpuTelemetry``); None
+    container limit), ``throttled_sm_clock_ratio`` (the clock ratio over the
+    throttled steps only) and ``gpus`` (``GpuTelemetry``); None
     where not sampled."""
 
     def __init__(self, d: Dict[str, Any]) -> None:
@@ -208,6 +209,7 @@ class TelemetryStats:
         self.swap_pages_per_s = _float_or_none(d.get("swap_pages_per_s"))
         self.load1 = _float_or_none(d.get("load1"))
         self.cpus_available = _float_or_none(d.get("cpus_available"))
+        self.throttled_sm_clock_ratio = _float_or_none(d.get("throttled_sm_clock_ratio"))
         self.gpus: List[GpuTelemetry] = [GpuTelemetry(g) for g in d["gpus"]]
 
     def __repr__(self) -> str:

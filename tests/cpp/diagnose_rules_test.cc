@@ -268,6 +268,25 @@ TEST(DiagnoseRulesTest, APowerCapAtFullClockIsANoticeNotAProblem) {
   EXPECT_NE(Find(fs, "gpu-bound"), nullptr) << Ids(fs);
 }
 
+TEST(DiagnoseRulesTest, APowerCapIsJudgedByTheClocksOfTheStepsItCapped) {
+  // Capped in 20 % of steps, at half clock there: the window's mean clock
+  // (0.9) hides it, the throttled steps' does not.
+  Summary s = Healthy();
+  s.telemetry->throttled_steps = 0.2;
+  s.telemetry->clocks_event_reasons = {"sw_power_cap"};
+  s.telemetry->sm_clock_ratio = 0.9;
+  s.telemetry->throttled_sm_clock_ratio = 0.5;
+  std::vector<Finding> fs = Diagnose(s);
+  ASSERT_NE(Find(fs, "throttling"), nullptr);
+  EXPECT_EQ(Find(fs, "throttling")->severity, Severity::kModerate);
+  // Clocks unknown (NVML gave no maximum): not taken for full speed.
+  s.telemetry->sm_clock_ratio.reset();
+  s.telemetry->throttled_sm_clock_ratio.reset();
+  fs = Diagnose(s);
+  ASSERT_NE(Find(fs, "throttling"), nullptr);
+  EXPECT_EQ(Find(fs, "throttling")->severity, Severity::kModerate);
+}
+
 TEST(DiagnoseRulesTest, EventsCannotShowAGpuBusyEnoughToCallItGpuBound) {
   Summary s = Healthy();
   s.source = Source::kEvents;  // idle 5 % is only a lower bound

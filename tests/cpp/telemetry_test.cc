@@ -100,6 +100,7 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   EXPECT_EQ(t.steps, 1);
   EXPECT_NEAR(*t.gpu_utilization_pct, 30.0, 1e-4);  // half the step at 0 %, half at 60 %
   EXPECT_NEAR(*t.sm_clock_ratio, 0.75, 1e-6);        // clocks hold after their sample: 1 then 0.5
+  EXPECT_NEAR(*t.throttled_sm_clock_ratio, 0.75, 1e-6);  // the one step, throttled
   EXPECT_NEAR(*t.host_cpu_pct, 40.0, 1e-4);
   EXPECT_DOUBLE_EQ(t.throttled_steps, 1.0);
   EXPECT_THAT(t.clocks_event_reasons, ElementsAre("sw_power_cap"));

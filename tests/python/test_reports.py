@@ -161,7 +161,7 @@ def test_html_report_survives_awkward_phase_names(clock, tmp_path):
     pytest.importorskip("matplotlib")
     gpu = gs.testing.SimulatedDevice(activity=True)
     s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
-    names = ["load&<aug>", "cost$x$", "_hidden", "</script><b>"]
+    names = ["load&<aug>", "cost$x$", "_hidden", "</script><b>", "<!--<script>"]
     for _ in range(5):
         with s.step():
             for n in names:
@@ -172,6 +172,7 @@ def test_html_report_survives_awkward_phase_names(clock, tmp_path):
     clock.advance(1000 * MS)
     text = open(s.save_html(tmp_path / "report.html")).read()
     assert "</script><b>" not in text  # neither closes the script element nor injects markup
+    assert text.count("</script>") == 1 and text.rstrip().endswith("</script>\n</body></html>")
     embedded = re.search(r'<script type="application/json" id="gpuscope-summary">(.*?)</script>', text, re.S)
     assert set(names) <= set(json.loads(embedded.group(1))["phases"][i]["name"]
                              for i in range(len(s.summary().phases)))

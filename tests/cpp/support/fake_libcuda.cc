@@ -112,8 +112,11 @@ __attribute__((visibility("default"))) void fake_cuda_create_context() { fake_cu
 __attribute__((visibility("default"))) void fake_cuda_reset() {
   std::lock_guard<std::mutex> lock(S().mu);
   for (Context& c : S().contexts) c = Context{};
+  S().busy_until.clear();
+  S().stream_ctx.clear();
   S().initialized = false;
-  current = nullptr;
+  current = nullptr;  // the calling thread's; others' are the test's to reset
+  pushed.clear();
 }
 __attribute__((visibility("default"))) void fake_cuda_set_bus_id(int device, const char* bus_id) {
   Context& c = S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
