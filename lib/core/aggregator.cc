@@ -111,8 +111,7 @@ void Aggregator::AddTelemetry(const TelemetrySample& sample) {
   for (size_t k = steps_.size() - telemetry_open_; k < steps_.size(); ++k) {
     StepRecord& s = steps_[k];
     s.telemetry = TelemetryOver(s.begin_ns, s.end_ns);
-    s.telemetry_final = s.end_ns <= sample.host_ns;
-    if (!s.telemetry_final) ++still_open;
+    if (s.end_ns > sample.host_ns) ++still_open;
   }
   telemetry_open_ = still_open;
 }
@@ -388,8 +387,9 @@ void Aggregator::FinishStep(const Record& step, bool no_device_numbers) {
   s.idle_other_ns = -1;
   s.idle_launch_ns = -1;
   s.telemetry = TelemetryOver(s.begin_ns, s.end_ns);
-  s.telemetry_final = !samples_.empty() && samples_.back().host_ns >= s.end_ns;
-  if (!s.telemetry_final) telemetry_open_ = std::min(telemetry_open_ + 1, steps_.size());
+  if (samples_.empty() || samples_.back().host_ns < s.end_ns) {
+    telemetry_open_ = std::min(telemetry_open_ + 1, steps_.size());
+  }
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).

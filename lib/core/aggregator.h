@@ -59,7 +59,6 @@ struct StepRecord {
   int64_t idle_launch_ns = -1;    // idle gaps shorter than the launch threshold
   ActivityCounts activity;        // cupti: per-step counts (valid when device_busy_ns >= 0)
   StepTelemetry telemetry;        // time-weighted over the step
-  bool telemetry_final = false;   // a sample at or after the step's end was in
 
   int64_t duration_ns() const { return end_ns - begin_ns; }
 };
@@ -230,7 +229,9 @@ class Aggregator {
   static constexpr size_t kTelemetrySamples = 1024;
   std::deque<TelemetrySample> samples_;
   std::string telemetry_source_;  // empty: no telemetry
-  size_t telemetry_open_ = 0;     // newest steps whose telemetry is not final
+  // The newest steps whose telemetry is not final: no sample at or after
+  // their end yet (steps end in order, so they are a suffix of the ring).
+  size_t telemetry_open_ = 0;
 
   DeviceTimer* timer_ = nullptr;
   ActivitySource* activity_ = nullptr;

@@ -68,10 +68,7 @@ class TraceBuilder {
     w_.String(what);
     w_.Key("ph");
     w_.String("M");
-    w_.Key("pid");
-    w_.Int(pid);
-    w_.Key("tid");
-    w_.Int(tid);
+    Ids(pid, tid);
     w_.Key("args");
     w_.BeginObject();
     w_.Key("name");
@@ -95,10 +92,7 @@ class TraceBuilder {
     w_.Number(static_cast<double>(begin_ns - origin_ns_) / 1e3);
     w_.Key("dur");
     w_.Number(static_cast<double>(std::max<int64_t>(0, end_ns - begin_ns)) / 1e3);
-    w_.Key("pid");
-    w_.Int(pid);
-    w_.Key("tid");
-    w_.Int(tid);
+    Ids(pid, tid);
     w_.Key("args");
     w_.BeginObject();
     args(w_);
@@ -116,6 +110,13 @@ class TraceBuilder {
   }
 
  private:
+  void Ids(int pid, int tid) {
+    w_.Key("pid");
+    w_.Int(pid);
+    w_.Key("tid");
+    w_.Int(tid);
+  }
+
   int64_t origin_ns_;
   JsonWriter w_{0};
 };

@@ -27,6 +27,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _gpuscope
+from ._files import write_atomically
 from ._summary import Summary, diagnose_summary
 
 RUN_SCHEMA = "gpuscope.run"
@@ -120,13 +121,7 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
         "summary": json.loads(summary.to_json()),
         "findings": json.loads(_gpuscope.diagnose_json(summary.to_json())),
     }
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomically(path, json.dumps(doc, indent=2) + "\n")
 
 
 def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:

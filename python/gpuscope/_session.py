@@ -93,12 +93,9 @@ class Session(_gpuscope._Session):
     def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
         """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's
         textfile collector: name it ``*.prom``); returns the path."""
-        path = os.fspath(path)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.prometheus())
-        os.replace(tmp, path)
-        return path
+        from ._files import write_atomically
+
+        return write_atomically(path, self.prometheus())
 
     def serve_prometheus(self, port: int = 0, host: str = "127.0.0.1") -> "PrometheusServer":
         """Serves ``prometheus()`` at ``http://host:port/metrics`` from a

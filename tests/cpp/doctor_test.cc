@@ -16,21 +16,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/fake_nvml.h"
+#include "test_util.h"
 
 namespace gpuscope {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A healthy node: 16 CPUs on 2 NUMA nodes, no container limit, plenty of
 // memory, no swap in use; the GPU on node 0, where the process runs.
-class FakeNode {
+class FakeNode : public testing::TempTree {
  public:
   FakeNode() {
-    char tmpl[] = "/tmp/gpuscope_doctor_XXXXXX";
-    root_ = mkdtemp(tmpl);
     Write("proc/stat", "cpu 100 0 50 800 40 5 5 0\n");
     Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 8388608 kB\n");
     Write("proc/loadavg", "2.00 1.00 1.00 2/300 1\n");
@@ -40,18 +38,9 @@ class FakeNode {
     Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "0\n");
     Write("cgroup/cpu.max", "max 100000\n");
   }
-  ~FakeNode() { fs::remove_all(root_); }
-  void Write(const std::string& rel, const std::string& text) {
-    const fs::path p = fs::path(root_) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
   DoctorOptions Options() const {
-    return {root_ + "/proc", root_ + "/sys", root_ + "/cgroup", {0, 1, 2, 3}};  // pinned to node 0
+    return {root() + "/proc", root() + "/sys", root() + "/cgroup", {0, 1, 2, 3}};  // pinned to node 0
   }
-
- private:
-  std::string root_;
 };
 
 const DoctorCheck* Find(const DoctorReport& r, const std::string& subject, const std::string& id) {

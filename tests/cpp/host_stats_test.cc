@@ -13,30 +13,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 
 namespace gpuscope::internal {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 
-class FakeRoot {
- public:
-  FakeRoot() {
-    char tmpl[] = "/tmp/gpuscope_fake_root_XXXXXX";
-    root_ = mkdtemp(tmpl);
-  }
-  ~FakeRoot() { fs::remove_all(root_); }
-  void Write(const std::string& rel, const std::string& text) {
-    const fs::path p = fs::path(root_) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-  std::string Path(const std::string& rel) const { return (fs::path(root_) / rel).string(); }
-
- private:
-  std::string root_;
-};
+using FakeRoot = testing::TempTree;
 
 TEST(HostStatsTest, ReadsEveryProcFile) {
   FakeRoot r;

@@ -20,6 +20,7 @@
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 #include "support/fake_nvml.h"
+#include "test_util.h"
 
 extern "C" {
 void fake_cuda_set_device(int device);  // tests/cpp/support/fake_libcuda.cc
@@ -30,7 +31,6 @@ void fake_cuda_reset();
 namespace gpuscope {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 constexpr int64_t kMs = 1'000'000;
 
@@ -149,28 +149,15 @@ TEST(TelemetryTest, NoTelemetryWhenTurnedOff) {
   EXPECT_FALSE(Session(Options{.telemetry_interval_ms = -1}).status().ok());
 }
 
-class FakeProc {
+// A fake /proc with processes.
+class FakeProc : public testing::TempTree {
  public:
-  FakeProc() {
-    char tmpl[] = "/tmp/gpuscope_telemetry_XXXXXX";
-    root_ = mkdtemp(tmpl);
-  }
-  ~FakeProc() { fs::remove_all(root_); }
-  void Write(const std::string& rel, const std::string& text) {
-    const fs::path p = fs::path(root_) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
   // A process's stat line: its parent and CPU ticks.
-  void Process(int pid, int ppid, long utime, long stime) {
+  void Process(int pid, int ppid, long utime, long stime) const {
     Write(std::to_string(pid) + "/stat", std::to_string(pid) + " (pt_data_worker) S " + std::to_string(ppid) +
                                              " 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
                                              std::to_string(stime) + " 0 0 20 0 1 0\n");
   }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
 };
 
 TEST(TelemetryTest, OnlyTheGpusThisProcessUsesAreSampled) {

@@ -4,8 +4,13 @@
 #ifndef GPUSCOPE_TESTS_CPP_TEST_UTIL_H_
 #define GPUSCOPE_TESTS_CPP_TEST_UTIL_H_
 
+#include <stdlib.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
 
 #include "gpuscope/gpuscope.h"
 
@@ -13,6 +18,30 @@ namespace gpuscope::testing {
 
 inline constexpr int64_t kMs = 1'000'000;
 inline constexpr int64_t kUs = 1'000;
+
+// A scratch directory tree (fake /proc, /sys, cgroup roots), removed with it.
+class TempTree {
+ public:
+  TempTree() {
+    char tmpl[] = "/tmp/gpuscope_tree_XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  ~TempTree() { std::filesystem::remove_all(root_); }
+  TempTree(const TempTree&) = delete;
+  TempTree& operator=(const TempTree&) = delete;
+
+  // Writes `text` to `rel` below the root, making the directories on the way.
+  void Write(const std::string& rel, const std::string& text) const {
+    const std::filesystem::path p = std::filesystem::path(root_) / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string Path(const std::string& rel) const { return (std::filesystem::path(root_) / rel).string(); }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
 
 struct ClockedSession {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
