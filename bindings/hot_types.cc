@@ -23,6 +23,21 @@ PyObject* g_decorate = nullptr;       // gpuscope._session._decorate (strong ref
 bool StreamHandleOf(PyObject* stream, uint64_t* out);
 
 PyObject* g_stream_getter = nullptr;  // gpuscope._session._torch_stream (strong ref)
+PyObject* g_loop_range = nullptr;     // gpuscope._session._loop_range (strong ref)
+
+struct StepsIterObject;
+
+// Per session: the s.steps() loop whose step is open, if any. A `for` loop
+// does not tell its iterator when it is left by `break`, `return` or an
+// exception; while the iterator lives (`it = s.steps(...)`), its step would
+// stay open and the next step would be refused as nested. So the iterator
+// notes where its loop is (the frame iterating it and the loop's bytecode
+// range), and the session's next scope checks whether that frame has left
+// the loop: if so, the step ends there. Owned by the session capsule (its
+// context pointer); scopes borrow it through the capsule they hold.
+struct LoopWatch {
+  StepsIterObject* open = nullptr;  // borrowed; cleared when that step ends or the iterator dies
+};
 
 // Before each step of a session that times a device and was given no fixed
 // stream: marks go on the stream torch launches on now (about a microsecond,
@@ -53,7 +68,15 @@ bool FollowTorchStream(Session* session, bool follow) {
 
 constexpr const char* kCapsuleName = "gpuscope.Session";
 
+LoopWatch* WatchOf(PyObject* capsule) {
+  if (capsule == nullptr) return nullptr;
+  void* watch = PyCapsule_GetContext(capsule);
+  if (watch == nullptr) PyErr_Clear();
+  return static_cast<LoopWatch*>(watch);
+}
+
 void DeleteSessionCapsule(PyObject* capsule) {
+  delete WatchOf(capsule);
   auto* session = static_cast<Session*>(PyCapsule_GetPointer(capsule, kCapsuleName));
   if (session == nullptr) {
     PyErr_Clear();
@@ -236,6 +259,12 @@ bool InstallFastSlots(PyTypeObject* type, EnterFn enter, ExitFn exit) {
   return true;
 }
 
+// Ends the open s.steps() step of `watch` when its loop has been left (see
+// LoopWatch). `full`: from any frame (walks the stack: for a step's begin);
+// else only when called from the loop's own frame (one frame compare: for a
+// phase's begin). Never raises; recording-thread calls only.
+void CheckLoopLeft(LoopWatch* watch, bool full);
+
 // ---------------------------------------------------------------------------
 // _PhaseScope
 
@@ -243,6 +272,7 @@ struct PhaseScopeObject {
   PyObject_HEAD
   PyObject* core;    // the session capsule, or nullptr for a scope that records nothing
   Session* session;  // borrowed from `core`
+  LoopWatch* watch;  // borrowed from `core`
   PhaseId id;
   bool has_stream;   // s.phase(name, stream=...): marks go on `stream`
   uint64_t stream;
@@ -263,6 +293,7 @@ PyObject* PhaseScopeEnter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<PhaseScopeObject*>(self);
   ScopeToken token;
   if (s->session != nullptr && s->session->recording()) {
+    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch, /*full=*/false);
     token = s->has_stream ? s->session->BeginPhase(s->id, Stream(s->stream)) : s->session->BeginPhase(s->id);
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
   }
@@ -334,6 +365,7 @@ PyObject* NewPhaseScope(PyObject* core, Session* session, PhaseId id, PyObject* 
   Py_XINCREF(core);
   s->core = core;
   s->session = session;
+  s->watch = WatchOf(core);
   s->id = id;
   s->has_stream = stream != nullptr;
   s->stream = stream != nullptr ? *stream : 0;
@@ -351,6 +383,7 @@ struct StepScopeObject {
   PyObject_HEAD
   PyObject* core;
   Session* session;
+  LoopWatch* watch;
   StepOptions counts;
   ScopeToken token;
   bool entered;
@@ -380,6 +413,7 @@ PyObject* StepScopeEnter(PyObject* self, PyObject*) {
         "this step is already open: steps do not nest; end it before beginning the next one");
   }
   if (s->session != nullptr && s->session->recording()) {
+    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch, /*full=*/true);
     if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
     const ScopeToken token = s->session->BeginStep(s->counts);
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
@@ -432,14 +466,27 @@ struct StepsIterObject {
   PyObject_HEAD
   PyObject* core;
   Session* session;
+  LoopWatch* watch;   // borrowed from `core`
   PyObject* it;       // the inner iterator; nullptr once exhausted
   PyObject* samples;  // None, an int, or a callable(item) -> int
   PyObject* tokens;
   ScopeToken step;    // the open step
   bool follow_torch;
+  // Where the loop iterating this object is, noted at each next() called by
+  // a `for` loop's FOR_ITER (not by a bare next(it)). `frame` is compared,
+  // never dereferenced unless found on the running thread's stack (alive);
+  // a generator's frame is reached through a weak reference instead.
+  bool loop_known;
+  PyFrameObject* loop_frame;  // borrowed identity
+  PyObject* loop_code;        // strong: the frame's code object
+  PyObject* loop_generator;   // weakref to the generator running the loop, or nullptr
+  int loop_begin, loop_end;   // bytecode offsets [FOR_ITER, loop exit)
+  int loop_lasti;             // the FOR_ITER offset the range was computed for
+  unsigned long loop_thread;  // the thread iterating
 };
 
 void StepsIterFinish(StepsIterObject* s) {
+  if (s->watch != nullptr && s->watch->open == s) s->watch->open = nullptr;
   if (s->step.ok()) {
     const ScopeToken step = s->step;
     s->step = ScopeToken{};
@@ -453,9 +500,106 @@ void StepsIterDealloc(PyObject* self) {
   Py_XDECREF(s->it);
   Py_XDECREF(s->samples);
   Py_XDECREF(s->tokens);
+  Py_XDECREF(s->loop_code);
+  Py_XDECREF(s->loop_generator);
   Py_XDECREF(s->core);
   Py_TYPE(self)->tp_free(self);
 }
+
+#if PY_VERSION_HEX >= 0x030B0000
+// Notes the loop calling next() on `s` (see StepsIterObject). Errors are
+// swallowed: without a known loop, the step simply ends at the next next().
+void NoteLoop(StepsIterObject* s) {
+  PyFrameObject* frame = PyEval_GetFrame();
+  if (frame == nullptr || g_loop_range == nullptr) {
+    s->loop_known = false;
+    return;
+  }
+  PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+  const int lasti = PyFrame_GetLasti(frame);
+  if (reinterpret_cast<PyObject*>(code) != s->loop_code || lasti != s->loop_lasti) {
+    // A new loop (or the first): ask the bytecode where it ends, once.
+    Py_XSETREF(s->loop_code, reinterpret_cast<PyObject*>(code));
+    code = nullptr;
+    s->loop_lasti = lasti;
+    s->loop_known = false;
+    PyObject* range = PyObject_CallFunction(g_loop_range, "Oi", s->loop_code, lasti);
+    if (range != nullptr && PyTuple_Check(range) && PyTuple_GET_SIZE(range) == 2) {
+      s->loop_begin = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(range, 0)));
+      s->loop_end = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(range, 1)));
+      s->loop_known = !PyErr_Occurred();
+    }
+    Py_XDECREF(range);
+    PyErr_Clear();
+  }
+  Py_XDECREF(code);
+  if (s->loop_known && frame != s->loop_frame) {
+    Py_CLEAR(s->loop_generator);
+    if (PyObject* gen = PyFrame_GetGenerator(frame)) {  // the loop runs in a generator
+      s->loop_generator = PyWeakref_NewRef(gen, nullptr);
+      Py_DECREF(gen);
+      if (s->loop_generator == nullptr) {
+        PyErr_Clear();
+        s->loop_known = false;
+      }
+    }
+  }
+  s->loop_frame = frame;
+  s->loop_thread = PyThread_get_thread_ident();
+}
+
+bool InLoop(const StepsIterObject* s, PyFrameObject* frame) {
+  const int lasti = PyFrame_GetLasti(frame);
+  return lasti >= s->loop_begin && lasti < s->loop_end;
+}
+
+// Whether the loop iterating `s` has certainly been left. `full`: see
+// CheckLoopLeft().
+bool LoopLeft(StepsIterObject* s, bool full) {
+  if (!s->loop_known || s->loop_thread != PyThread_get_thread_ident()) return false;
+  if (s->loop_generator != nullptr) {
+    // The loop is in a generator: suspended (off the stack) is not left.
+    PyObject* gen = PyWeakref_GetObject(s->loop_generator);  // borrowed
+    if (gen == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    if (gen == Py_None) return true;  // the generator is gone
+    PyObject* frame = PyObject_GetAttrString(gen, "gi_frame");
+    if (frame == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    const bool left = frame == Py_None || !InLoop(s, reinterpret_cast<PyFrameObject*>(frame));
+    Py_DECREF(frame);
+    return left;
+  }
+  PyFrameObject* current = PyEval_GetFrame();  // borrowed
+  if (current == s->loop_frame) return !InLoop(s, current);
+  if (!full) return false;  // a function called from the loop body, most likely
+  // Up the stack: a frame found there is alive, and is the loop's if it
+  // runs the loop's code; not found, the loop's function has returned or
+  // raised.
+  PyFrameObject* f = current != nullptr ? PyFrame_GetBack(current) : nullptr;  // new reference
+  while (f != nullptr) {
+    if (f == s->loop_frame) {
+      PyCodeObject* code = PyFrame_GetCode(f);
+      const bool same = reinterpret_cast<PyObject*>(code) == s->loop_code;
+      const bool left = same && !InLoop(s, f);
+      Py_DECREF(code);
+      Py_DECREF(f);
+      return same ? left : false;
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  return true;
+}
+#else
+void NoteLoop(StepsIterObject* s) { s->loop_known = false; }
+bool LoopLeft(StepsIterObject*, bool) { return false; }
+#endif
 
 // A count from an int, or from calling `spec` on the batch. -1: not given.
 bool CountOf(PyObject* spec, PyObject* item, int64_t* out) {
@@ -483,10 +627,16 @@ PyObject* StepsIterNext(PyObject* self) {
   StepsIterFinish(s);
   const bool recording = s->session != nullptr && s->session->recording();
   if (recording) {
+    // Another loop's step still open: its loop may have been left.
+    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch, /*full=*/true);
     if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
     const ScopeToken step = s->session->BeginStep();
     if (!step.ok() && IsMisuse(step.status)) return RaiseMisuse(step.status);
     s->step = step;
+    if (step.ok() && s->watch != nullptr) {
+      NoteLoop(s);
+      s->watch->open = s;
+    }
   }
   const ScopeToken data = recording ? s->session->BeginPhase(Phase::kData) : ScopeToken{};
   PyObject* it = Py_NewRef(s->it);  // the inner iterator may close() us while it runs
@@ -536,6 +686,17 @@ PyTypeObject StepsIterType = [] {
   t.tp_methods = kStepsIterMethods;
   return t;
 }();
+
+void CheckLoopLeft(LoopWatch* watch, bool full) {
+  StepsIterObject* open = watch->open;
+  if (open == nullptr || !LoopLeft(open, full)) return;
+  // The loop was left some time ago, after its last recorded scope: the
+  // step ends there, not now.
+  watch->open = nullptr;
+  const ScopeToken step = open->step;
+  open->step = ScopeToken{};
+  open->session->EndAtLastActivity(step);
+}
 
 // ---------------------------------------------------------------------------
 // _Session
@@ -607,9 +768,8 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     options.stream = handle;
   }
   s->follow_torch = stream == Py_None;
-  const char* simulate_env = std::getenv("GPUSCOPE_SIMULATE");
   const bool simulating = (simulated != Py_None && simulated != Py_False) ||
-                          (simulate_env != nullptr && simulate_env[0] != '\0' && simulate_env[0] != '0');
+                          (options.enabled && SimulationRequested());
   if (stream == Py_None && simulating) {
     options.stream = 0;  // simulated kernels launch on stream 0 unless told otherwise
   }
@@ -656,6 +816,7 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     delete session;
     return -1;
   }
+  if (PyCapsule_SetContext(s->core, new LoopWatch()) != 0) return -1;
   s->session = session;
   return 0;
 }
@@ -866,6 +1027,7 @@ PyObject* SessionStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs, P
   Py_INCREF(s->core);
   scope->core = s->core;
   scope->session = session;
+  scope->watch = WatchOf(s->core);
   scope->counts = counts;
   scope->token = ScopeToken{};
   scope->entered = false;
@@ -912,6 +1074,13 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   iter->tokens = tokens;
   iter->step = ScopeToken{};
   iter->follow_torch = s->follow_torch;
+  iter->watch = WatchOf(s->core);
+  iter->loop_known = false;
+  iter->loop_frame = nullptr;
+  iter->loop_code = nullptr;
+  iter->loop_generator = nullptr;
+  iter->loop_begin = iter->loop_end = iter->loop_lasti = -1;
+  iter->loop_thread = 0;
   return reinterpret_cast<PyObject*>(iter);
 }
 
@@ -948,6 +1117,10 @@ PyObject* SessionTraceJson(PyObject* self, PyObject*) {
 PyObject* SessionClose(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
+  if (LoopWatch* watch = WatchOf(reinterpret_cast<SessionObject*>(self)->core);
+      watch != nullptr && watch->open != nullptr) {
+    CheckLoopLeft(watch, /*full=*/true);  // a loop left by break: its step counts
+  }
   Py_BEGIN_ALLOW_THREADS
   session->Close();
   Py_END_ALLOW_THREADS
@@ -1084,6 +1257,11 @@ void SetDecorator(PyObject* fn) {
 void SetStreamGetter(PyObject* fn) {
   Py_XINCREF(fn);
   Py_XSETREF(g_stream_getter, fn);
+}
+
+void SetLoopRange(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(g_loop_range, fn);
 }
 
 bool AddHotTypes(PyObject* module) {

@@ -40,6 +40,10 @@ void SetDecorator(PyObject* fn);
 // handle (or None): gpuscope._session._torch_stream.
 void SetStreamGetter(PyObject* fn);
 
+// Installs the Python function that gives the bytecode range of the `for`
+// loop whose FOR_ITER is at (code, offset), or None: gpuscope._session._loop_range.
+void SetLoopRange(PyObject* fn);
+
 }  // namespace gpuscope::python
 
 #endif  // GPUSCOPE_BINDINGS_HOT_TYPES_H_

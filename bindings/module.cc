@@ -77,6 +77,13 @@ PYBIND11_MODULE(_gpuscope, m) {
 
   m.def("_set_decorator", [](py::object fn) { SetDecorator(fn.ptr()); });
   m.def("_set_stream_getter", [](py::object fn) { SetStreamGetter(fn.ptr()); });
+  m.def("_set_loop_range", [](py::object fn) { SetLoopRange(fn.ptr()); });
+  m.def(
+      "escape_for_terminal",
+      [](py::bytes text) { return EscapeForTerminal(std::string(text)); },
+      py::arg("text"),
+      "Text (UTF-8 bytes) made safe to print on a terminal: control and invisible characters "
+      "escaped, invalid UTF-8 as \\xNN.");
 
   py::class_<SimulatedDevice, std::shared_ptr<SimulatedDevice>> sim(
       m, "SimulatedDevice",

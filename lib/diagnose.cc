@@ -15,7 +15,9 @@
 namespace gpuscope {
 namespace {
 
-std::string Pct(double fraction) { return absl::StrFormat("%.0f%%", 100 * fraction); }
+std::string Pct(double fraction) {
+  return std::isfinite(fraction) ? absl::StrFormat("%.0f%%", 100 * fraction) : std::string("?%");
+}
 
 double MeanStepSeconds(const Summary& s) { return s.steps > 0 ? s.window_time / static_cast<double>(s.steps) : 0; }
 
@@ -271,8 +273,14 @@ void Precision(const Summary& s, std::vector<Finding>* out) {
   if (!s.activity.has_value()) return;
   const ActivityStats& a = *s.activity;
   const double step = MeanStepSeconds(s);
-  if (a.kernel_time_per_step <= 0 || a.gemm_time_per_step < kGemmShareOfKernels * a.kernel_time_per_step ||
-      a.fp32_gemm_time_per_step < kFp32GemmShare * a.gemm_time_per_step || step <= 0) {
+  // Times of a nanosecond or less (a denormal in a hand-edited file) carry no
+  // signal and would divide into nonsense.
+  constexpr double kTiny = 1e-9;
+  if (!(a.kernel_time_per_step > kTiny) || !(a.gemm_time_per_step > kTiny) ||
+      !(a.fp32_gemm_time_per_step > 0) || !std::isfinite(a.kernel_time_per_step) ||
+      !std::isfinite(a.gemm_time_per_step) || !std::isfinite(a.fp32_gemm_time_per_step) ||
+      a.gemm_time_per_step < kGemmShareOfKernels * a.kernel_time_per_step ||
+      a.fp32_gemm_time_per_step < kFp32GemmShare * a.gemm_time_per_step || !(step > 0)) {
     return;
   }
   const double share = std::min(1.0, a.fp32_gemm_time_per_step / step);
@@ -500,7 +508,8 @@ void Instrumentation(const Summary& s, std::vector<Finding>* out) {
   }
   if (m.invalid_phase > 0) {
     absl::StrAppend(&advice,
-                    "Use phase names of 1-64 printable bytes, fewer than Options::max_phases. ");
+                    "Use phase names of 1-64 bytes of visible text (no control or invisible "
+                    "characters, no leading or trailing space), fewer than Options::max_phases. ");
   }
   if (m.too_deep > 0) absl::StrAppend(&advice, "Keep fewer than 32 scopes open at once. ");
   if (m.dropped_records + m.incomplete_steps > 0) {
@@ -579,6 +588,13 @@ std::vector<Finding> Diagnose(const Summary& summary) {
   Instrumentation(summary, &findings);
   HostOnly(summary, &findings);
   EventsOnly(summary, &findings);
+  // Whatever a summary holds (a hand-edited file, a bug), findings carry
+  // numbers: a share in [0, 1] and finite evidence, so that ranking, JSON and
+  // every reader can rely on them.
+  for (Finding& f : findings) {
+    f.share = std::isfinite(f.share) ? std::clamp(f.share, 0.0, 1.0) : 0.0;
+    std::erase_if(f.evidence, [](const auto& e) { return !std::isfinite(e.second); });
+  }
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
     return std::tie(b.share, b.severity) < std::tie(a.share, a.severity);
   });

@@ -428,12 +428,15 @@ absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json) {
 
 std::vector<std::string> DoctorBaselineDiff(const DoctorReport& baseline, const DoctorReport& now) {
   std::vector<std::string> diffs;
+  // The baseline is a file from elsewhere: what it says is escaped, so that
+  // it cannot rewrite the terminal it is printed on.
+  const auto safe = [](const std::string& text) { return internal::TerminalSafe(text); };
   for (const auto& [key, was] : baseline.facts) {
     const auto it = now.facts.find(key);
     if (it == now.facts.end()) {
-      diffs.push_back(absl::StrCat(key, ": ", was, " -> (missing)"));
+      diffs.push_back(absl::StrCat(safe(key), ": ", safe(was), " -> (missing)"));
     } else if (it->second != was) {
-      diffs.push_back(absl::StrCat(key, ": ", was, " -> ", it->second));
+      diffs.push_back(absl::StrCat(safe(key), ": ", safe(was), " -> ", safe(it->second)));
     }
   }
   return diffs;

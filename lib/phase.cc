@@ -4,7 +4,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "util/strings.h"
+#include "util/text.h"
 
 namespace gpuscope {
 namespace {
@@ -32,10 +34,14 @@ namespace internal {
 const char* PhaseNameProblem(std::string_view name) noexcept {
   if (name.empty()) return "empty";
   if (name.size() > static_cast<size_t>(kMaxPhaseNameLength)) return "too long";
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) return "control character";
+  size_t pos = 0;
+  while (pos < name.size()) {
+    const int32_t c = NextCodePoint(name, &pos);
+    if (c < 0) return "invalid UTF-8";
+    if (IsControlOrInvisible(c)) return "control or invisible character";
+    if (IsOtherSpace(c)) return "space other than U+0020";
   }
+  if (name.front() == ' ' || name.back() == ' ') return "leading or trailing space";
   if (name == kOtherPhaseName || name == kLaunchCauseName) return "reserved";
   return nullptr;
 }
@@ -44,20 +50,33 @@ const char* PhaseNameProblem(std::string_view name) noexcept {
 
 absl::Status ValidatePhaseName(std::string_view name) {
   if (internal::PhaseNameProblem(name) == nullptr) return absl::OkStatus();
+  const std::string shown = internal::TerminalSafe(name.substr(0, 48));
   if (name.empty()) {
     return absl::InvalidArgumentError("phase name is empty: give the phase a name, e.g. \"forward\"");
   }
   if (name.size() > static_cast<size_t>(kMaxPhaseNameLength)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "phase name '", internal::ToAbsl(name.substr(0, 24)), "...' is ", name.size(),
-        " bytes long; the limit is ", kMaxPhaseNameLength, ": use a shorter name"));
+    return absl::InvalidArgumentError(absl::StrCat("phase name '", shown, "...' is ", name.size(),
+                                                   " bytes long; the limit is ", kMaxPhaseNameLength,
+                                                   ": use a shorter name"));
   }
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
+  size_t pos = 0;
+  while (pos < name.size()) {
+    const int32_t c = internal::NextCodePoint(name, &pos);
+    if (c < 0) {
       return absl::InvalidArgumentError(
-          "phase name contains a control character (newline, tab, ...): use printable text");
+          absl::StrCat("phase name '", shown, "' is not valid UTF-8: use printable text"));
     }
+    if (internal::IsControlOrInvisible(c) || internal::IsOtherSpace(c)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "phase name '%s' contains U+%04X, a %s character: phase names are printed in reports and "
+          "must read as they are; use visible characters and plain spaces",
+          shown, c, internal::IsOtherSpace(c) ? "look-alike space" : "control or invisible"));
+    }
+  }
+  if (name.front() == ' ' || name.back() == ' ') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "phase name '", shown, "' is blank or begins or ends with a space: phase names are "
+        "compared and printed as given; trim the spaces"));
   }
   if (name == kOtherPhaseName) {
     return absl::InvalidArgumentError(

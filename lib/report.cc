@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <string>
@@ -98,14 +99,54 @@ void QuantileRow(std::string* out, const char* label, const Quantiles& q, const 
                         Duration(q.max), note);
 }
 
+// `s` with every string that may come from outside (phase names, a saved
+// file's text fields) made safe to print: a crafted name must not move the
+// cursor, rewrite a line or hide text on the reader's terminal.
+Summary TerminalSafeCopy(const Summary& s) {
+  Summary safe = s;
+  const auto clean = [](std::string& text) { text = internal::TerminalSafe(text); };
+  clean(safe.version);
+  clean(safe.source_reason);
+  for (PhaseStats& p : safe.phases) clean(p.name);
+  std::map<std::string, double> causes;
+  for (const auto& [cause, pct] : s.idle_by_cause) causes[internal::TerminalSafe(cause)] += pct;
+  safe.idle_by_cause = std::move(causes);
+  if (safe.telemetry.has_value()) {
+    clean(safe.telemetry->source);
+    for (std::string& r : safe.telemetry->clocks_event_reasons) clean(r);
+    for (GpuTelemetry& g : safe.telemetry->gpus) {
+      for (std::string& r : g.clocks_event_reasons) clean(r);
+    }
+  }
+  return safe;
+}
+
 }  // namespace
 
-std::string FormatReport(const Summary& s, const ReportOptions& options) {
+std::string EscapeForTerminal(std::string_view text) { return internal::TerminalSafe(text); }
+
+std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
+  const Summary s = TerminalSafeCopy(unsafe);
   std::string out;
   absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (",
                   s.total_steps, " total) | source: ", internal::ToAbsl(SourceName(s.source)),
-                  "\n");
+                  s.simulated ? " (SIMULATED GPU)" : "", "\n");
   internal::AppendWrapped(&out, s.source_reason, 2);
+  if (s.simulated) {
+    internal::AppendWrapped(&out,
+                            "GPU numbers come from gpuscope's simulated device (simulated_device, "
+                            "GPUSCOPE_SIMULATE), not from a GPU.",
+                            2);
+  }
+  if (s.misuse.dropped_records > 0) {
+    internal::AppendWrapped(
+        &out,
+        absl::StrCat("warning: ", s.misuse.dropped_records,
+                     " records were dropped (the queue to the background worker was full); ",
+                     s.misuse.incomplete_steps,
+                     " steps were left out. Raise Options::queue_capacity (Python: queue_capacity=)."),
+        2);
+  }
   if (s.steps == 0) {
     absl::StrAppend(&out, "\nno completed steps yet: wrap each training step in a StepScope "
                           "(C++) or s.step() / s.steps() (Python)\n");
@@ -394,8 +435,11 @@ class Exposition {
 
 std::string PrometheusText(const Summary& s) {
   Exposition e;
-  e.Family("info", "gauge", "gpuscope's version and the data source in use (value 1).");
-  e.Sample(1, {{"version", s.version}, {"source", std::string(SourceName(s.source))}});
+  e.Family("info", "gauge",
+           "gpuscope's version, the data source in use and whether its GPU is simulated (value 1).");
+  e.Sample(1, {{"version", s.version},
+               {"source", std::string(SourceName(s.source))},
+               {"simulated", s.simulated ? "true" : "false"}});
   e.Family("steps_total", "counter", "Completed steps since the session started.");
   e.Sample(static_cast<double>(s.total_steps));
   e.Family("window_steps", "gauge", "Completed steps in the window the other numbers cover.");

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -12,17 +13,13 @@
 #include "core/activity_timeline.h"
 #include "core/session_impl.h"
 #include "gpuscope/version.h"
+#include "util/env.h"
 #include "util/log.h"
 
 namespace gpuscope {
 namespace {
 
-bool DisabledByEnvironment() {
-  const char* env = std::getenv("GPUSCOPE_DISABLE");
-  if (env == nullptr) return false;
-  const std::string v = absl::AsciiStrToLower(env);
-  return v == "1" || v == "true" || v == "yes" || v == "on";
-}
+bool DisabledByEnvironment() { return internal::EnvFlag("GPUSCOPE_DISABLE", false); }
 
 absl::Status RangeError(const char* field, int64_t value, int64_t lo, int64_t hi) {
   return absl::InvalidArgumentError(absl::StrCat("Options::", field, " = ", value,
@@ -73,7 +70,8 @@ std::string_view ScopeStatusMessage(ScopeStatus status) {
     case ScopeStatus::kTooDeep:
       return "too many open scopes (kMaxOpenScopes): end scopes before opening more";
     case ScopeStatus::kInvalidPhase:
-      return "invalid phase: names must be 1-64 printable bytes, not 'other' or 'launch', and "
+      return "invalid phase: names must be 1-64 bytes of visible text (no control or invisible "
+             "characters, no leading or trailing space), not 'other' or 'launch', and "
              "fit in Options::max_phases; ids must come from this session";
     case ScopeStatus::kEndedOutOfOrder:
       return "a scope was ended while scopes opened inside it were still open; they were closed "
@@ -120,6 +118,7 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
       stream_(options.stream),
       queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
       orphaned_markers_(backends_.device_timer != nullptr ? size_t{1} << 16 : 2),
+      max_staged_records_(std::max<size_t>(4 * queue_.capacity(), size_t{1} << 18)),
       aggregator_(options.enabled ? options.window : 1, options.max_phases) {
   if (!status_.ok()) {
     source_reason_ = absl::StrCat("session disabled: ", status_.message());
@@ -310,7 +309,7 @@ ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexc
   return id.has_value() ? OpenPhase(*id, stream, true) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
-ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
+ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activity) noexcept {
   if (!token.ok()) return token.status;
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return s;
   if (token.session_tag != session_tag_) {
@@ -331,7 +330,12 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record) noexcept {
     const Frame& f = stack_[static_cast<size_t>(i)];
     end_markers[i] = f.begin_event != kNoEvent ? RecordMarker(f.stream) : kNoEvent;
   }
-  const int64_t now = Now();
+  int64_t now = Now();
+  if (at_last_activity) {
+    now = std::max(last_end_, stack_[static_cast<size_t>(d)].begin_ns);
+  } else {
+    last_end_ = now;
+  }
   while (depth_ > d) {
     --depth_;
     const Frame& f = stack_[static_cast<size_t>(depth_)];
@@ -397,29 +401,28 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
 // ---------------------------------------------------------------------------
 // Aggregation side.
 
-void SessionImpl::Pump() {
-  // Telemetry is sampled by the worker only, outside the aggregator lock (an
-  // NVML query can take milliseconds): Summarize() never waits for one.
-  bool sampled = false;
-  TelemetrySample sample;
-  std::string description;
+double SessionImpl::Pump() {
+  std::unique_lock<std::mutex> lock(agg_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // A reader is summarizing (or tracing) under the aggregator lock, which
+    // may take a while for a large window: keep the queue from filling.
+    return static_cast<double>(StageQueue()) / static_cast<double>(queue_.capacity());
+  }
+  // Telemetry is sampled by the worker only, and for the whole process at
+  // once (backends/process_telemetry.h); steps ending now see the latest
+  // sample, so samples go in before the queue is drained.
   if (telemetry_ != nullptr) {
-    std::lock_guard<std::mutex> sampling(sample_mu_);  // one sampler at a time
+    std::vector<TelemetrySample> samples;
     const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
-    if (next_sample_ns_ == INT64_MIN || now >= next_sample_ns_) {
-      telemetry_->Sample(now, &sample);
-      next_sample_ns_ = now + int64_t{options_.telemetry_interval_ms} * 1'000'000;
-      sampled = true;
-      description = telemetry_->description();  // which GPUs may change as the job takes them up
+    telemetry_->Collect(now, int64_t{options_.telemetry_interval_ms} * 1'000'000, &samples);
+    if (!samples.empty()) {
+      for (const TelemetrySample& sample : samples) aggregator_.AddTelemetry(sample);
+      aggregator_.SetTelemetrySource(telemetry_->description());
     }
   }
-  std::lock_guard<std::mutex> lock(agg_mu_);
-  // Before the queue is drained: steps ending now see the latest sample.
-  if (sampled) {
-    aggregator_.AddTelemetry(sample);
-    aggregator_.SetTelemetrySource(std::move(description));
-  }
+  const size_t staged = staged_size_.load(std::memory_order_relaxed);
   PumpLocked();
+  return static_cast<double>(last_drained_ + staged) / static_cast<double>(queue_.capacity());
 }
 
 void SessionImpl::PumpLocked() {
@@ -454,17 +457,44 @@ void SessionImpl::SampleCountersLocked() {
   counters_at_step_ = aggregator_.completed();
 }
 
-void SessionImpl::DrainQueueLocked() {
+void SessionImpl::Consume(const Record& r) {
   if (tsc_ == nullptr) {
-    queue_.Drain([this](const Record& r) { aggregator_.Consume(r); });
-  } else {
-    queue_.Drain([this](const Record& r) {
-      Record converted = r;  // TSC ticks -> CLOCK_MONOTONIC ns
-      converted.begin_ns = tsc_->ToNs(r.begin_ns);
-      converted.end_ns = tsc_->ToNs(r.end_ns);
-      aggregator_.Consume(converted);
-    });
+    aggregator_.Consume(r);
+    return;
   }
+  Record converted = r;  // TSC ticks -> CLOCK_MONOTONIC ns
+  converted.begin_ns = tsc_->ToNs(r.begin_ns);
+  converted.end_ns = tsc_->ToNs(r.end_ns);
+  aggregator_.Consume(converted);
+}
+
+size_t SessionImpl::DrainQueueLocked() {
+  // Staged records are older than the queue's: they go first. The worker
+  // may stage more while a batch is consumed; the loop takes those too
+  // before it turns to the queue.
+  for (;;) {
+    std::vector<Record> batch;
+    {
+      std::lock_guard<std::mutex> staging(drain_mu_);
+      if (staged_.empty()) {
+        last_drained_ = queue_.Drain([this](const Record& r) { Consume(r); });
+        return last_drained_;
+      }
+      batch.swap(staged_);
+      staged_size_.store(0, std::memory_order_relaxed);
+    }
+    for (const Record& r : batch) Consume(r);
+  }
+}
+
+size_t SessionImpl::StageQueue() {
+  std::lock_guard<std::mutex> staging(drain_mu_);
+  // Past the bound (overshooting it by at most one queue), the queue fills
+  // and the recording thread counts what it drops.
+  if (staged_.size() >= max_staged_records_) return 0;
+  const size_t moved = queue_.Drain([this](const Record& r) { staged_.push_back(r); });
+  staged_size_.store(staged_.size(), std::memory_order_relaxed);
+  return moved;
 }
 
 void SessionImpl::LowerToHost(const absl::Status& why) {
@@ -502,7 +532,8 @@ void SessionImpl::ReportNewMisuse() {
       {too_deep_.Get(), &reported_.too_deep, "misuse-too-deep",
        "more than 32 scopes were open at once; the deeper ones were not recorded."},
       {invalid_phase_.Get(), &reported_.invalid_phase, "misuse-invalid-phase",
-       "a phase with an invalid name (empty, over 64 bytes, control characters, 'other'), a name "
+       "a phase with an invalid name (empty, over 64 bytes, control or invisible characters, "
+       "'other'), a name "
        "beyond Options::max_phases, or another session's PhaseId was ignored."},
       {dropped_records_.Get(), &reported_.dropped_records, "misuse-dropped",
        "records were dropped because the queue was full: raise Options::queue_capacity or "
@@ -533,6 +564,7 @@ Summary SessionImpl::Summarize() {
     s.misuse.incomplete_steps = aggregator_.incomplete_steps();
     s.source = source_;
     s.source_reason = source_reason_;
+    s.simulated = backends_.simulated;
     if (timer_ != nullptr && source_ != Source::kHost) {
       s.gpu_clock_error = static_cast<double>(timer_->accuracy_ns()) * 1e-9;
     }
@@ -546,6 +578,7 @@ Summary SessionImpl::Summarize() {
           "CUPTI's activity API (GPU numbers start with the first record)");
     }
     if (s.source == Source::kHost) {  // lowered: what was measured before stays, labeled host
+      s.simulated = false;
       s.gpu_idle_pct.reset();
       s.idle_by_cause.clear();
       s.devices.clear();
@@ -729,6 +762,10 @@ ScopeStatus Session::End(ScopeToken token) noexcept {
 
 ScopeStatus Session::Cancel(ScopeToken token) noexcept {
   return token.ok() ? impl_->Cancel(token) : token.status;
+}
+
+ScopeStatus Session::EndAtLastActivity(ScopeToken token) noexcept {
+  return token.ok() ? impl_->EndAtLastActivity(token) : token.status;
 }
 
 void Session::SetStepCounts(int64_t samples, int64_t tokens) noexcept {

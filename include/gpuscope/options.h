@@ -23,7 +23,7 @@ inline constexpr int kDefaultWindow = 512;
 inline constexpr int kMaxWindow = 1 << 16;
 inline constexpr int kDefaultMaxPhases = 128;
 inline constexpr int kMaxPhases = 4096;
-inline constexpr int kDefaultQueueCapacity = 1 << 14;
+inline constexpr int kDefaultQueueCapacity = 1 << 17;
 inline constexpr int kMaxQueueCapacity = 1 << 22;
 inline constexpr int kDefaultFlushIntervalMs = 10;
 
@@ -96,7 +96,12 @@ struct Options {
 
   // Records (one per ended scope) that may wait between the recording thread
   // and the background worker; rounded up to a power of two. When the queue
-  // is full, records are dropped and counted, never waited for.
+  // is full, records are dropped and counted (and the report says so), never
+  // waited for. The default (131072 records, 8 MiB once the ring has wrapped)
+  // is sized for a Python loop of empty scopes, the fastest a Python thread
+  // records (benchmarks/queue_pressure.py; docs/benchmarks.md), with room for
+  // the worker, which comes back sooner as the queue fills, to be
+  // descheduled for several milliseconds.
   // 64 to kMaxQueueCapacity; 64 bytes each.
   int queue_capacity = kDefaultQueueCapacity;
 

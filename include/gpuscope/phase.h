@@ -69,8 +69,12 @@ absl::StatusOr<Phase> ParsePhase(std::string_view name);
 // ValidatePhaseName()
 //
 // OkStatus() if `name` may be registered as a phase name: 1 to
-// `kMaxPhaseNameLength` bytes, no control characters, not "other". Otherwise
-// an InvalidArgumentError that says which rule the name breaks.
+// `kMaxPhaseNameLength` bytes of valid UTF-8; no control or invisible
+// characters (C0/C1 controls such as newline, ESC and NEL, zero-width
+// characters, bidirectional overrides, ...) and no space other than U+0020;
+// not blank, no leading or trailing space; not "other" or "launch". Names are
+// printed in reports and compared across runs: they must read as they are.
+// Otherwise an InvalidArgumentError that says which rule the name breaks.
 absl::Status ValidatePhaseName(std::string_view name);
 
 // PhaseId

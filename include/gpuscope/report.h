@@ -14,6 +14,7 @@
 #define GPUSCOPE_REPORT_H_
 
 #include <string>
+#include <string_view>
 
 #include "gpuscope/summary.h"
 
@@ -29,8 +30,19 @@ struct ReportOptions {
 //
 // Plain text, lines of at most 80 columns (not counting colour codes),
 // ending in a newline: the summary, then the findings ranked by the step
-// time they explain, each with its fix.
+// time they explain, each with its fix. Text from the summary (phase names,
+// a loaded file's fields) is escaped as EscapeForTerminal() does.
 std::string FormatReport(const Summary& summary, const ReportOptions& options = {});
+
+// EscapeForTerminal()
+//
+// `text` safe to print on a terminal: valid UTF-8 without control or
+// invisible characters passes unchanged; C0/C1 controls (ESC, CR, NEL...),
+// zero-width and bidirectional-override characters and the like are written
+// as \u{XXXX} (\e, \n, \r, \t for the common ones), and each byte of invalid
+// UTF-8 as \xNN. For text read from files or given by others, so that it
+// cannot move the cursor, rewrite a line or hide what follows it.
+std::string EscapeForTerminal(std::string_view text);
 
 // PrometheusText()
 //

@@ -148,8 +148,8 @@ class Session {
   //
   // The id of phase `name`, registering it on first use; built-in names
   // return their built-in id. Thread-safe; takes a lock and may allocate, so
-  // call it once, outside the loop. Errors: InvalidArgumentError (empty, too
-  // long, control characters, "other"), ResourceExhaustedError (the table
+  // call it once, outside the loop. Errors: InvalidArgumentError (the rules of
+  // ValidatePhaseName(): empty, too long, control or invisible characters, "other"), ResourceExhaustedError (the table
   // holds Options::max_phases names).
   absl::StatusOr<PhaseId> RegisterPhase(std::string_view name);
 
@@ -182,6 +182,17 @@ class Session {
   // them: for a step that turned out not to exist, such as the one begun to
   // wait for the next item of a loop that has none left. Hot path.
   ScopeStatus Cancel(ScopeToken token) noexcept;
+
+  // Session::EndAtLastActivity()
+  //
+  // Ends the scope of `token` (and any opened inside it) as End() does, but
+  // at the moment the recording thread last ended a scope (the scope's own
+  // begin if that was earlier): for a step whose end went unobserved, such as
+  // the step of a Python `for` loop over `steps()` left by `break`, which is
+  // noticed only at the session's next scope. Its host time then stops where
+  // the loop's last recorded work did, rather than taking in whatever ran
+  // after the loop. Hot path.
+  ScopeStatus EndAtLastActivity(ScopeToken token) noexcept;
 
   // Session::SetStepCounts()
   //

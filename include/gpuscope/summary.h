@@ -240,6 +240,9 @@ struct Summary {
   std::string version;          // gpuscope version that produced it
   Source source = Source::kHost;
   std::string source_reason;    // why this source and not a better one
+  // The GPU numbers come from gpuscope's simulated device (tests, demos,
+  // GPUSCOPE_SIMULATE=1), not from a GPU. False with Source::kHost.
+  bool simulated = false;
 
   int64_t window = 0;           // the window's capacity (Options::window)
   int64_t steps = 0;            // completed steps in the window, <= window

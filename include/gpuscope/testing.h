@@ -142,6 +142,14 @@ class SimulatedDevice {
   std::shared_ptr<internal::SimState> state_;
 };
 
+// SimulationRequested()
+//
+// Whether GPUSCOPE_SIMULATE asks every session of the process to run on a
+// simulated device: 1, true, yes or on (any case). Unset, empty, 0, false,
+// no and off leave it off; any other value is logged once and ignored.
+// Sessions on a simulated device say so: `Summary::simulated`.
+bool SimulationRequested();
+
 }  // namespace gpuscope
 
 #endif  // GPUSCOPE_TESTING_H_

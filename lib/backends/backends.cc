@@ -7,36 +7,30 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda_driver_timer.h"
 #include "backends/cupti_activity.h"
-#include "backends/system_telemetry.h"
+#include "backends/process_telemetry.h"
 #include "core/worker.h"
 #include "sim/simulated_device.h"
 
 namespace gpuscope::internal {
 
-namespace {
-
-bool SimulateFromEnvironment() {
-  const char* env = std::getenv("GPUSCOPE_SIMULATE");
-  return env != nullptr && env[0] != '\0' && env[0] != '0';
-}
-
-}  // namespace
-
 Backends DefaultBackends(const Options& options) {
   Backends backends;
   backends.annotator = MakeNvtxAnnotator(options.max_phases);
   std::shared_ptr<SimulatedDevice> sim = options.simulated_device;
-  if (sim == nullptr && SimulateFromEnvironment()) sim = std::make_shared<SimulatedDevice>();
+  if (sim == nullptr && SimulationRequested()) sim = std::make_shared<SimulatedDevice>();
   if (sim != nullptr) {
     SimulatedBackends simulated = MakeSimulatedBackends(sim, options.clock);
     backends.device_timer = std::move(simulated.timer);
     backends.activity = std::move(simulated.activity);
+    backends.simulated = true;
   } else if (options.clock == nullptr && g_fork_generation.load() == 0) {
     // A real GPU times on CLOCK_MONOTONIC, so not with a custom clock; and
     // CUDA is unusable in a forked child, so never there.
     backends.device_timer = MakeCudaDriverTimer();
     backends.activity = MakeCuptiActivitySource(options.cupti);
-    if (options.telemetry_interval_ms > 0) backends.telemetry = MakeSystemTelemetry();
+    if (options.telemetry_interval_ms > 0) {
+      backends.telemetry = MakeProcessTelemetry(options.telemetry_interval_ms);
+    }
   }
   return backends;
 }

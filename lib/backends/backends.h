@@ -21,6 +21,9 @@ struct Backends {
   std::unique_ptr<ActivitySource> activity;
   std::unique_ptr<DeviceTimer> device_timer;
   std::unique_ptr<Telemetry> telemetry;
+  // The GPU sources are gpuscope's simulated device, not a GPU: summaries
+  // say so (Summary::simulated).
+  bool simulated = false;
 };
 
 // What the process offers: NVTX annotations, and the GPU sources built so far

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -25,6 +26,7 @@
 #include "backends/cuda_driver_timer.h"
 #include "backends/kernel_names.h"
 #include "util/dynlib.h"
+#include "util/env.h"
 #include "util/log.h"
 
 namespace gpuscope::internal {
@@ -538,9 +540,12 @@ Cupti EffectiveCuptiMode(Cupti requested) {
   if (requested != Cupti::kAuto) return requested;
   const char* env = std::getenv("GPUSCOPE_CUPTI");
   if (env == nullptr) return requested;
-  const std::string v = absl::AsciiStrToLower(env);
-  if (v == "on" || v == "1" || v == "true") return Cupti::kOn;
-  if (v == "off" || v == "0" || v == "false") return Cupti::kOff;
+  const std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(env));
+  if (v.empty() || v == "auto") return Cupti::kAuto;
+  if (const std::optional<bool> on = ParseBool(v); on.has_value()) return *on ? Cupti::kOn : Cupti::kOff;
+  LogOnce("env-GPUSCOPE_CUPTI", LogLevel::kWarning,
+          absl::StrCat("GPUSCOPE_CUPTI='", absl::CHexEscape(env), "' is not auto or a boolean (1, true, "
+                       "yes, on; 0, false, no, off): ignored, CUPTI is used when it can be shared"));
   return Cupti::kAuto;
 }
 

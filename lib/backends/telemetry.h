@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -76,8 +77,21 @@ class Telemetry {
   virtual absl::Status Start() = 0;
   // Worker: the state now (rates since the previous call).
   virtual void Sample(int64_t now_ns, TelemetrySample* out) = 0;
+  // Worker: appends the samples a session takes in at `now_ns`, oldest
+  // first. This one takes a fresh sample once `interval_ns` has passed since
+  // the last it took; the process-wide telemetry (MakeProcessTelemetry())
+  // hands every session the samples taken once for all of them.
+  virtual void Collect(int64_t now_ns, int64_t interval_ns, std::vector<TelemetrySample>* out) {
+    if (last_collect_ns_ != kNever && now_ns < last_collect_ns_ + interval_ns) return;
+    Sample(now_ns, &out->emplace_back());
+    last_collect_ns_ = now_ns;
+  }
   // What is sampled, for the summary ("NVML, /proc", "/proc (no NVML: ...)").
   virtual std::string description() const = 0;
+
+ private:
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::min();
+  int64_t last_collect_ns_ = kNever;
 };
 
 }  // namespace gpuscope::internal

@@ -1,11 +1,17 @@
 // SessionImpl: everything behind gpuscope::Session.
 //
-// Three kinds of state, each with one owner:
+// Four kinds of state, each with one owner:
 //   * the recorder (stack of open scopes, the current step, the queue's
 //     producer side): the recording thread only, no locks;
-//   * the aggregator (queue's consumer side, rings, histogram): whoever holds
-//     `agg_mu_` (the background worker, or a reader in Summarize());
+//   * the queue's consumer side and the records staged from it: whoever
+//     holds `drain_mu_`, briefly;
+//   * the aggregator (rings, histogram): whoever holds `agg_mu_` (the
+//     background worker, or a reader in Summarize());
 //   * configuration and backends: immutable after construction.
+// A reader may hold `agg_mu_` for a long time (a summary of a large window);
+// the worker then only moves records from the queue to the staging buffer,
+// so that the recording thread never finds the queue full because of a
+// reader.
 // Counters that readers look at are relaxed atomics.
 
 #ifndef GPUSCOPE_LIB_CORE_SESSION_IMPL_H_
@@ -18,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include <pthread.h>
 
@@ -45,6 +52,8 @@ class SingleWriterCounter {
 };
 
 class SessionImpl final : public Pumpable {
+  friend class SessionTestPeer;
+
  public:
   // `status` not ok: a disabled session that explains itself.
   SessionImpl(const Options& options, absl::Status status, Backends backends,
@@ -63,8 +72,11 @@ class SessionImpl final : public Pumpable {
   ScopeToken BeginPhase(std::string_view name) noexcept;
   ScopeToken BeginPhase(PhaseId phase, uint64_t stream) noexcept;
   ScopeToken BeginPhase(std::string_view name, uint64_t stream) noexcept;
-  ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true); }
-  ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false); }
+  ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true, false); }
+  ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false, false); }
+  ScopeStatus EndAtLastActivity(ScopeToken token) noexcept {
+    return Close(token, /*record=*/true, /*at_last_activity=*/true);
+  }
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
   void SetStream(uint64_t stream) noexcept;
 
@@ -77,7 +89,7 @@ class SessionImpl final : public Pumpable {
   void ReleaseCupti();
 
   // Pumpable (worker, with the worker's lock held).
-  void Pump() override;
+  double Pump() override;
   int flush_interval_ms() const override { return options_.flush_interval_ms; }
 
  private:
@@ -118,7 +130,7 @@ class SessionImpl final : public Pumpable {
   // The phase id of `name`, registering it on first use; nullopt if invalid.
   std::optional<uint16_t> LookUp(std::string_view name) noexcept;
   std::optional<uint16_t> Validate(PhaseId phase) noexcept;
-  ScopeStatus Close(ScopeToken token, bool record) noexcept;
+  ScopeStatus Close(ScopeToken token, bool record, bool at_last_activity) noexcept;
   void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
             uint32_t end_marker) noexcept;
   // A device marker on `stream`, or kNoEvent (no device timer, no stream,
@@ -134,7 +146,13 @@ class SessionImpl final : public Pumpable {
   // others). Steps still waiting lose their GPU numbers. Requires agg_mu_.
   void StopActivityLocked();
   void PumpLocked();        // requires agg_mu_
-  void DrainQueueLocked();  // requires agg_mu_: records into the aggregator
+  // Requires agg_mu_: the staged records, then the queue's, into the
+  // aggregator, in order. Returns how many came from the queue itself.
+  size_t DrainQueueLocked();
+  // Without agg_mu_ (a reader holds it): moves the queue's records to the
+  // staging buffer, up to kMaxStagedRecords. Returns how many.
+  size_t StageQueue();
+  void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
   void ReportNewMisuse();
 
   // ---- Immutable after construction.
@@ -154,11 +172,7 @@ class SessionImpl final : public Pumpable {
   std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
   ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
   DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
-  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started
-  // Sampling: its own lock, never the aggregator's (NVML may take
-  // milliseconds; Summarize() must not wait for it).
-  std::mutex sample_mu_;
-  int64_t next_sample_ns_ = INT64_MIN;     // when telemetry is sampled next (sample_mu_)
+  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started (worker only)
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction
@@ -175,10 +189,13 @@ class SessionImpl final : public Pumpable {
   bool step_incomplete_ = false;
   uint32_t next_serial_ = 1;
   uint64_t stream_ = 0;
+  int64_t last_end_ = 0;  // when a scope last ended (session units; EndAtLastActivity())
   SpscQueue<Record> queue_;
   // Markers of records the full queue dropped, for the background side to
   // release (producer: the recording thread).
   SpscQueue<uint32_t> orphaned_markers_;
+  // The staging buffer's bound, in records (64 bytes each; see drain_mu_).
+  const size_t max_staged_records_;
 
   // ---- Shared, atomic.
   std::atomic<uint64_t> owner_thread_{0};
@@ -188,9 +205,17 @@ class SessionImpl final : public Pumpable {
   std::atomic<bool> closed_{false};
   std::atomic<bool> registered_{false};
 
-  // ---- Aggregator. Protects aggregator_, the queue's consumer side and
-  // reported_. Taken by the worker (after its own lock) and by readers;
-  // never by the recording thread.
+  // ---- Staging. Protects the queue's consumer side and staged_. Taken by
+  // the worker when a reader holds agg_mu_, and after agg_mu_ by whoever
+  // drains; held only to move records; never by the recording thread.
+  std::mutex drain_mu_;
+  std::vector<Record> staged_;  // drained from the queue, not yet aggregated, oldest first
+  std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
+  size_t last_drained_ = 0;  // records the last drain took from the queue itself (agg_mu_)
+
+  // ---- Aggregator. Protects aggregator_ and reported_. Taken by the worker
+  // (after its own lock) and by readers; never by the recording thread.
+  // Lock order: the worker's lock, agg_mu_, drain_mu_.
   mutable std::mutex agg_mu_;
   Aggregator aggregator_;
   MisuseCounts reported_;  // misuse already logged
@@ -203,6 +228,11 @@ class SessionTestPeer {
   static std::unique_ptr<Session> Create(Options options, Backends backends);
   static SessionImpl& Impl(Session& session);
   static size_t QueuedRecords(Session& session) { return Impl(session).queued_records(); }
+  // Holds the aggregator lock as a slow reader (a summary of a large window)
+  // would, for as long as the returned lock lives.
+  static std::unique_lock<std::mutex> HoldAggregator(Session& session) {
+    return std::unique_lock<std::mutex>(Impl(session).agg_mu_);
+  }
 };
 
 }  // namespace gpuscope::internal

@@ -105,10 +105,29 @@ void Worker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   running_ = true;
   running_cv_.notify_all();
+  // The wait between passes: the sessions' flush interval, shortened (down
+  // to 1 ms) while a pass finds a queue filling faster than that interval
+  // drains it, so that a burst of records is taken in before the queue is
+  // full; lengthened back once the queues run light again.
+  std::chrono::microseconds wait = interval_;
   for (;;) {
-    cv_.wait_for(lock, interval_);
+    if (sessions_.empty()) {
+      // Nothing to pump: sleep until a session registers (no wake-ups).
+      cv_.wait(lock, [this] { return !sessions_.empty(); });
+      wait = interval_;
+    } else {
+      cv_.wait_for(lock, wait);
+    }
+    passes_.fetch_add(1, std::memory_order_relaxed);
     if (tsc != nullptr) tsc->Refine();
-    for (Pumpable* p : sessions_) p->Pump();
+    double fullest = 0;
+    for (Pumpable* p : sessions_) fullest = std::max(fullest, p->Pump());
+    if (fullest > 0.25) {
+      wait = std::max<std::chrono::microseconds>(wait / 2, std::chrono::milliseconds(1));
+    } else if (fullest < 0.0625) {
+      wait = std::min<std::chrono::microseconds>(wait * 2, interval_);
+    }
+    wait = std::min<std::chrono::microseconds>(wait, interval_);
   }
 }
 

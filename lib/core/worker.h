@@ -1,7 +1,8 @@
 // The process's one background worker. Every recording session registers
-// with it; every flush interval it drains each session's queue into that
-// session's aggregator (and, with GPU sources, resolves device data and
-// samples telemetry). The hot path never waits for it.
+// with it; every flush interval (sooner while queues fill fast) it drains
+// each session's queue into that session's aggregator (and, with GPU
+// sources, resolves device data and samples telemetry). With no session
+// registered it sleeps until one is. The hot path never waits for it.
 //
 // fork(): the parent's worker is held between passes across the fork (so the
 // child never inherits it mid-pass); then a pthread_atfork child handler bumps
@@ -30,8 +31,10 @@ inline std::atomic<uint32_t> g_fork_generation{0};
 class Pumpable {
  public:
   virtual ~Pumpable() = default;
-  // Drains and assembles pending records. Called with the worker's lock held.
-  virtual void Pump() = 0;
+  // Drains and assembles pending records. Called with the worker's lock
+  // held. Returns how full its queue was, 0..1, so that the worker can come
+  // back sooner when records arrive faster than its interval allows.
+  virtual double Pump() = 0;
   virtual int flush_interval_ms() const = 0;
 };
 
@@ -54,6 +57,9 @@ class Worker {
   static void OnForkPrepare();
   static void OnForkParent();
 
+  // Passes made so far (tests: the worker sleeps while no session is open).
+  uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
+
  private:
   Worker() = default;
   void Run();
@@ -64,11 +70,12 @@ class Worker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pumpable*> sessions_;
-  std::chrono::milliseconds interval_{10};
+  std::chrono::milliseconds interval_{10};  // the finest flush interval of the sessions
   bool started_ = false;
   bool running_ = false;                 // the thread has entered its loop
   std::condition_variable running_cv_;   // signals running_
   std::thread thread_;  // never joined: the worker lives until the process ends
+  std::atomic<uint64_t> passes_{0};
 };
 
 }  // namespace gpuscope::internal

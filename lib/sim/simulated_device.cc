@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "backends/clock.h"
+#include "util/env.h"
 
 namespace gpuscope {
 namespace internal {
@@ -302,5 +303,7 @@ int64_t SimulatedDevice::live_markers() const {
 int64_t SimulatedDevice::markers_recorded() const { return state_->recorded.load(); }
 
 uint32_t SimulatedDevice::markers_created() const { return state_->pool.created(); }
+
+bool SimulationRequested() { return internal::EnvFlag("GPUSCOPE_SIMULATE", false); }
 
 }  // namespace gpuscope

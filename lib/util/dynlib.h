@@ -15,7 +15,9 @@ class DynLib {
  public:
   // Opens `name` (RTLD_NOW | RTLD_LOCAL). A library already loaded in the
   // process (torch's libcuda, say) is shared, not loaded twice. NotFound with
-  // dlerror()'s text on failure.
+  // dlerror()'s text on failure. A `name` with a '/' must be a regular file
+  // (or a link to one): anything else (a FIFO would block the loader
+  // forever) is FailedPrecondition, never opened.
   static absl::StatusOr<DynLib> Open(const std::string& name);
 
   DynLib(DynLib&& other) noexcept : handle_(other.handle_), name_(std::move(other.name_)) {
