@@ -50,7 +50,7 @@ def _cupti_search_path() -> None:
 _cupti_search_path()
 
 from . import _gpuscope, testing  # noqa: E402
-from ._session import Session, _decorate, _torch_stream  # noqa: E402
+from ._session import Session, _decorate, _loop_range, _torch_stream  # noqa: E402
 from ._summary import (  # noqa: E402
     ActivityStats,
     DeviceStats,
@@ -81,6 +81,7 @@ __all__ = [
     "default_session",
     "diagnose",
     "phase",
+    "prometheus_collector",
     "report",
     "step",
     "steps",
@@ -89,6 +90,7 @@ __all__ = [
 
 _gpuscope._set_decorator(_decorate)
 _gpuscope._set_stream_getter(_torch_stream)
+_gpuscope._set_loop_range(_loop_range)
 
 _default: Optional[Session] = None
 _default_lock = threading.Lock()
@@ -138,6 +140,13 @@ def summary() -> Summary:
 def report(color: bool = False) -> str:
     """The default session's report, findings included."""
     return default_session().report(color)
+
+
+def prometheus_collector(session: Optional[Session] = None) -> Any:
+    """A ``prometheus_client`` collector of ``session``'s metrics (default:
+    the default session's), to register in the registry the job already
+    serves: ``prometheus_client.REGISTRY.register(gs.prometheus_collector(s))``."""
+    return (session if session is not None else default_session()).prometheus_collector()
 
 
 def diagnose(summary: Optional[Summary] = None) -> List[Finding]:

@@ -11,10 +11,13 @@
 doctor exits 0 when nothing failed and nothing differs from the baseline; 1
 on a FAIL or a difference; 2 on a usage error, an unreadable baseline or a
 --save that could not be written. It is read-only: it never changes a
-setting. compare exits 1 when the new run's p95 step time grew, or its
-throughput fell, by more than PCT % (default 5), or its GPU idle grew by more
-than PCT points; 2 when a file cannot be used. Colour only on a terminal, and
-not with NO_COLOR set.
+setting. compare exits 0 when no check went past the bound; 1 when the new
+run's p95 step time grew, or its throughput fell, by more than PCT % (default
+5), or its GPU idle grew by more than PCT points; 2, with one line saying
+why, when a file cannot be used (missing, not a regular file, too large, not
+a run file, or holding values no session produces) or the comparison could
+not be made. Exit 1 means a regression and nothing else. Text from the files
+is printed escaped. Colour only on a terminal, and not with NO_COLOR set.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ import sys
 from typing import List, Optional, Sequence
 
 from . import _gpuscope
+from ._files import UnreadableFileError, read_capped, write_atomically
+from ._text import printable
+
+# A doctor report is a few KiB: anything much larger is not one.
+MAX_DOCTOR_FILE_BYTES = 16 << 20
 
 
 def doctor(argv: Sequence[str]) -> int:
@@ -38,15 +46,15 @@ def doctor(argv: Sequence[str]) -> int:
     args = ap.parse_args(list(argv))
 
     baseline: Optional[str] = None
+    shown = printable(args.baseline) if args.baseline else ""
     if args.baseline:
         try:
-            with open(args.baseline, encoding="utf-8") as f:
-                baseline = f.read()
-        except OSError as e:
-            print(f"gpuscope doctor: cannot read baseline {args.baseline}: {e.strerror}", file=sys.stderr)
+            baseline = read_capped(args.baseline, MAX_DOCTOR_FILE_BYTES, "gpuscope doctor report").decode("utf-8")
+        except UnreadableFileError as e:
+            print(f"gpuscope doctor: cannot use the baseline: {printable(str(e))}", file=sys.stderr)
             return 2
         except UnicodeDecodeError:
-            print(f"gpuscope doctor: {args.baseline}: not a gpuscope doctor report (not text; write one "
+            print(f"gpuscope doctor: {shown}: not a gpuscope doctor report (not UTF-8 text; write one "
                   "with gpuscope doctor --save FILE)", file=sys.stderr)
             return 2
     report = _gpuscope._doctor_json()
@@ -55,15 +63,14 @@ def doctor(argv: Sequence[str]) -> int:
         try:
             diffs = _gpuscope._doctor_diff(baseline, report)
         except (ValueError, _gpuscope.GpuscopeError) as e:
-            print(f"gpuscope doctor: {args.baseline}: {e}", file=sys.stderr)
+            print(f"gpuscope doctor: {shown}: {printable(str(e))}", file=sys.stderr)
             return 2
     save_error = ""
     if args.save:
         try:
-            with open(args.save, "w", encoding="utf-8") as f:
-                f.write(report)
+            write_atomically(args.save, report)
         except OSError as e:
-            save_error = f"gpuscope doctor: cannot write {args.save}: {e.strerror}"
+            save_error = f"gpuscope doctor: {printable(str(e))}"
 
     if args.json:
         out = json.loads(report)
@@ -75,13 +82,13 @@ def doctor(argv: Sequence[str]) -> int:
         sys.stdout.write(_gpuscope._doctor_format(report, color))
         if baseline is not None:
             if diffs:
-                print(f"differences from the baseline {args.baseline}:")
+                print(f"differences from the baseline {shown}:")
                 for d in diffs:
-                    print(f"  {d}")
+                    print(f"  {printable(d)}")
             else:
-                print(f"no differences from the baseline {args.baseline}")
+                print(f"no differences from the baseline {shown}")
         if args.save and not save_error:
-            print(f"saved as a baseline: {args.save}")
+            print(f"saved as a baseline: {printable(args.save)}")
     if save_error:  # after the report, which a failed save must not hide
         print(save_error, file=sys.stderr)
         return 2
@@ -110,15 +117,15 @@ def compare(argv: Sequence[str]) -> int:
         return 2
     except (RecursionError, MemoryError, ValueError) as e:
         # A file deep or odd enough to get past the checks: still one line, exit 2.
-        print(f"gpuscope compare: cannot use these run files ({type(e).__name__}: {e}); save the runs again",
-              file=sys.stderr)
+        print(f"gpuscope compare: cannot use these run files ({type(e).__name__}: {printable(str(e))[:200]}); "
+              "save the runs again", file=sys.stderr)
         return 2
     try:
         lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression)
     except BaselineError as e:
         print(f"gpuscope compare: {e}", file=sys.stderr)
         return 2
-    print(f"gpuscope compare: {args.base} (baseline) -> {args.new}")
+    print(f"gpuscope compare: {printable(args.base)} (baseline) -> {printable(args.new)}")
     for line in lines:
         print(line)
     if regressions:
@@ -141,12 +148,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0 if args else 2
     commands = {"doctor": doctor, "compare": compare}
     if args[0] in commands:
+        # Whatever the files hold, output never raises (a lone surrogate in
+        # saved metadata, a terminal that is not UTF-8).
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+            except (AttributeError, ValueError):
+                pass
         try:
             return commands[args[0]](args[1:])
         except BrokenPipeError:  # `gpuscope doctor | head`
             sys.stderr.close()
             return 0
-    print(f"gpuscope: unknown command {args[0]!r}\n{USAGE}", file=sys.stderr)
+        except KeyboardInterrupt:
+            return 130
+        except SystemExit:
+            raise  # argparse: usage errors exit 2 with their own message
+        except BaseException as e:  # noqa: BLE001 - exit codes must mean one thing
+            # Exit 1 means "regression" (compare) or "the node failed a check"
+            # (doctor): a failure of gpuscope itself must not read as either.
+            print(f"gpuscope {args[0]}: could not finish ({type(e).__name__}: {printable(str(e))[:200]}); "
+                  "exit 2. If the input files are gpuscope's own, this is a gpuscope bug: please report it",
+                  file=sys.stderr)
+            return 2
+    print(f"gpuscope: unknown command {printable(args[0])!r}\n{USAGE}", file=sys.stderr)
     return 2
 
 

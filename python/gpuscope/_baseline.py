@@ -22,17 +22,23 @@ import json
 import os
 import platform
 import socket
+import stat
 import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _gpuscope
-from ._files import write_atomically
+from ._files import UnreadableFileError, read_capped, write_atomically
 from ._summary import Summary, diagnose_summary
+from ._text import printable
 
 RUN_SCHEMA = "gpuscope.run"
 RUN_SCHEMA_VERSION = 1
 DEFAULT_MAX_REGRESSION_PCT = 5.0
+# A run file is a summary (a few hundred KiB with every phase) and metadata:
+# anything larger is not one, and is refused before it is read.
+MAX_RUN_FILE_BYTES = 64 << 20
+RUN_FILE_MODE = 0o600  # a new run file: its metadata names hosts, users and paths
 
 
 class BaselineError(ValueError):
@@ -112,8 +118,18 @@ def run_metadata(dataset: Optional[str] = None, extra: Optional[Dict[str, Any]] 
 
 
 def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional[str] = None,
-             extra: Optional[Dict[str, Any]] = None) -> str:
-    """Writes a run file (atomically: a reader never sees half of one)."""
+             extra: Optional[Dict[str, Any]] = None, mode: Optional[int] = None) -> str:
+    """Writes a run file atomically (a reader never sees half of one). The
+    metadata may name hosts, users and paths: a new file is readable by its
+    owner only (0600) unless ``mode`` says otherwise; a file being replaced
+    keeps its mode."""
+    if mode is None:
+        try:
+            st = os.lstat(path)
+            replacing = stat.S_ISREG(st.st_mode)
+        except OSError:
+            replacing = False
+        mode = None if replacing else RUN_FILE_MODE
     doc = {
         "schema": RUN_SCHEMA,
         "schema_version": RUN_SCHEMA_VERSION,
@@ -121,49 +137,56 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
         "summary": json.loads(summary.to_json()),
         "findings": json.loads(_gpuscope.diagnose_json(summary.to_json())),
     }
-    return write_atomically(path, json.dumps(doc, indent=2) + "\n")
+    return write_atomically(path, json.dumps(doc, indent=2) + "\n", mode=mode)
 
 
 def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
     """The summary and metadata of a run file; BaselineError saying what is
-    wrong with it otherwise."""
+    wrong with it otherwise. Only a regular file of at most
+    MAX_RUN_FILE_BYTES is read (a device, a FIFO or a huge file is refused
+    before reading), and every field of its summary is checked against the
+    range a session can produce (``Summary.from_json``)."""
+    shown = printable(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise BaselineError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BaselineError(f"{path}: is a directory, not a run file") from None
-    except OSError as e:
-        raise BaselineError(f"{path}: cannot read: {e.strerror}") from None
+        data = read_capped(path, MAX_RUN_FILE_BYTES, "gpuscope run file")
+    except UnreadableFileError as e:
+        raise BaselineError(printable(str(e))) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise BaselineError(f"{path}: not a gpuscope run file (not text); write one with session.save(path)") from None
+        raise BaselineError(f"{shown}: not a gpuscope run file (not UTF-8 text); write one with "
+                            "session.save(path)") from None
     if not text.strip():
-        raise BaselineError(f"{path}: empty file; write a run with session.save(path)")
+        raise BaselineError(f"{shown}: empty file; write a run with session.save(path)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise BaselineError(f"{path}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+        raise BaselineError(f"{shown}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
                             "save the run again") from None
+    except RecursionError:
+        raise BaselineError(f"{shown}: JSON nested too deeply to be a gpuscope run file") from None
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         hint = ""
         if isinstance(doc, dict) and doc.get("schema") == "gpuscope.doctor":
             hint = " (it is a gpuscope doctor report: use gpuscope doctor --baseline)"
         elif isinstance(doc, dict) and "step_time" in doc:
             hint = " (it is a bare summary: save runs with session.save(path))"
-        raise BaselineError(f"{path}: not a gpuscope run file{hint}")
+        raise BaselineError(f"{shown}: not a gpuscope run file{hint}")
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version < 1 or version > RUN_SCHEMA_VERSION:
-        raise BaselineError(f"{path}: run file schema_version {version!r} is not one this gpuscope "
-                            f"({_gpuscope.__version__}) reads (1..{RUN_SCHEMA_VERSION}); compare with the "
-                            "gpuscope that wrote it, or save the run again")
+    # bool is an int in Python: `true` is not a version.
+    if type(version) is not int or version < 1 or version > RUN_SCHEMA_VERSION:
+        raise BaselineError(f"{shown}: run file schema_version {printable(repr(version))[:40]} is not one this "
+                            f"gpuscope ({_gpuscope.__version__}) reads (1..{RUN_SCHEMA_VERSION}); compare with "
+                            "the gpuscope that wrote it, or save the run again")
     if not isinstance(doc.get("summary"), dict):
-        raise BaselineError(f"{path}: run file has no summary object")
+        raise BaselineError(f"{shown}: run file has no summary object")
     try:
         summary = Summary.from_json(json.dumps(doc["summary"]))
     except (ValueError, _gpuscope.GpuscopeError) as e:
-        raise BaselineError(f"{path}: its summary cannot be read: {e}") from None
+        raise BaselineError(f"{shown}: its summary cannot be used: {printable(str(e))}") from None
     meta = doc.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise BaselineError(f"{shown}: run file metadata must be an object")
     return summary, meta if isinstance(meta, dict) else {}
 
 
@@ -222,7 +245,7 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
         b = base.phases[p].share * 100 if p in base.phases else 0.0
         n = new.phases[p].share * 100 if p in new.phases else 0.0
         if b >= 0.5 or n >= 0.5:
-            row(f"phase {p} (% of step)", b, n, "{:.1f}", f"{n - b:+.1f} pt")
+            row(f"phase {printable(p)} (% of step)", b, n, "{:.1f}", f"{n - b:+.1f} pt")
     base_ids = {f.id for f in diagnose_summary(base) if f.severity != "info"}
     new_ids = {f.id for f in diagnose_summary(new) if f.severity != "info"}
     for fid in sorted(new_ids - base_ids):
@@ -233,7 +256,12 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
                        ("gpus", "GPUs"), ("driver_version", "driver"), ("host", "host")):
         b, n = base_meta.get(key), new_meta.get(key)
         if b != n:
-            lines.append(f"  {label}: {b if b is not None else '-'} -> {n if n is not None else '-'}")
+            lines.append(f"  {label}: {printable(b) if b is not None else '-'} -> "
+                         f"{printable(n) if n is not None else '-'}")
     if base.source != new.source:
         lines.append(f"  source: {base.source} -> {new.source} (GPU numbers are not measured alike)")
+    if base.simulated or new.simulated:
+        which = "both runs" if base.simulated and new.simulated else ("the baseline" if base.simulated
+                                                                       else "the new run")
+        lines.append(f"  simulated GPU in {which}: its GPU numbers are not measurements")
     return lines, regressions

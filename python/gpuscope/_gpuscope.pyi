@@ -65,7 +65,7 @@ class _Session:
         *,
         enabled: bool = True,
         max_phases: int = 128,
-        queue_capacity: int = 16384,
+        queue_capacity: int = 131072,
         flush_interval_ms: int = 10,
         clock: Optional[ManualClock] = None,
         stream: Any = None,

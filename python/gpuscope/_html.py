@@ -243,7 +243,6 @@ def render_html(summary: Summary, series: Sequence[Dict[str, Any]], title: str =
 def write_html(path: "os.PathLike[str] | str", summary: Summary, series: Sequence[Dict[str, Any]],
                title: str = "gpuscope report") -> str:
     """Writes ``render_html(...)`` to ``path``; returns the path."""
-    text = render_html(summary, series, title=title)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return os.fspath(path)
+    from ._files import write_atomically
+
+    return write_atomically(path, render_html(summary, series, title=title))

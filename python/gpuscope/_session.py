@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _gpuscope
 from ._summary import Finding, Summary, diagnose_summary
@@ -16,7 +17,7 @@ from ._summary import Finding, Summary, diagnose_summary
 class Session(_gpuscope._Session):
     """Records the steps and phases of one training loop.
 
-    ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=16384,
+    ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=131072,
     flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
     cupti=None, telemetry_interval_ms=100, trace_steps=16)``;
     every argument has a default. Invalid values raise ``ValueError``;
@@ -76,14 +77,16 @@ class Session(_gpuscope._Session):
         return list(json.loads(self._step_series_json())["steps"])
 
     def save(self, path: "os.PathLike[str] | str", dataset: Optional[str] = None,
-             extra: Optional[Dict[str, Any]] = None) -> str:
-        """Saves this run (summary, findings and where it ran: command line,
-        git commit, container image, ``dataset`` id, host, GPUs, driver and
-        library versions) for ``gpuscope compare BASE NEW``. Returns the
-        path."""
+             extra: Optional[Dict[str, Any]] = None, *, mode: Optional[int] = None) -> str:
+        """Saves this run (summary, findings and where it ran: command line
+        with secrets redacted, git commit read without running git, container
+        image, ``dataset`` id, host, GPUs, driver and library versions; see
+        docs/baselines.md) for ``gpuscope compare BASE NEW``. Written
+        atomically; a new file is private to its owner (0600) unless ``mode``
+        says otherwise, an existing one keeps its mode. Returns the path."""
         from ._baseline import save_run
 
-        return save_run(path, self.summary(), dataset=dataset, extra=extra)
+        return save_run(path, self.summary(), dataset=dataset, extra=extra, mode=mode)
 
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named
@@ -92,32 +95,48 @@ class Session(_gpuscope._Session):
 
     def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
         """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's
-        textfile collector: name it ``*.prom``); returns the path."""
+        textfile collector: name it ``*.prom``); returns the path. Like every
+        file gpuscope writes, it refuses a target that is a link or not a
+        regular file (docs/security.md)."""
         from ._files import write_atomically
 
         return write_atomically(path, self.prometheus())
 
-    def serve_prometheus(self, port: int = 0, host: str = "127.0.0.1") -> "PrometheusServer":
-        """Serves ``prometheus()`` at ``http://host:port/metrics`` from a
-        daemon thread, a fresh summary per scrape (``port=0``: any free port;
-        see ``.port``). Localhost only unless ``host`` says otherwise.
-        ``.close()`` stops it."""
+    def serve_prometheus(self, port: int = 0, host: str = "127.0.0.1", *, max_connections: int = 32,
+                         timeout_s: float = 10.0) -> "PrometheusServer":
+        """Serves ``prometheus()`` at ``http://host:port/metrics`` from one
+        daemon thread (``port=0``: any free port; see ``.port``); a summary is
+        computed at most every 0.1 s however often it is scraped. Localhost
+        only unless ``host`` says otherwise. At most ``max_connections`` open
+        at once (a new one closes the oldest), each given ``timeout_s`` to
+        send its request and read the answer; nothing is ever printed.
+        ``.close()`` stops it. A job that already serves ``prometheus_client``
+        can use ``prometheus_collector()`` instead."""
         from ._prometheus import PrometheusServer
 
-        return PrometheusServer(self, host, port)
+        return PrometheusServer(self, host, port, max_connections=max_connections, timeout_s=timeout_s)
+
+    def prometheus_collector(self) -> Any:
+        """A ``prometheus_client`` collector of this session's metrics, for the
+        registry the job already serves:
+        ``prometheus_client.REGISTRY.register(s.prometheus_collector())``
+        (needs ``pip install prometheus-client``)."""
+        from ._prometheus import collector
+
+        return collector(self)
 
     def save_trace(self, path: "os.PathLike[str] | str") -> str:
         """Writes the last ``trace_steps`` steps as a Chrome trace (open it in
-        chrome://tracing or https://ui.perfetto.dev); returns the path."""
-        text = self.trace_json()
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        return os.fspath(path)
+        chrome://tracing or https://ui.perfetto.dev), atomically; returns the
+        path."""
+        from ._files import write_atomically
+
+        return write_atomically(path, self.trace_json())
 
     def save_html(self, path: "os.PathLike[str] | str", title: str = "gpuscope report") -> str:
         """Writes a self-contained HTML report (summary, findings, and plots:
-        step time with p50/p95, phase breakdown, idle by cause, telemetry);
-        needs matplotlib. Returns the path."""
+        step time with p50/p95, phase breakdown, idle by cause, telemetry),
+        atomically; needs matplotlib. Returns the path."""
         from ._html import write_html
 
         return write_html(path, self.summary(), self.step_series(), title=title)
@@ -149,6 +168,26 @@ def _torch_stream() -> Optional[int]:
         return int(torch.cuda.current_stream().cuda_stream)
     except Exception:  # an odd torch build: keep the current stream
         return None
+
+
+def _loop_range(code: Any, offset: int) -> Optional[Tuple[int, int]]:
+    """The bytecode range ``(begin, end)`` of the ``for`` loop whose
+    ``FOR_ITER`` is at byte ``offset`` of ``code``: an instruction at an
+    offset in ``[begin, end)`` is inside the loop, anything else (after a
+    ``break``, the ``else:`` clause, code after the loop) is out of it. None
+    when the instruction there is not a ``FOR_ITER`` (a bare ``next(it)``).
+
+    Called from C when a ``steps()`` iterator is first iterated by a loop, so
+    that a loop left by ``break``, ``return`` or an exception ends its step.
+    """
+    for ins in dis.get_instructions(code):
+        if ins.offset == offset:
+            if ins.opname != "FOR_ITER" or not isinstance(ins.argval, int):
+                return None
+            return offset, int(ins.argval)
+        if ins.offset > offset:
+            break
+    return None
 
 
 def _decorate(cm: Any, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -251,7 +251,9 @@ class Summary:
     None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or
     None;
     ``device_step_time``: per-step GPU span (or None); ``throughput``:
-    samples/s or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``.
+    samples/s or None; ``source``: ``"cupti"``, ``"events"`` or ``"host"``;
+    ``simulated``: True when the GPU numbers come from gpuscope's simulated
+    device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU.
     """
 
     __slots__ = (
@@ -260,6 +262,7 @@ class Summary:
         "version",
         "source",
         "source_reason",
+        "simulated",
         "window",
         "steps",
         "total_steps",
@@ -288,6 +291,7 @@ class Summary:
         self.version: str = d["version"]
         self.source: str = d["source"]
         self.source_reason: str = d["source_reason"]
+        self.simulated: bool = bool(d.get("simulated", False))
         self.window: int = d["window"]
         self.steps: int = d["steps"]
         self.total_steps: int = d["total_steps"]
@@ -387,7 +391,9 @@ def diagnose_summary(summary: Summary) -> List[Finding]:
     """Ranked findings for ``summary`` (the C++ rules)."""
     findings = []
     for f in json.loads(_gpuscope.diagnose_json(summary.to_json())):
-        f["share"] = float(f["share"])
-        f["evidence"] = {k: float(v) for k, v in f["evidence"].items()}
+        f["share"] = float(f["share"] or 0.0)
+        # Evidence is finite by construction; a null would be a bug, dropped
+        # rather than raised inside the user's diagnose() call.
+        f["evidence"] = {k: float(v) for k, v in f["evidence"].items() if v is not None}
         findings.append(Finding(**f))
     return findings

@@ -85,12 +85,12 @@ def test_compare_reports_what_changed_between_the_runs(tmp_path):
 @pytest.mark.parametrize("content,message", [
     ("", "empty file"),
     ('{"schema": "gpuscope.run", "schema_version": 1, "summ', "corrupt or truncated JSON"),
-    ("\x00\xff\xfe binary", "not text"),
+    ("\x00\xff\xfe binary", "not UTF-8 text"),
     ('{"schema": "gpuscope.run", "schema_version": 99, "summary": {}}', "schema_version 99"),
     ('{"schema": "gpuscope.doctor", "schema_version": 1}', "gpuscope doctor --baseline"),
     ('{"hello": "world"}', "not a gpuscope run file"),
     ('[1, 2, 3]', "not a gpuscope run file"),
-    ('{"schema": "gpuscope.run", "schema_version": 1, "summary": {"steps": "many"}}', "summary cannot be read"),
+    ('{"schema": "gpuscope.run", "schema_version": 1, "summary": {"steps": "many"}}', "summary cannot be used"),
     pytest.param("[" * 100000 + "]" * 100000, "gpuscope compare: ", id="deeper-than-the-json-parser-goes"),
 ])
 def test_bad_files_get_a_clear_error(tmp_path, content, message):

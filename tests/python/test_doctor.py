@@ -61,7 +61,7 @@ def test_bad_baselines_are_refused_clearly(tmp_path, content):
     assert r.returncode == 2
     assert "not a gpuscope doctor report" in r.stderr and "Traceback" not in r.stderr
     missing = doctor("--baseline", str(tmp_path / "nope.json"))
-    assert missing.returncode == 2 and "cannot read baseline" in missing.stderr
+    assert missing.returncode == 2 and "cannot use the baseline" in missing.stderr and "no such file" in missing.stderr
 
 
 def test_usage():

@@ -1,8 +1,18 @@
 """The Prometheus text exposition: well-formed (format 0.0.4), carrying the
-numbers of the summary, written to a file atomically and served on a
-localhost endpoint."""
+numbers of the summary, written to a file atomically, served on a localhost
+endpoint that hostile or careless clients cannot turn against the job, and
+offered as a prometheus_client collector."""
 
+import errno
+import os
 import re
+import select
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -10,6 +20,7 @@ import pytest
 
 import gpuscope as gs
 from conftest import MS
+from gpuscope._prometheus import PrometheusServer
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*"'
@@ -71,7 +82,7 @@ def test_exposition_is_well_formed_and_carries_the_summary(starved):
     assert samples[("gpuscope_throughput_samples_per_second", ())] == pytest.approx(800)
     assert samples[("gpuscope_finding_share_ratio", (("id", "input-bound"), ("severity", "high")))] == \
         pytest.approx(0.75)
-    assert samples[("gpuscope_info", (("version", gs.__version__), ("source", "cupti")))] == 1
+    assert samples[("gpuscope_info", (("version", gs.__version__), ("source", "cupti"), ("simulated", "true")))] == 1
     assert samples[("gpuscope_misuse_total", (("kind", "dropped_records"),))] == 0
 
 
@@ -97,4 +108,427 @@ def test_host_only_session_exposes_no_gpu_numbers(session, clock):
         clock.advance(5 * MS)
     samples = parse_exposition(session.prometheus())
     assert ("gpuscope_gpu_idle_ratio", ()) not in samples
-    assert samples[("gpuscope_info", (("version", gs.__version__), ("source", "host")))] == 1
+    assert samples[("gpuscope_info", (("version", gs.__version__), ("source", "host"), ("simulated", "false")))] == 1
+
+
+# -- the endpoint under hostile or careless clients ---------------------------
+# Real sockets on 127.0.0.1. The endpoint runs inside the training job, so
+# whatever its clients do it must keep threads and descriptors bounded, never
+# spin, never print, and stop cleanly.
+
+PARTIAL = b"GET /metrics HTTP/1.1\r\n"  # a request head that never ends
+THREAD_NAME = "gpuscope-prometheus"
+linux_only = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc")
+
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def thread_cpu_s(tid):
+    """User + system CPU seconds of one of this process's threads."""
+    with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+        data = f.read()
+    fields = data[data.rindex(b")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_thread():
+    return next(t for t in threading.enumerate() if t.name == THREAD_NAME and t.is_alive())
+
+
+def idle_clients(port, n, budget_s=3.0):
+    """Up to n connections that each send PARTIAL and nothing more (fewer if
+    the server stops accepting: a bounded wait, so old servers fail fast)."""
+    clients, end = [], time.monotonic() + budget_s
+    while len(clients) < n and time.monotonic() < end:
+        try:
+            c = socket.create_connection(("127.0.0.1", port), timeout=2.5)
+            c.sendall(PARTIAL)
+        except OSError:
+            continue
+        clients.append(c)
+    return clients
+
+
+def close_all(socks):
+    for c in socks:
+        c.close()
+
+
+def recv_until_eof(sock, timeout):
+    """Everything the peer sends until it closes (a reset counts as a close);
+    raises socket.timeout if it does not close in time."""
+    end = time.monotonic() + timeout
+    data = b""
+    while True:
+        sock.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, ConnectionAbortedError):
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def scrape(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+def rst_close(sock):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close() sends a reset
+    sock.close()
+
+
+class BigSession:
+    """A session whose exposition is far larger than the socket buffers."""
+
+    size = 16 << 20
+
+    def prometheus(self):
+        return "x" * self.size
+
+
+class BrokenSession:
+    def prometheus(self):
+        raise RuntimeError("boom: /very/secret/path")
+
+
+@linux_only
+def test_idle_connections_cost_no_threads_and_a_scrape_is_still_answered(starved):
+    with PrometheusServer(starved, max_connections=16) as server:
+        threads, fds = threading.active_count(), open_fds()
+        clients = idle_clients(server.port, 200)
+        try:
+            assert threading.active_count() <= threads
+            assert len(clients) == 200
+            status, text = scrape(server.url)  # behind the 200 in the backlog: they were all seen
+            assert status == 200
+            assert parse_exposition(text)[("gpuscope_steps_total", ())] == 20
+            assert threading.active_count() <= threads
+            assert open_fds() - fds - len(clients) <= server.max_connections + 4
+            tid = server_thread().native_id
+            cpu = thread_cpu_s(tid)
+            time.sleep(0.5)  # connections held at the limit: the thread sleeps
+            assert thread_cpu_s(tid) - cpu < 0.1
+        finally:
+            close_all(clients)
+
+
+def test_idle_and_trickling_clients_are_disconnected_after_the_timeout(starved):
+    with PrometheusServer(starved, timeout_s=0.5) as server:
+        idle = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        idle.sendall(PARTIAL)
+        trickle = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        start, cut = time.monotonic(), False
+        try:
+            for byte in PARTIAL + b"X-Pad: " + b"a" * 200:  # one byte every 20 ms: never done in time
+                if time.monotonic() - start > 2.5:
+                    break
+                try:
+                    trickle.sendall(bytes([byte]))
+                except OSError:
+                    cut = True
+                    break
+                time.sleep(0.02)
+            if not cut:
+                assert recv_until_eof(trickle, 0.5) == b""
+            assert time.monotonic() - start < 2.5
+            assert recv_until_eof(idle, 2.0) == b""  # EOF, no answer
+        finally:
+            close_all([idle, trickle])
+
+
+def test_a_client_that_does_not_read_the_response_is_cut_off():
+    with PrometheusServer(BigSession(), timeout_s=0.5) as server:
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            c.connect(("127.0.0.1", server.port))
+            c.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            time.sleep(1.2)  # past the deadline, reading nothing
+            data = recv_until_eof(c, 5.0)
+        finally:
+            c.close()
+        assert data.startswith(b"HTTP/1.") and b" 200 " in data[:16]
+        assert len(data) < BigSession.size  # cut off, not served in full once it finally read
+
+
+def test_nothing_is_printed_whatever_the_clients_do(starved, capfd):
+    capfd.readouterr()
+    with PrometheusServer(starved, timeout_s=0.5) as server, \
+            PrometheusServer(BigSession(), timeout_s=1.0) as big, \
+            PrometheusServer(BrokenSession()) as broken:
+        addr, big_addr = ("127.0.0.1", server.port), ("127.0.0.1", big.port)
+        socket.create_connection(addr, timeout=5).close()  # connects, says nothing, goes
+        c = socket.create_connection(addr, timeout=5)  # gone mid-request, with a reset
+        c.sendall(PARTIAL)
+        rst_close(c)
+        c = socket.create_connection(addr, timeout=5)  # gone before its answer
+        c.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+        rst_close(c)
+        for request in (b"BREW /pot HTTP/1.1\r\n\r\n", b"garbage\r\n\r\n", b"GET / HTTP/1.1\r\nX: " + b"a" * 9000):
+            c = socket.create_connection(addr, timeout=5)
+            try:
+                c.sendall(request)
+                recv_until_eof(c, 2.0)
+            except OSError:  # this test is about stderr only; test_the_protocol checks the answers
+                pass
+            c.close()
+        c = socket.socket()  # gone mid-response
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.connect(big_addr)
+        c.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+        c.settimeout(5)
+        assert c.recv(1024)
+        rst_close(c)
+        with pytest.raises(urllib.error.HTTPError) as e:  # the session fails: 500, no traceback
+            scrape(broken.url)
+        time.sleep(0.3)
+        assert scrape(server.url)[0] == 200
+    out, err = capfd.readouterr()
+    assert err == "" and out == ""
+    assert e.value.code == 500
+    assert b"secret" not in e.value.read()  # a short body, not the exception's text
+
+
+def test_the_protocol():
+    class Tiny:
+        def prometheus(self):
+            return "gpuscope_steps_total 1\n"
+
+    with PrometheusServer(Tiny()) as server:
+        def ask(request):
+            c = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            try:
+                c.sendall(request)
+                data = recv_until_eof(c, 5.0)
+            finally:
+                c.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            headers = dict(line.split(": ", 1) for line in lines[1:])
+            return int(lines[0].split()[1]), headers, body
+
+        status, headers, body = ask(b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert (status, body) == (200, b"gpuscope_steps_total 1\n")
+        assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert headers["Content-Length"] == str(len(body)) and headers["Connection"] == "close"
+        assert ask(b"GET /?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")[0] == 200
+        status, headers, body = ask(b"HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert (status, body, headers["Content-Length"]) == (200, b"", "23")
+        status, headers, _ = ask(b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        assert status == 405 and headers["Allow"] == "GET, HEAD"
+        assert ask(b"GET /metrics/x HTTP/1.1\r\n\r\n")[0] == 404
+        assert ask(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n")[0] == 431
+        assert ask(b"nonsense\r\n\r\n")[0] == 400
+
+
+def test_close_answers_nobody_frees_the_port_and_joins_the_thread(starved):
+    server = PrometheusServer(starved)
+    port = server.port
+    early = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        early.sendall(PARTIAL)
+        time.sleep(0.2)  # accepted and waiting for the rest of its head
+        server.close()
+        try:
+            early.sendall(b"\r\n")  # the rest of the request, after close()
+        except OSError:
+            pass
+        assert b"HTTP" not in recv_until_eof(early, 3.0)
+        assert not any(t.name == THREAD_NAME and t.is_alive() for t in threading.enumerate())
+        server.close()  # idempotent
+        assert "closed" in repr(server)
+    finally:
+        early.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+    with PrometheusServer(starved, port=port) as again:  # the port is free
+        assert scrape(again.url)[0] == 200
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_does_not_keep_the_port_open(starved):
+    server = PrometheusServer(starved)
+    port = server.port
+    go_r, go_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child (a DataLoader worker, say): waits for the parent
+        try:
+            os.write(ready_w, b"r")
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"r"
+        server.close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2)
+    finally:
+        server.close()
+        os.write(go_w, b"g")
+        os.waitpid(pid, 0)
+        for fd in (go_r, go_w, ready_r, ready_w):
+            os.close(fd)
+
+
+def test_a_bad_host_or_port_is_a_clear_error_at_construction(starved):
+    for port in (-1, 65536, 70000):
+        with pytest.raises(ValueError, match="port"):
+            PrometheusServer(starved, port=port)
+    with pytest.raises(TypeError, match="port"):
+        PrometheusServer(starved, port="9100")
+    with pytest.raises(TypeError, match="host"):
+        PrometheusServer(starved, host=None)
+    with pytest.raises(OSError, match="192.0.2.1"):  # not an address of this machine
+        PrometheusServer(starved, host="192.0.2.1")
+    with PrometheusServer(starved) as server:
+        with pytest.raises(OSError) as e:
+            PrometheusServer(starved, port=server.port)
+        assert e.value.errno == errno.EADDRINUSE and str(server.port) in str(e.value)
+
+
+# The job itself, in a subprocess limited to 128 descriptors, serving; the
+# clients are here.
+JOB = r"""
+import os, resource, sys, threading, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+import gpuscope as gs
+from gpuscope._prometheus import PrometheusServer
+
+clock = gs.testing.ManualClock()
+session = gs.Session(clock=clock)
+for _ in range(3):
+    with session.step():
+        clock.advance(5_000_000)
+server = PrometheusServer(session)
+tid = next(t.native_id for t in threading.enumerate() if t.name == "gpuscope-prometheus")
+stat = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+
+def cpu():
+    data = os.pread(stat, 4096, 0)
+    fields = data[data.rindex(b")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+hoard = []
+if sys.argv[1] == "exhausted":  # the job has used up its descriptors itself
+    try:
+        while True:
+            hoard.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+print(server.port, flush=True)
+sys.stdin.readline()  # the clients are connected
+before = cpu()
+time.sleep(1.0)
+spent = cpu() - before
+for fd in hoard:
+    os.close(fd)
+try:
+    files = [open(os.devnull) for _ in range(8)]
+    for f in files:
+        f.close()
+    opened = "ok"
+except OSError as e:
+    opened = type(e).__name__ + ":" + str(e.errno)
+print(f"{spent:.3f} {threading.active_count()} {opened}", flush=True)
+sys.stdin.readline()  # scraped
+server.close()
+print("closed", flush=True)
+"""
+
+
+def read_line(proc, timeout):
+    end, data = time.monotonic() + timeout, b""
+    while not data.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+            raise AssertionError(f"the job said nothing in {timeout} s; so far {data!r}")
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            raise AssertionError(f"the job ended: {data!r} {proc.stderr.read()!r}")
+        data += chunk
+    return data.decode().strip()
+
+
+def run_job(mode, n_clients):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen([sys.executable, "-c", JOB, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    clients = []
+    try:
+        port = int(read_line(proc, 20))
+        clients = idle_clients(port, n_clients)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        spent, threads, opened = read_line(proc, 20).split()
+        status, text = scrape(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        assert read_line(proc, 20) == "closed"
+        _, err = proc.communicate(timeout=20)
+        return len(clients), float(spent), int(threads), opened, status, text, err
+    finally:
+        close_all(clients)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@linux_only
+def test_at_the_descriptor_limit_the_accept_loop_backs_off_instead_of_spinning():
+    n, spent, threads, opened, status, text, err = run_job("exhausted", 40)
+    assert spent < 0.25  # of 1 s with accept() failing with EMFILE all along
+    assert n == 40  # queued in the backlog meanwhile
+    assert opened == "ok" and threads <= 2
+    assert status == 200 and "gpuscope_steps_total 3" in text  # served again once descriptors are free
+    assert err == b""
+
+
+@linux_only
+def test_idle_connections_never_take_the_jobs_descriptors():
+    n, spent, threads, opened, status, text, err = run_job("idle", 300)
+    assert opened == "ok"  # the job's own open() works with 300 connections held against it
+    assert threads <= 2
+    assert n >= 200
+    assert spent < 0.25  # connections held at the limit: no spinning
+    assert status == 200 and "gpuscope_steps_total 3" in text
+    assert err == b""
+
+
+# -- prometheus_client ---------------------------------------------------------
+
+
+def test_a_prometheus_client_collector_serves_the_same_numbers(starved):
+    prom = pytest.importorskip("prometheus_client")
+    from gpuscope._prometheus import collector
+
+    registry = prom.CollectorRegistry()
+    prom.Gauge("job_own_metric", "The job's own metric.", registry=registry).set(7)
+    registry.register(collector(starved))
+    text = prom.generate_latest(registry).decode()
+    assert re.search(r"^gpuscope_steps_total 20(\.0)?$", text, re.M)
+    p95 = re.search(r'^gpuscope_step_time_seconds\{quantile="0\.95"\} (\S+)$', text, re.M)
+    assert p95 and float(p95.group(1)) == pytest.approx(starved.summary().step_time.p95)
+    assert re.search(r"^job_own_metric 7(\.0)?$", text, re.M)
+
+    failing = prom.CollectorRegistry()  # a failing session costs its own metrics, not the job's
+    prom.Gauge("job_own_metric", "The job's own metric.", registry=failing).set(7)
+    c = collector(BrokenSession())
+    failing.register(c)
+    text = prom.generate_latest(failing).decode()
+    assert "job_own_metric 7" in text and "gpuscope" not in text
+    assert "RuntimeError" in c.last_error
+
+
+def test_the_collector_says_how_to_get_prometheus_client(starved, monkeypatch):
+    from gpuscope import _prometheus
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.setitem(sys.modules, "prometheus_client.parser", None)
+    with pytest.raises(ImportError, match="pip install prometheus-client"):
+        _prometheus.collector(starved)
