@@ -49,7 +49,7 @@ def doctor(argv: Sequence[str]) -> int:
     shown = printable(args.baseline) if args.baseline else ""
     if args.baseline:
         try:
-            baseline = read_capped(args.baseline, MAX_DOCTOR_FILE_BYTES, "gpuscope doctor report").decode("utf-8")
+            baseline = read_capped(args.baseline, MAX_DOCTOR_FILE_BYTES, "doctor report").decode("utf-8")
         except UnreadableFileError as e:
             print(f"gpuscope doctor: cannot use the baseline: {printable(str(e))}", file=sys.stderr)
             return 2

@@ -16,19 +16,15 @@ than PCT percentage points). See docs/baselines.md.
 
 from __future__ import annotations
 
-import datetime
-import getpass
 import json
+import math
 import os
-import platform
-import socket
 import stat
-import subprocess
-import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _gpuscope
 from ._files import UnreadableFileError, read_capped, write_atomically
+from ._metadata import run_metadata
 from ._summary import Summary, diagnose_summary
 from ._text import printable
 
@@ -43,78 +39,6 @@ RUN_FILE_MODE = 0o600  # a new run file: its metadata names hosts, users and pat
 
 class BaselineError(ValueError):
     """A run file that cannot be used, with what to do about it."""
-
-
-def _git_commit(cwd: str) -> Optional[str]:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    commit = out.stdout.strip()
-    try:
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        dirty = ""
-    return commit + ("-dirty" if dirty else "")
-
-
-def _container_image() -> Optional[str]:
-    for var in ("GPUSCOPE_CONTAINER_IMAGE", "CONTAINER_IMAGE", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER",
-                "ENROOT_ROOTFS"):
-        if os.environ.get(var):
-            return os.environ[var]
-    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
-        return "container (image not named: set GPUSCOPE_CONTAINER_IMAGE)"
-    return None
-
-
-def _gpus_and_driver() -> Tuple[List[str], Optional[str], Optional[int]]:
-    try:
-        report = json.loads(_gpuscope._doctor_json())
-    except Exception:  # noqa: BLE001 - metadata is best effort; never fail a save on it
-        return [], None, None
-    facts = report.get("facts", {})
-    names = [facts[f"gpu{i}.name"] for i in range(int(report.get("gpu_count", 0) or 0)) if f"gpu{i}.name" in facts]
-    cuda = report.get("cuda_driver_version")
-    return names, report.get("driver_version") or None, cuda if isinstance(cuda, int) and cuda > 0 else None
-
-
-def run_metadata(dataset: Optional[str] = None, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Where and how this run is made: command line, git commit (of the
-    working directory, "-dirty" with uncommitted changes), container image,
-    the dataset id given, host, GPUs, driver and library versions."""
-    gpus, driver, cuda_driver = _gpus_and_driver()
-    libraries: Dict[str, str] = {"gpuscope": _gpuscope.__version__, "python": platform.python_version()}
-    torch = sys.modules.get("torch")  # never imported here: only reported if the job uses it
-    if torch is not None:
-        libraries["torch"] = str(getattr(torch, "__version__", ""))
-        cuda = getattr(getattr(torch, "version", None), "cuda", None)
-        if cuda:
-            libraries["torch_cuda"] = str(cuda)
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001
-        user = ""
-    meta: Dict[str, Any] = {
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": list(sys.argv),
-        "cwd": os.getcwd(),
-        "git_commit": _git_commit(os.getcwd()),
-        "container_image": _container_image(),
-        "dataset": dataset,
-        "host": socket.gethostname(),
-        "user": user,
-        "gpus": gpus,
-        "driver_version": driver,
-        "cuda_driver_version": cuda_driver,
-        "libraries": libraries,
-    }
-    if extra:
-        meta["extra"] = dict(extra)
-    return meta
 
 
 def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional[str] = None,
@@ -148,7 +72,7 @@ def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
     range a session can produce (``Summary.from_json``)."""
     shown = printable(path)
     try:
-        data = read_capped(path, MAX_RUN_FILE_BYTES, "gpuscope run file")
+        data = read_capped(path, MAX_RUN_FILE_BYTES, "run file")
     except UnreadableFileError as e:
         raise BaselineError(printable(str(e))) from None
     try:
@@ -158,8 +82,17 @@ def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
                             "session.save(path)") from None
     if not text.strip():
         raise BaselineError(f"{shown}: empty file; write a run with session.save(path)")
+    def not_finite(token: str) -> float:
+        # Python reads NaN, Infinity and 1e400; gpuscope never writes them.
+        raise BaselineError(f"{shown}: holds the number {printable(token)[:24]}, which no gpuscope run file "
+                            "holds (edited or corrupt?); save the run again")
+
+    def finite(token: str) -> float:
+        value = float(token)
+        return value if math.isfinite(value) else not_finite(token)
+
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=not_finite, parse_float=finite)
     except json.JSONDecodeError as e:
         raise BaselineError(f"{shown}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
                             "save the run again") from None
