@@ -575,7 +575,14 @@ bool LoopLeft(StepsIterObject* s, bool full) {
     return left;
   }
   PyFrameObject* current = PyEval_GetFrame();  // borrowed
-  if (current == s->loop_frame) return !InLoop(s, current);
+  if (current == s->loop_frame) {
+    // The same address may be a new frame that took a dead one's place: it
+    // is the loop's only if it runs the loop's code.
+    PyCodeObject* code = PyFrame_GetCode(current);
+    const bool same = reinterpret_cast<PyObject*>(code) == s->loop_code;
+    Py_DECREF(code);
+    if (same) return !InLoop(s, current);
+  }
   if (!full) return false;  // a function called from the loop body, most likely
   // Up the stack: a frame found there is alive, and is the loop's if it
   // runs the loop's code; not found, the loop's function has returned or
@@ -585,10 +592,12 @@ bool LoopLeft(StepsIterObject* s, bool full) {
     if (f == s->loop_frame) {
       PyCodeObject* code = PyFrame_GetCode(f);
       const bool same = reinterpret_cast<PyObject*>(code) == s->loop_code;
-      const bool left = same && !InLoop(s, f);
       Py_DECREF(code);
-      Py_DECREF(f);
-      return same ? left : false;
+      if (same) {  // else a frame made since, at a dead one's address
+        const bool left = !InLoop(s, f);
+        Py_DECREF(f);
+        return left;
+      }
     }
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
@@ -621,9 +630,35 @@ bool CountOf(PyObject* spec, PyObject* item, int64_t* out) {
   return true;
 }
 
+// Whether next() on `s` now comes from another loop than the one that
+// began its open step (the same iterator taken up again after its first loop
+// was left by break or return): that step then ends where its loop's last
+// recorded scope did, not now.
+bool CalledFromAnotherLoop(const StepsIterObject* s) {
+#if PY_VERSION_HEX >= 0x030B0000
+  if (!s->loop_known || s->loop_generator != nullptr) return false;
+  PyFrameObject* frame = PyEval_GetFrame();
+  if (frame == nullptr) return false;
+  if (frame != s->loop_frame) return true;
+  PyCodeObject* code = PyFrame_GetCode(frame);
+  const bool other = reinterpret_cast<PyObject*>(code) != s->loop_code || PyFrame_GetLasti(frame) != s->loop_lasti;
+  Py_DECREF(code);
+  return other;
+#else
+  (void)s;
+  return false;
+#endif
+}
+
 PyObject* StepsIterNext(PyObject* self) {
   auto* s = reinterpret_cast<StepsIterObject*>(self);
   if (s->it == nullptr) return nullptr;
+  if (s->step.ok() && CalledFromAnotherLoop(s)) {
+    if (s->watch != nullptr && s->watch->open == s) s->watch->open = nullptr;
+    const ScopeToken step = s->step;
+    s->step = ScopeToken{};
+    s->session->EndAtLastActivity(step);
+  }
   StepsIterFinish(s);
   const bool recording = s->session != nullptr && s->session->recording();
   if (recording) {

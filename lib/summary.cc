@@ -485,6 +485,10 @@ absl::Status CheckConsistency(const Summary& s) {
   if (!ordered(s.device_step_time)) return fail("device_step_time quantiles are not ordered");
   if (s.window > 0 && s.steps > s.window) return fail("steps exceeds window");
   if (s.total_steps < s.steps) return fail("total_steps is less than steps");
+  if (s.step_time.count != s.steps) return fail("step_time.count differs from steps");
+  if (s.lifetime_step_time.count != s.total_steps) {
+    return fail("lifetime_step_time.count differs from total_steps");
+  }
   if (s.gpu_steps > s.steps) return fail("gpu_steps exceeds steps");
   double shares = 0;
   for (const PhaseStats& p : s.phases) {

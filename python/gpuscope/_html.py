@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 

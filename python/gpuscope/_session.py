@@ -8,10 +8,13 @@ import inspect
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _gpuscope
 from ._summary import Finding, Summary, diagnose_summary
+
+if TYPE_CHECKING:
+    from ._prometheus import PrometheusServer
 
 
 class Session(_gpuscope._Session):

@@ -269,6 +269,7 @@ std::string SampleSummaryJson() {
   s.step_time = Quantiles{.count = 10, .mean = 0.02, .stddev = 0.001, .min = 0.018, .max = 0.025,
                           .p50 = 0.02, .p90 = 0.021, .p95 = 0.022, .p99 = 0.024};
   s.lifetime_step_time = s.step_time;
+  s.lifetime_step_time.count = 12;
   s.gpu_steps = 10;
   s.device_step_time = s.step_time;
   PhaseStats data;
@@ -344,6 +345,7 @@ TEST(SummaryJsonTest, RefusesValuesNoSessionProduces) {
       {"\"p50\": 0.02", "\"p50\": 0.024999", "step_time quantiles are not ordered"},
       {"\"steps\": 10", "\"steps\": 100", "steps exceeds window"},
       {"\"total_steps\": 12", "\"total_steps\": 5", "total_steps is less than steps"},
+      {"\"count\": 10", "\"count\": 3", "step_time.count differs from steps"},
       {"\"gpu_steps\": 10", "\"gpu_steps\": 11", "gpu_steps exceeds steps"},
       {"\"data\": 50", "\"data\": 59", "idle_by_cause sums to"},
       {"\"gemm_time_per_step\": 0.006", "\"gemm_time_per_step\": 4.9e-324", "activity kernel times are inconsistent"},

@@ -92,6 +92,8 @@ def test_compare_reports_what_changed_between_the_runs(tmp_path):
     ('[1, 2, 3]', "not a gpuscope run file"),
     ('{"schema": "gpuscope.run", "schema_version": 1, "summary": {"steps": "many"}}', "summary cannot be used"),
     pytest.param("[" * 100000 + "]" * 100000, "gpuscope compare: ", id="deeper-than-the-json-parser-goes"),
+    ('{"schema": "gpuscope.run", "schema_version": 1, "summary": {"window_time": NaN}}', "holds the number NaN"),
+    ('{"schema": "gpuscope.run", "schema_version": 1, "summary": {"window_time": 1e400}}', "holds the number 1e400"),
 ])
 def test_bad_files_get_a_clear_error(tmp_path, content, message):
     good = run(tmp_path, "good")

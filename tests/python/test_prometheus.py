@@ -504,12 +504,16 @@ def test_idle_connections_never_take_the_jobs_descriptors():
 
 
 def test_a_prometheus_client_collector_serves_the_same_numbers(starved):
-    prom = pytest.importorskip("prometheus_client")
+    import prometheus_client as prom  # a test dependency (`make deps-test`, `pip install '.[test]'`)
+
     from gpuscope._prometheus import collector
 
     registry = prom.CollectorRegistry()
     prom.Gauge("job_own_metric", "The job's own metric.", registry=registry).set(7)
     registry.register(collector(starved))
+    # The public ways to get one: the session's method and the package function.
+    for c in (starved.prometheus_collector(), gs.prometheus_collector(starved)):
+        assert any(f.name == "gpuscope_steps" for f in c.collect())
     text = prom.generate_latest(registry).decode()
     assert re.search(r"^gpuscope_steps_total 20(\.0)?$", text, re.M)
     p95 = re.search(r'^gpuscope_step_time_seconds\{quantile="0\.95"\} (\S+)$', text, re.M)

@@ -146,3 +146,136 @@ def test_either_host_clock_times_a_real_sleep(clock_choice):
     assert out.stdout.strip() == "ok"
     if clock_choice == "monotonic":
         assert "host clock: CLOCK_MONOTONIC (GPUSCOPE_CLOCK=monotonic)" in out.stderr
+
+
+# A steps() iterator that outlives its loop (`it = s.steps(...)`): a `for`
+# loop does not tell its iterator when it is left, so the step stays open
+# until the session's next scope notices that the loop's frame is past the
+# loop, and ends it at its last recorded scope.
+
+def test_break_with_the_iterator_kept_ends_the_step_at_its_last_scope(session, clock):
+    it = session.steps(timed(clock, [1] * 10))
+    for i in it:
+        with session.phase("forward"):
+            clock.advance(4 * MS)
+        if i == 2:
+            break
+    clock.advance(500 * MS)  # after the loop: evaluation, say
+    with session.step():     # was: GpuscopeError (a step inside a step)
+        clock.advance(2 * MS)
+    s = session.summary()
+    assert s.total_steps == 4
+    assert s.misuse == {k: 0 for k in s.misuse}
+    assert s.step_time.max == pytest.approx(0.005)  # the 500 ms after the loop are in no step
+
+
+def test_a_phase_after_the_loop_is_outside_the_abandoned_step(session, clock):
+    it = session.steps(timed(clock, [1] * 10))
+    for i in it:
+        with session.phase("forward"):
+            clock.advance(4 * MS)
+        if i == 1:
+            break
+    clock.advance(50 * MS)
+    with session.phase("eval"):
+        clock.advance(7 * MS)
+    s = session.summary()
+    assert s.total_steps == 2
+    assert s.step_time.max == pytest.approx(0.005)
+    assert s.phases["eval"].outside_steps_count == 1
+    assert s.phases["eval"].steps == 0
+
+
+def test_return_from_the_loop_ends_the_step(session, clock):
+    def train(it):
+        for i in it:
+            with session.phase("forward"):
+                clock.advance(3 * MS)
+            if i == 3:
+                return i
+        return None
+
+    it = session.steps(timed(clock, [1] * 10))
+    assert train(it) == 3
+    clock.advance(100 * MS)
+    for _ in session.steps(timed(clock, [1, 1])):  # another loop: its first step begins fine
+        clock.advance(1 * MS)
+    s = session.summary()
+    assert s.total_steps == 6
+    assert s.misuse["nested_step"] == 0
+    assert s.step_time.max == pytest.approx(0.004)
+
+
+def test_an_exception_out_of_the_loop_ends_the_step(session, clock):
+    it = session.steps(timed(clock, [1] * 10))
+    with pytest.raises(KeyError):
+        for i in it:
+            clock.advance(2 * MS)
+            if i == 1:
+                raise KeyError("boom")
+    clock.advance(100 * MS)
+    with session.step():
+        clock.advance(1 * MS)
+    s = session.summary()
+    assert s.total_steps == 3
+    assert s.misuse["nested_step"] == 0
+    assert s.step_time.max < 0.1  # never the 100 ms after the loop
+
+
+def test_resuming_a_loop_after_break_goes_on_with_new_steps(session, clock):
+    it = session.steps(timed(clock, [1] * 6))
+    for i in it:
+        if i == 1:
+            break
+    with session.phase("between"):  # noticed here: the first loop's step ends
+        clock.advance(1 * MS)
+    for _ in it:  # the same iterator again, from item 2
+        clock.advance(1 * MS)
+    s = session.summary()
+    assert s.total_steps == 6
+    assert s.misuse == {k: 0 for k in s.misuse}
+
+
+def test_enumerate_and_zip_around_the_iterator_are_watched_too(session, clock):
+    it = session.steps(timed(clock, [1] * 10))
+    for n, _ in enumerate(it):
+        if n == 2:
+            break
+    with session.step():
+        pass
+    assert session.summary().misuse["nested_step"] == 0
+
+
+def test_a_loop_inside_a_generator_is_not_left_while_suspended(session, clock):
+    it = session.steps(timed(clock, [1] * 5))
+
+    def batches():
+        for b in it:
+            yield b
+
+    for _ in batches():
+        with session.phase("forward"):  # the steps() loop is suspended at its yield, not left
+            clock.advance(2 * MS)
+    s = session.summary()
+    assert s.total_steps == 5
+    assert s.step_time.p50 == pytest.approx(0.003)
+
+
+def test_a_nested_step_inside_the_loop_is_still_misuse(session, clock):
+    it = session.steps(timed(clock, [1] * 3))
+    for _ in it:
+        with pytest.raises(gs.GpuscopeError):
+            with session.step():
+                pass
+        break
+
+
+def test_close_after_break_keeps_the_last_step(clock):
+    s = gs.Session(clock=clock)
+    it = s.steps(timed(clock, [1] * 5))
+    for i in it:
+        clock.advance(2 * MS)
+        if i == 2:
+            break
+    s.close()
+    assert s.summary().total_steps == 3
