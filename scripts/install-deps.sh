@@ -11,7 +11,8 @@
 #                    (CPU build) for the demo and the DataLoader tests, when
 #                    missing
 #   --test adds:     chromium (Debian; the HTML report test opens the report in
-#                    it) and Pillow (to read its screenshot)
+#                    it), Pillow (to read its screenshot) and prometheus-client
+#                    (the collector is registered in a real registry)
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -38,9 +39,12 @@ fi
 
 py_has() { "$PYTHON" -c "$1" >/dev/null 2>&1; }
 if [ "$for_tests" = 1 ]; then
-  if ! py_has "import PIL"; then
-    echo "deps: installing from PyPI: pillow"
-    "$PYTHON" -m pip install -q pillow
+  test_missing=()
+  py_has "import PIL" || test_missing+=("pillow")
+  py_has "import prometheus_client" || test_missing+=("prometheus-client==0.26.0")
+  if ((${#test_missing[@]})); then
+    echo "deps: installing from PyPI: ${test_missing[*]}"
+    "$PYTHON" -m pip install -q "${test_missing[@]}"
   fi
   echo "deps (tests): ok"
   exit 0
