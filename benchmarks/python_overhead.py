@@ -55,9 +55,10 @@ def main() -> int:
     args = ap.parse_args()
     n = args.n - args.n % PHASES_PER_STEP
 
-    # The background worker drains concurrently, as in a real run (every 1 ms,
-    # so bursts of 7 M records/s never fill the queue).
-    s = gs.Session(queue_capacity=1 << 18, flush_interval_ms=1)
+    # The background worker drains concurrently, as in a real run (every 1 ms);
+    # the queue holds a whole run's records (the steps() row makes two per
+    # iteration), so a worker slower than this tight loop drops nothing.
+    s = gs.Session(queue_capacity=1 << 19, flush_interval_ms=1)
 
     def empty_loop(k):
         for _ in range(k):

@@ -1,16 +1,19 @@
-"""Records dropped at the highest rate a Python thread can record, with the
-default options, and with a reader summarizing a large window meanwhile.
+"""Records dropped by a default session at the highest rate a Python thread
+records, and by a session whose large window a reader keeps summarizing.
 
     python benchmarks/queue_pressure.py [--steps 2000000] [--repeat 5]
+        [--window 65536] [--phases 100] [--seconds 5]
 
 Case 1, "tight loop": a default ``gs.Session()`` and a loop of empty scopes
 (``with s.step(): with s.phase("a"): pass``), the fastest a Python thread
-produces records. Case 2, "reader": the same loop while another thread calls
-``summary()`` every 50 ms on a session whose window is full (``--window``
-steps of ``--phases`` phases), which holds the aggregator lock for a long
-time per call. Prints, per case, the median records/s and dropped records
-over ``--repeat`` runs with their range (Markdown, for docs/benchmarks.md).
-Exits 1 if any run dropped a record.
+produces records. Case 2, "reader": a session whose window is full
+(``--window`` steps of ``--phases`` phases each), recording more such steps,
+each followed by 100 us of work (about a million records a second), for
+``--seconds``, while another thread calls ``summary()`` every 0.5 s, which
+holds the aggregator lock for as long as the large window takes. Prints,
+per case, the median records/s and dropped records over ``--repeat`` runs
+with their range (Markdown, for docs/benchmarks.md). Exits 1 if any run
+dropped a record.
 """
 
 from __future__ import annotations
@@ -35,14 +38,35 @@ def tight_loop(session: gs.Session, steps: int) -> float:
     return 2 * steps / (time.perf_counter() - t0)
 
 
-def fill_window(session: gs.Session, window: int, phases: int) -> None:
+def fill_window(session: gs.Session, window: int, phases: int) -> list:
     names = [session.phase(f"p{i}") for i in range(phases)]
-    for _ in range(window):
+    for i in range(window):
         with session.step():
             for p in names:
                 with p:
                     pass
+        if i % 64 == 63:
+            session.flush()  # filling runs at the fastest rate: drain as it goes
     session.summary()  # everything aggregated before the measured part
+    return names
+
+
+def paced_loop(session: gs.Session, names: list, seconds: float) -> float:
+    """Steps of len(names) phases, each followed by 100 us of work; returns
+    records/s."""
+    records = 0
+    end = time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    while time.perf_counter() < end:
+        with session.step():
+            for p in names:
+                with p:
+                    pass
+        records += len(names) + 1
+        busy = time.perf_counter() + 1e-4
+        while time.perf_counter() < busy:
+            pass
+    return records / (time.perf_counter() - t0)
 
 
 def run_case(name: str, args: argparse.Namespace) -> tuple[list[float], list[int]]:
@@ -53,20 +77,21 @@ def run_case(name: str, args: argparse.Namespace) -> tuple[list[float], list[int
             rate = tight_loop(s, args.steps)
         else:
             s = gs.Session(window=args.window, max_phases=args.phases + 16)
-            fill_window(s, args.window, args.phases)
+            names = fill_window(s, args.window, args.phases)
             stop = threading.Event()
             held = []
 
             def reader() -> None:
-                while not stop.is_set():
+                while not stop.wait(0.5):
                     t = time.perf_counter()
                     s.summary()
                     held.append(time.perf_counter() - t)
-                    stop.wait(0.05)
 
+            before = s.summary().misuse["dropped_records"]
+            assert before == 0, "the window was not filled whole"
             t = threading.Thread(target=reader)
             t.start()
-            rate = tight_loop(s, args.steps)
+            rate = paced_loop(s, names, args.seconds)
             stop.set()
             t.join()
             print(f"  reader: {len(held)} summaries, median {statistics.median(held) * 1e3:.0f} ms each")
@@ -80,8 +105,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--window", type=int, default=16384)
+    ap.add_argument("--window", type=int, default=65536)
     ap.add_argument("--phases", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args()
     cpu = "unknown CPU"
     try:

@@ -332,7 +332,9 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activ
   }
   int64_t now = Now();
   if (at_last_activity) {
-    now = std::max(last_end_, stack_[static_cast<size_t>(d)].begin_ns);
+    // Never before a scope being closed began: begins grow with depth, so
+    // the innermost open frame's is the latest.
+    now = std::max(last_end_, stack_[static_cast<size_t>(depth_ - 1)].begin_ns);
   } else {
     last_end_ = now;
   }

@@ -433,6 +433,41 @@ TEST(DynLibTest, ASessionWithLibraryPathsAtFifosStartsAndSaysWhy) {
 }
 
 // ---------------------------------------------------------------------------
+// A step whose end went unobserved (a Python loop left by break)
+
+TEST(EndAtLastActivityTest, EndsTheStepWhereItsLastScopeEnded) {
+  testing::ClockedSession s;
+  ScopeToken step = s->BeginStep();
+  s.Phase(Phase::kForward, 5 * kMs);
+  s.clock->Advance(100 * kMs);  // after the loop was left
+  EXPECT_EQ(s->EndAtLastActivity(step), ScopeStatus::kOk);
+  s.clock->Advance(1 * kMs);
+  const Summary summary = s->Summarize();
+  ASSERT_EQ(summary.steps, 1);
+  EXPECT_DOUBLE_EQ(summary.step_time.max, 0.005);
+  EXPECT_EQ(summary.misuse.total(), 0);
+}
+
+TEST(EndAtLastActivityTest, NeverEndsAScopeBeforeItBegan) {
+  testing::ClockedSession s;
+  s.Phase(Phase::kData, 2 * kMs);  // the last end is before the step
+  s.clock->Advance(10 * kMs);
+  ScopeToken step = s->BeginStep();
+  s.clock->Advance(3 * kMs);
+  ScopeToken inner = s->BeginPhase(Phase::kForward);  // still open
+  s.clock->Advance(50 * kMs);
+  s->EndAtLastActivity(step);
+  (void)inner;
+  const Summary summary = s->Summarize();
+  ASSERT_EQ(summary.steps, 1);
+  EXPECT_DOUBLE_EQ(summary.step_time.max, 0.003);  // up to the inner scope's begin
+  const PhaseStats* forward = summary.FindPhase("forward");
+  ASSERT_NE(forward, nullptr);
+  EXPECT_GE(forward->time.min, 0.0);
+  EXPECT_DOUBLE_EQ(forward->time.max, 0.0);
+}
+
+// ---------------------------------------------------------------------------
 // Telemetry and the worker
 
 TEST(ProcessTelemetryTest, SampledOncePerIntervalHoweverManySessions) {
