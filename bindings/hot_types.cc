@@ -260,10 +260,9 @@ bool InstallFastSlots(PyTypeObject* type, EnterFn enter, ExitFn exit) {
 }
 
 // Ends the open s.steps() step of `watch` when its loop has been left (see
-// LoopWatch). `full`: from any frame (walks the stack: for a step's begin);
-// else only when called from the loop's own frame (one frame compare: for a
-// phase's begin). Never raises; recording-thread calls only.
-void CheckLoopLeft(LoopWatch* watch, bool full);
+// LoopWatch): called before a scope begins, so that a phase or step after the
+// loop is never counted in the loop's last step. Never raises.
+void CheckLoopLeft(LoopWatch* watch);
 
 // ---------------------------------------------------------------------------
 // _PhaseScope
@@ -293,7 +292,7 @@ PyObject* PhaseScopeEnter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<PhaseScopeObject*>(self);
   ScopeToken token;
   if (s->session != nullptr && s->session->recording()) {
-    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch, /*full=*/false);
+    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch);
     token = s->has_stream ? s->session->BeginPhase(s->id, Stream(s->stream)) : s->session->BeginPhase(s->id);
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
   }
@@ -413,7 +412,7 @@ PyObject* StepScopeEnter(PyObject* self, PyObject*) {
         "this step is already open: steps do not nest; end it before beginning the next one");
   }
   if (s->session != nullptr && s->session->recording()) {
-    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch, /*full=*/true);
+    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch);
     if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
     const ScopeToken token = s->session->BeginStep(s->counts);
     if (!token.ok() && IsMisuse(token.status)) return RaiseMisuse(token.status);
@@ -462,6 +461,8 @@ PyTypeObject StepScopeType = [] {
 // k + 1 (or the loop ends); the wait inside next() is phase "data". The step
 // begun to ask for an item that never comes is cancelled, not recorded.
 
+constexpr int kMaxLoopRanges = 32;  // as _session._MAX_LOOP_RANGES
+
 struct StepsIterObject {
   PyObject_HEAD
   PyObject* core;
@@ -471,91 +472,156 @@ struct StepsIterObject {
   PyObject* samples;  // None, an int, or a callable(item) -> int
   PyObject* tokens;
   ScopeToken step;    // the open step
+  unsigned long step_thread;  // the thread that began it
   bool follow_torch;
   // Where the loop iterating this object is, noted at each next() called by
-  // a `for` loop's FOR_ITER (not by a bare next(it)). `frame` is compared,
-  // never dereferenced unless found on the running thread's stack (alive);
-  // a generator's frame is reached through a weak reference instead.
+  // a `for` loop's FOR_ITER (not by a bare next(it)). While the step is open
+  // the loop's frame is held (so that no other frame can take its place and
+  // be mistaken for it); a generator's frame is reached through a weak
+  // reference to the generator instead.
   bool loop_known;
-  PyFrameObject* loop_frame;  // borrowed identity
+  PyObject* loop_frame;       // strong while the step is open; nullptr otherwise
   PyObject* loop_code;        // strong: the frame's code object
   PyObject* loop_generator;   // weakref to the generator running the loop, or nullptr
-  int loop_begin, loop_end;   // bytecode offsets [FOR_ITER, loop exit)
-  int loop_lasti;             // the FOR_ITER offset the range was computed for
+  int loop_lasti;             // the FOR_ITER offset the ranges were computed for
+  int loop_ranges;            // bytecode offsets [begin, end) inside the loop
+  int loop_begin[kMaxLoopRanges];
+  int loop_end[kMaxLoopRanges];
   unsigned long loop_thread;  // the thread iterating
 };
 
-void StepsIterFinish(StepsIterObject* s) {
+// Ends the open step: now (the loop asked for the next item, or ended), or,
+// `abandoned`, at its loop's last recorded scope (the loop was left by
+// break, return or an exception some time before this was noticed). Only
+// the thread that began the step ends it (a garbage collection may free the
+// iterator on any thread): elsewhere the step is left to Close(). The loop's
+// frame is let go last: it may hold the last reference to `s`.
+void EndStep(StepsIterObject* s, bool abandoned) {
   if (s->watch != nullptr && s->watch->open == s) s->watch->open = nullptr;
+  PyObject* frame = s->loop_frame;
+  s->loop_frame = nullptr;
   if (s->step.ok()) {
     const ScopeToken step = s->step;
     s->step = ScopeToken{};
-    s->session->End(step);  // the loop ended: so does its last step
+    if (s->step_thread == PyThread_get_thread_ident()) {
+      if (abandoned) {
+        s->session->EndAtLastActivity(step);
+      } else {
+        s->session->End(step);
+      }
+    }
   }
+  Py_XDECREF(frame);  // `s` may be gone from here on
+}
+
+void StepsIterFinish(StepsIterObject* s) { EndStep(s, /*abandoned=*/false); }
+void StepsIterAbandon(StepsIterObject* s) { EndStep(s, /*abandoned=*/true); }
+
+int StepsIterTraverse(PyObject* self, visitproc visit, void* arg) {
+  auto* s = reinterpret_cast<StepsIterObject*>(self);
+  Py_VISIT(s->it);
+  Py_VISIT(s->samples);
+  Py_VISIT(s->tokens);
+  Py_VISIT(s->loop_frame);  // the frame may hold the iterator: a cycle the GC must see
+  Py_VISIT(s->loop_code);
+  Py_VISIT(s->loop_generator);
+  return 0;
+}
+
+int StepsIterClear(PyObject* self) {
+  auto* s = reinterpret_cast<StepsIterObject*>(self);
+  Py_CLEAR(s->it);
+  Py_CLEAR(s->samples);
+  Py_CLEAR(s->tokens);
+  Py_CLEAR(s->loop_frame);
+  Py_CLEAR(s->loop_code);
+  Py_CLEAR(s->loop_generator);
+  return 0;
 }
 
 void StepsIterDealloc(PyObject* self) {
   auto* s = reinterpret_cast<StepsIterObject*>(self);
+  PyObject_GC_UnTrack(self);
+  // A frame still held cannot hold us (we are being freed): let it go with
+  // the rest.
   StepsIterFinish(s);
-  Py_XDECREF(s->it);
-  Py_XDECREF(s->samples);
-  Py_XDECREF(s->tokens);
-  Py_XDECREF(s->loop_code);
-  Py_XDECREF(s->loop_generator);
+  StepsIterClear(self);
   Py_XDECREF(s->core);
-  Py_TYPE(self)->tp_free(self);
+  PyObject_GC_Del(self);
 }
 
 #if PY_VERSION_HEX >= 0x030B0000
-// Notes the loop calling next() on `s` (see StepsIterObject). Errors are
-// swallowed: without a known loop, the step simply ends at the next next().
-void NoteLoop(StepsIterObject* s) {
-  PyFrameObject* frame = PyEval_GetFrame();
+// Notes the loop calling next() on `s` (see StepsIterObject). False with a
+// Python error set only for an error that must propagate (KeyboardInterrupt
+// inside the range lookup, say); others leave the loop unknown, and the step
+// then simply ends at the next next().
+bool NoteLoop(StepsIterObject* s) {
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame == nullptr || g_loop_range == nullptr) {
     s->loop_known = false;
-    return;
+    return true;
   }
   PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
   const int lasti = PyFrame_GetLasti(frame);
   if (reinterpret_cast<PyObject*>(code) != s->loop_code || lasti != s->loop_lasti) {
-    // A new loop (or the first): ask the bytecode where it ends, once.
+    // A new loop (or the first): ask the bytecode where it is (cached there).
     Py_XSETREF(s->loop_code, reinterpret_cast<PyObject*>(code));
     code = nullptr;
     s->loop_lasti = lasti;
     s->loop_known = false;
-    PyObject* range = PyObject_CallFunction(g_loop_range, "Oi", s->loop_code, lasti);
-    if (range != nullptr && PyTuple_Check(range) && PyTuple_GET_SIZE(range) == 2) {
-      s->loop_begin = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(range, 0)));
-      s->loop_end = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(range, 1)));
-      s->loop_known = !PyErr_Occurred();
+    s->loop_ranges = 0;
+    PyObject* ranges = PyObject_CallFunction(g_loop_range, "Oi", s->loop_code, lasti);
+    if (ranges != nullptr && PyTuple_Check(ranges) && PyTuple_GET_SIZE(ranges) >= 1 &&
+        PyTuple_GET_SIZE(ranges) <= kMaxLoopRanges) {
+      bool ok = true;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranges) && ok; ++i) {
+        PyObject* r = PyTuple_GET_ITEM(ranges, i);
+        ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2;
+        if (ok) {
+          s->loop_begin[i] = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 0)));
+          s->loop_end[i] = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 1)));
+          ok = !PyErr_Occurred();
+        }
+      }
+      s->loop_ranges = ok ? static_cast<int>(PyTuple_GET_SIZE(ranges)) : 0;
+      s->loop_known = ok;
     }
-    Py_XDECREF(range);
-    PyErr_Clear();
+    Py_XDECREF(ranges);
+    if (PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;  // KeyboardInterrupt...
+      PyErr_Clear();
+    }
   }
   Py_XDECREF(code);
-  if (s->loop_known && frame != s->loop_frame) {
-    Py_CLEAR(s->loop_generator);
-    if (PyObject* gen = PyFrame_GetGenerator(frame)) {  // the loop runs in a generator
-      s->loop_generator = PyWeakref_NewRef(gen, nullptr);
-      Py_DECREF(gen);
-      if (s->loop_generator == nullptr) {
-        PyErr_Clear();
-        s->loop_known = false;
-      }
+  if (!s->loop_known) return true;
+  Py_CLEAR(s->loop_generator);
+  if (PyObject* gen = PyFrame_GetGenerator(frame)) {  // the loop runs in a generator or coroutine
+    s->loop_generator = PyWeakref_NewRef(gen, nullptr);
+    Py_DECREF(gen);
+    if (s->loop_generator == nullptr) {
+      PyErr_Clear();
+      s->loop_known = false;
     }
+  } else {
+    Py_XSETREF(s->loop_frame, Py_NewRef(reinterpret_cast<PyObject*>(frame)));
   }
-  s->loop_frame = frame;
   s->loop_thread = PyThread_get_thread_ident();
+  return true;
 }
 
 bool InLoop(const StepsIterObject* s, PyFrameObject* frame) {
   const int lasti = PyFrame_GetLasti(frame);
-  return lasti >= s->loop_begin && lasti < s->loop_end;
+  for (int i = 0; i < s->loop_ranges; ++i) {
+    if (lasti >= s->loop_begin[i] && lasti < s->loop_end[i]) return true;
+  }
+  return false;
 }
 
-// Whether the loop iterating `s` has certainly been left. `full`: see
-// CheckLoopLeft().
-bool LoopLeft(StepsIterObject* s, bool full) {
+// Whether the loop iterating `s` has certainly been left: its frame is off
+// the running thread's stack (its function returned or raised), or on it but
+// past the loop. Walks up from the current frame, usually one or two frames
+// (a phase in a function the loop body calls).
+bool LoopLeft(StepsIterObject* s) {
   if (!s->loop_known || s->loop_thread != PyThread_get_thread_ident()) return false;
   if (s->loop_generator != nullptr) {
     // The loop is in a generator: suspended (off the stack) is not left.
@@ -565,39 +631,28 @@ bool LoopLeft(StepsIterObject* s, bool full) {
       return false;
     }
     if (gen == Py_None) return true;  // the generator is gone
-    PyObject* frame = PyObject_GetAttrString(gen, "gi_frame");
-    if (frame == nullptr) {
+    PyObject* frame = nullptr;
+    for (const char* attr : {"gi_frame", "cr_frame", "ag_frame"}) {
+      frame = PyObject_GetAttrString(gen, attr);
+      if (frame != nullptr) break;
       PyErr_Clear();
-      return false;
     }
+    if (frame == nullptr) return false;
     const bool left = frame == Py_None || !InLoop(s, reinterpret_cast<PyFrameObject*>(frame));
     Py_DECREF(frame);
     return left;
   }
+  if (s->loop_frame == nullptr) return false;
+  auto* loop = reinterpret_cast<PyFrameObject*>(s->loop_frame);
   PyFrameObject* current = PyEval_GetFrame();  // borrowed
-  if (current == s->loop_frame) {
-    // The same address may be a new frame that took a dead one's place: it
-    // is the loop's only if it runs the loop's code.
-    PyCodeObject* code = PyFrame_GetCode(current);
-    const bool same = reinterpret_cast<PyObject*>(code) == s->loop_code;
-    Py_DECREF(code);
-    if (same) return !InLoop(s, current);
-  }
-  if (!full) return false;  // a function called from the loop body, most likely
-  // Up the stack: a frame found there is alive, and is the loop's if it
-  // runs the loop's code; not found, the loop's function has returned or
-  // raised.
+  if (current == loop) return !InLoop(s, loop);
+  // The loop's frame is held, so no other frame can be at its address: if
+  // it is up the stack it is the loop's, and alive.
   PyFrameObject* f = current != nullptr ? PyFrame_GetBack(current) : nullptr;  // new reference
   while (f != nullptr) {
-    if (f == s->loop_frame) {
-      PyCodeObject* code = PyFrame_GetCode(f);
-      const bool same = reinterpret_cast<PyObject*>(code) == s->loop_code;
-      Py_DECREF(code);
-      if (same) {  // else a frame made since, at a dead one's address
-        const bool left = !InLoop(s, f);
-        Py_DECREF(f);
-        return left;
-      }
+    if (f == loop) {
+      Py_DECREF(f);
+      return !InLoop(s, loop);
     }
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
@@ -605,9 +660,27 @@ bool LoopLeft(StepsIterObject* s, bool full) {
   }
   return true;
 }
+
+// Whether next() on `s` now comes from another loop than the one that
+// began its open step (the same iterator taken up again after its first loop
+// was left by break or return).
+bool CalledFromAnotherLoop(const StepsIterObject* s) {
+  if (!s->loop_known || s->loop_frame == nullptr) return false;
+  PyFrameObject* frame = PyEval_GetFrame();
+  if (frame == nullptr) return false;
+  if (reinterpret_cast<PyObject*>(frame) != s->loop_frame) return true;
+  return PyFrame_GetLasti(frame) != s->loop_lasti;
+}
 #else
-void NoteLoop(StepsIterObject* s) { s->loop_known = false; }
-bool LoopLeft(StepsIterObject*, bool) { return false; }
+// Python 3.9 and 3.10: no public frame API to find the loop with; a kept
+// iterator's step ends at its next next(), and a step begun meanwhile is a
+// nested step (GpuscopeError), as documented.
+bool NoteLoop(StepsIterObject* s) {
+  s->loop_known = false;
+  return true;
+}
+bool LoopLeft(StepsIterObject*) { return false; }
+bool CalledFromAnotherLoop(const StepsIterObject*) { return false; }
 #endif
 
 // A count from an int, or from calling `spec` on the batch. -1: not given.
@@ -630,46 +703,28 @@ bool CountOf(PyObject* spec, PyObject* item, int64_t* out) {
   return true;
 }
 
-// Whether next() on `s` now comes from another loop than the one that
-// began its open step (the same iterator taken up again after its first loop
-// was left by break or return): that step then ends where its loop's last
-// recorded scope did, not now.
-bool CalledFromAnotherLoop(const StepsIterObject* s) {
-#if PY_VERSION_HEX >= 0x030B0000
-  if (!s->loop_known || s->loop_generator != nullptr) return false;
-  PyFrameObject* frame = PyEval_GetFrame();
-  if (frame == nullptr) return false;
-  if (frame != s->loop_frame) return true;
-  PyCodeObject* code = PyFrame_GetCode(frame);
-  const bool other = reinterpret_cast<PyObject*>(code) != s->loop_code || PyFrame_GetLasti(frame) != s->loop_lasti;
-  Py_DECREF(code);
-  return other;
-#else
-  (void)s;
-  return false;
-#endif
-}
-
 PyObject* StepsIterNext(PyObject* self) {
   auto* s = reinterpret_cast<StepsIterObject*>(self);
   if (s->it == nullptr) return nullptr;
-  if (s->step.ok() && CalledFromAnotherLoop(s)) {
-    if (s->watch != nullptr && s->watch->open == s) s->watch->open = nullptr;
-    const ScopeToken step = s->step;
-    s->step = ScopeToken{};
-    s->session->EndAtLastActivity(step);
-  }
+  // Its own step: ended now, or where its loop was left if another loop
+  // took the iterator up (the loop that began it ended by break or return).
+  if (s->step.ok() && CalledFromAnotherLoop(s)) StepsIterAbandon(s);
   StepsIterFinish(s);
   const bool recording = s->session != nullptr && s->session->recording();
   if (recording) {
     // Another loop's step still open: its loop may have been left.
-    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch, /*full=*/true);
+    if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch);
     if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
     const ScopeToken step = s->session->BeginStep();
     if (!step.ok() && IsMisuse(step.status)) return RaiseMisuse(step.status);
     s->step = step;
+    s->step_thread = PyThread_get_thread_ident();
     if (step.ok() && s->watch != nullptr) {
-      NoteLoop(s);
+      if (!NoteLoop(s)) {
+        s->session->Cancel(s->step);
+        s->step = ScopeToken{};
+        return nullptr;
+      }
       s->watch->open = s;
     }
   }
@@ -680,8 +735,10 @@ PyObject* StepsIterNext(PyObject* self) {
   if (data.ok()) s->session->End(data);
   if (item == nullptr) {
     // Exhausted or failed: the step begun for this item does not exist.
+    if (s->watch != nullptr && s->watch->open == s) s->watch->open = nullptr;
     if (s->step.ok()) s->session->Cancel(s->step);
     s->step = ScopeToken{};
+    Py_CLEAR(s->loop_frame);  // `self` is held by our caller
     Py_CLEAR(s->it);
     if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_StopIteration)) PyErr_Clear();
     return nullptr;
@@ -714,7 +771,9 @@ PyTypeObject StepsIterType = [] {
   t.tp_name = "gpuscope._gpuscope._StepsIter";
   t.tp_basicsize = sizeof(StepsIterObject);
   t.tp_dealloc = StepsIterDealloc;
-  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_traverse = StepsIterTraverse;
+  t.tp_clear = StepsIterClear;
   t.tp_doc = "Iterates over an iterable, one training step per item.";
   t.tp_iter = PyObject_SelfIter;
   t.tp_iternext = StepsIterNext;
@@ -722,15 +781,11 @@ PyTypeObject StepsIterType = [] {
   return t;
 }();
 
-void CheckLoopLeft(LoopWatch* watch, bool full) {
+void CheckLoopLeft(LoopWatch* watch) {
   StepsIterObject* open = watch->open;
-  if (open == nullptr || !LoopLeft(open, full)) return;
   // The loop was left some time ago, after its last recorded scope: the
   // step ends there, not now.
-  watch->open = nullptr;
-  const ScopeToken step = open->step;
-  open->step = ScopeToken{};
-  open->session->EndAtLastActivity(step);
+  if (open != nullptr && LoopLeft(open)) StepsIterAbandon(open);
 }
 
 // ---------------------------------------------------------------------------
@@ -1094,7 +1149,7 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   }
   PyObject* it = PyObject_GetIter(args[0]);
   if (it == nullptr) return nullptr;
-  auto* iter = PyObject_New(StepsIterObject, &StepsIterType);
+  auto* iter = PyObject_GC_New(StepsIterObject, &StepsIterType);
   if (iter == nullptr) {
     Py_DECREF(it);
     return nullptr;
@@ -1110,12 +1165,15 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   iter->step = ScopeToken{};
   iter->follow_torch = s->follow_torch;
   iter->watch = WatchOf(s->core);
+  iter->step_thread = 0;
   iter->loop_known = false;
   iter->loop_frame = nullptr;
   iter->loop_code = nullptr;
   iter->loop_generator = nullptr;
-  iter->loop_begin = iter->loop_end = iter->loop_lasti = -1;
+  iter->loop_lasti = -1;
+  iter->loop_ranges = 0;
   iter->loop_thread = 0;
+  PyObject_GC_Track(iter);
   return reinterpret_cast<PyObject*>(iter);
 }
 
@@ -1154,7 +1212,7 @@ PyObject* SessionClose(PyObject* self, PyObject*) {
   if (session == nullptr) return nullptr;
   if (LoopWatch* watch = WatchOf(reinterpret_cast<SessionObject*>(self)->core);
       watch != nullptr && watch->open != nullptr) {
-    CheckLoopLeft(watch, /*full=*/true);  // a loop left by break: its step counts
+    CheckLoopLeft(watch);  // a loop left by break: its step counts
   }
   Py_BEGIN_ALLOW_THREADS
   session->Close();

@@ -328,7 +328,10 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activ
   uint32_t end_markers[kMaxOpenScopes];
   for (int i = depth_ - 1; i >= d; --i) {
     const Frame& f = stack_[static_cast<size_t>(i)];
-    end_markers[i] = f.begin_event != kNoEvent ? RecordMarker(f.stream) : kNoEvent;
+    // A scope ended after the fact gets no end marker: one recorded now
+    // would take in whatever the GPU ran since. Its step keeps host numbers
+    // only (a marker missing: see Aggregator::MakePending).
+    end_markers[i] = f.begin_event != kNoEvent && !at_last_activity ? RecordMarker(f.stream) : kNoEvent;
   }
   int64_t now = Now();
   if (at_last_activity) {
@@ -404,23 +407,26 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
 // Aggregation side.
 
 double SessionImpl::Pump() {
+  // Telemetry is sampled by the worker only, for the whole process at once
+  // (backends/process_telemetry.h), and outside the aggregator lock (an NVML
+  // query can take milliseconds: Summarize() must not wait for one).
+  if (telemetry_ != nullptr) {
+    const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
+    telemetry_->Collect(now, int64_t{options_.telemetry_interval_ms} * 1'000'000, &samples_);
+  }
   std::unique_lock<std::mutex> lock(agg_mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     // A reader is summarizing (or tracing) under the aggregator lock, which
-    // may take a while for a large window: keep the queue from filling.
+    // may take a while for a large window: keep the queue from filling. The
+    // samples wait for the next pass.
     return static_cast<double>(StageQueue()) / static_cast<double>(queue_.capacity());
   }
-  // Telemetry is sampled by the worker only, and for the whole process at
-  // once (backends/process_telemetry.h); steps ending now see the latest
-  // sample, so samples go in before the queue is drained.
-  if (telemetry_ != nullptr) {
-    std::vector<TelemetrySample> samples;
-    const int64_t now = clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
-    telemetry_->Collect(now, int64_t{options_.telemetry_interval_ms} * 1'000'000, &samples);
-    if (!samples.empty()) {
-      for (const TelemetrySample& sample : samples) aggregator_.AddTelemetry(sample);
-      aggregator_.SetTelemetrySource(telemetry_->description());
-    }
+  // Steps ending now see the latest sample: samples go in before the queue
+  // is drained.
+  if (!samples_.empty()) {
+    for (const TelemetrySample& sample : samples_) aggregator_.AddTelemetry(sample);
+    samples_.clear();
+    aggregator_.SetTelemetrySource(telemetry_->description());
   }
   const size_t staged = staged_size_.load(std::memory_order_relaxed);
   PumpLocked();

@@ -44,16 +44,28 @@ class Sampler {
     if (auto it = intervals_.find(interval_ns); it != intervals_.end()) intervals_.erase(it);
   }
 
+  // The worker only (one caller at a time). The sample itself (NVML may
+  // take milliseconds) is taken outside the lock, so that a session being
+  // created never waits for it.
   void Collect(int64_t now_ns, uint64_t* cursor, std::vector<TelemetrySample>* out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!status_.ok() || intervals_.empty()) return;
-    if (ring_.empty() || now_ns >= last_ns_ + *intervals_.begin()) {
-      if (ring_.size() == kRingSize) ring_.pop_front();
-      system_->Sample(now_ns, &ring_.emplace_back().sample);
-      ring_.back().seq = next_seq_++;
-      last_ns_ = now_ns;
-      description_ = system_->description();  // which GPUs may change as the job takes them up
+    bool due = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!status_.ok() || intervals_.empty()) return;
+      due = ring_.empty() || now_ns >= last_ns_ + *intervals_.begin();
+      if (due) last_ns_ = now_ns;
     }
+    if (due) {
+      Entry entry;
+      system_->Sample(now_ns, &entry.sample);
+      std::string description = system_->description();  // which GPUs may change as the job takes them up
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ring_.size() == kRingSize) ring_.pop_front();
+      entry.seq = next_seq_++;
+      ring_.push_back(std::move(entry));
+      description_ = std::move(description);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
     for (const Entry& e : ring_) {
       if (e.seq > *cursor) out->push_back(e.sample);
     }
@@ -79,8 +91,9 @@ class Sampler {
   // than that loses the oldest samples, never the newest.
   static constexpr size_t kRingSize = 64;
 
-  // Protects everything below. Leaf lock: taken inside a worker pass (after
-  // the worker's lock), never while taking another.
+  // Protects everything below but what `system_` points to, which Attach()
+  // starts once under it and the worker alone samples after that. Leaf
+  // lock: never held while taking another, nor while sampling.
   mutable std::mutex mu_;
   std::unique_ptr<Telemetry> system_;
   absl::Status status_;

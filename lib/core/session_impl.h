@@ -173,6 +173,7 @@ class SessionImpl final : public Pumpable {
   ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
   DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
   Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started (worker only)
+  std::vector<TelemetrySample> samples_;   // collected, not yet aggregated (worker only)
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction

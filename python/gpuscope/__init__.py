@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, TypeVar, Union
 
 import importlib.util
 import os
@@ -142,11 +142,13 @@ def report(color: bool = False) -> str:
     return default_session().report(color)
 
 
-def prometheus_collector(session: Optional[Session] = None) -> Any:
+def prometheus_collector(session: Optional[Session] = None, labels: Optional[Dict[str, str]] = None) -> Any:
     """A ``prometheus_client`` collector of ``session``'s metrics (default:
     the default session's), to register in the registry the job already
-    serves: ``prometheus_client.REGISTRY.register(gs.prometheus_collector(s))``."""
-    return (session if session is not None else default_session()).prometheus_collector()
+    serves: ``prometheus_client.REGISTRY.register(gs.prometheus_collector(s))``.
+    ``labels`` are added to every sample (one set per session sharing a
+    registry)."""
+    return (session if session is not None else default_session()).prometheus_collector(labels)
 
 
 def diagnose(summary: Optional[Summary] = None) -> List[Finding]:

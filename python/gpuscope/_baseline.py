@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _gpuscope
@@ -45,15 +44,8 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
              extra: Optional[Dict[str, Any]] = None, mode: Optional[int] = None) -> str:
     """Writes a run file atomically (a reader never sees half of one). The
     metadata may name hosts, users and paths: a new file is readable by its
-    owner only (0600) unless ``mode`` says otherwise; a file being replaced
-    keeps its mode."""
-    if mode is None:
-        try:
-            st = os.lstat(path)
-            replacing = stat.S_ISREG(st.st_mode)
-        except OSError:
-            replacing = False
-        mode = None if replacing else RUN_FILE_MODE
+    owner only (0600) unless ``mode`` says otherwise; a file of ours being
+    replaced keeps its mode, one of another user's does not."""
     doc = {
         "schema": RUN_SCHEMA,
         "schema_version": RUN_SCHEMA_VERSION,
@@ -61,7 +53,7 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
         "summary": json.loads(summary.to_json()),
         "findings": json.loads(_gpuscope.diagnose_json(summary.to_json())),
     }
-    return write_atomically(path, json.dumps(doc, indent=2) + "\n", mode=mode)
+    return write_atomically(path, json.dumps(doc, indent=2) + "\n", mode=mode, new_file_mode=RUN_FILE_MODE)
 
 
 def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:

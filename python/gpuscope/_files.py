@@ -27,11 +27,12 @@ cannot hang the job or exhaust its memory.
     * The data is written in full, fsynced, the file closed (errors reported
       by close, as on NFS, count), then renamed; the directory is fsynced
       best effort.
-    * Permissions: an existing regular target keeps its permission bits
-      (``0o777`` part; setuid/setgid/sticky are dropped), not its owner: the
-      new file belongs to the writer, so that a neighbour who created the
-      name first in a shared directory does not come to own the job's output.
-      A new file gets
+    * Permissions: an existing regular target of the writer's own keeps its
+      permission bits (``0o777`` part; setuid/setgid/sticky are dropped); the
+      new file belongs to the writer, and a target of another user's lends
+      neither its owner nor its mode, so that a neighbour who created the name
+      first in a shared directory neither owns nor can read the job's output.
+      A new file (or one replacing another user's) gets ``new_file_mode``, or
       ``0o666 & ~umask``, like ``open()``; the umask is read from
       ``/proc/self/status`` (where that is missing, by an ``os.umask`` round
       trip under a lock, which other threads creating files at that instant
@@ -318,10 +319,16 @@ def _fill(fd: int, payload: bytes, final_mode: int, old: Optional[os.stat_result
     os.fsync(fd)
 
 
-def write_atomically(path: "os.PathLike[str] | str", data: Union[str, bytes], *, mode: Optional[int] = None) -> str:
+def write_atomically(path: "os.PathLike[str] | str", data: Union[str, bytes], *, mode: Optional[int] = None,
+                     new_file_mode: Optional[int] = None) -> str:
     """Replaces ``path`` with ``data`` (a str is written as UTF-8) so that a
     reader sees the old file or the complete new one; returns
     ``os.fspath(path)``. See the module docstring for the guarantees.
+
+    The result's permission bits: ``mode`` if given; else those of the file
+    replaced, if it is ours (the writer's user owns it); else
+    ``new_file_mode`` if given, else ``0o666 & ~umask``. A file of another
+    user's (one planted first in a shared directory) never lends its mode.
 
     Raises ``UnsafePathError`` if ``path`` is a symbolic link, a directory,
     a FIFO, a device or a socket (left untouched), ``FileWriteError`` (an
@@ -335,8 +342,9 @@ def write_atomically(path: "os.PathLike[str] | str", data: Union[str, bytes], *,
         payload = bytes(data)
     else:
         raise TypeError(f"write_atomically: data must be str or bytes, not {type(data).__name__}")
-    if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777):
-        raise ValueError(f"write_atomically: mode must be an int between 0 and 0o7777, not {mode!r}")
+    for what, value in (("mode", mode), ("new_file_mode", new_file_mode)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0o7777):
+            raise ValueError(f"write_atomically: {what} must be an int between 0 and 0o7777, not {value!r}")
 
     directory, base = os.path.split(name)
     if base in ("", ".", ".."):
@@ -344,18 +352,21 @@ def write_atomically(path: "os.PathLike[str] | str", data: Union[str, bytes], *,
 
     dfd = _open_directory(name, directory)
     try:
-        _write_in(dfd, name, base, payload, mode)
+        _write_in(dfd, name, base, payload, mode, new_file_mode)
     finally:
         _close_quietly(dfd)
     return fspath
 
 
-def _write_in(dfd: int, name: str, base: str, payload: bytes, mode: Optional[int]) -> None:
+def _write_in(dfd: int, name: str, base: str, payload: bytes, mode: Optional[int],
+              new_file_mode: Optional[int]) -> None:
     old = _existing_target(dfd, name, base)
     if mode is not None:
         final_mode = mode
-    elif old is not None:
+    elif old is not None and old.st_uid == os.geteuid():
         final_mode = stat.S_IMODE(old.st_mode) & 0o777
+    elif new_file_mode is not None:
+        final_mode = new_file_mode
     else:
         final_mode = 0o666 & ~_current_umask()
 

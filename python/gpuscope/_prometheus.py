@@ -65,7 +65,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -629,26 +629,47 @@ if hasattr(os, "register_at_fork"):
 
 
 class PrometheusCollector:
-    """A ``prometheus_client`` collector for a session: ``collect()`` parses
-    a fresh ``session.prometheus()`` into metric families. Made by
-    ``collector(session)``."""
+    """A ``prometheus_client`` collector for one or more sessions:
+    ``collect()`` parses a fresh ``session.prometheus()`` of each into metric
+    families, the same family of several sessions merged into one (told apart
+    by their labels). Made by ``collector(session, labels)``; ``add(session,
+    labels)`` puts another session in it."""
 
-    def __init__(self, session: Any, parse: Callable[[str], Iterable[Any]]) -> None:
-        self._session = session
+    def __init__(self, session: Any, parse: Callable[[str], Iterable[Any]],
+                 labels: Optional[Dict[str, str]] = None) -> None:
         self._parse = parse
+        self._sources: List[Tuple[Any, Dict[str, str]]] = [(session, dict(labels or {}))]
         self.last_error: Optional[str] = None  # why the last collect() yielded nothing, if it did
 
+    def add(self, session: Any, labels: Dict[str, str]) -> "PrometheusCollector":
+        """Exposes ``session`` too, its samples carrying ``labels``, which
+        must tell it apart from every session already here (one registry
+        holds one family of each name). Returns the collector."""
+        _check_labels(labels)
+        if any(dict(labels) == known for _, known in self._sources):
+            raise ValueError(f"labels {labels!r} are already another session's: give each session its own")
+        self._sources.append((session, dict(labels)))
+        return self
+
     def collect(self) -> List[Any]:
-        """The session's metric families; none (and ``last_error`` set) if
+        """The sessions' metric families; none (and ``last_error`` set) if
         they cannot be computed, so the job's other metrics are still
         served."""
+        merged: "OrderedDict[str, Any]" = OrderedDict()
         try:
-            families = list(self._parse(self._session.prometheus()))
+            for session, labels in self._sources:
+                for family in self._parse(session.prometheus()):
+                    if labels:
+                        family.samples = [x._replace(labels={**labels, **x.labels}) for x in family.samples]
+                    if family.name in merged:
+                        merged[family.name].samples.extend(family.samples)
+                    else:
+                        merged[family.name] = family
         except Exception as e:  # noqa: BLE001 - never break the job's own /metrics
             self.last_error = f"{type(e).__name__}: {e}"
             return []
         self.last_error = None
-        return families
+        return list(merged.values())
 
     def describe(self) -> List[Any]:
         """Nothing: the families depend on what the session measures (no
@@ -657,21 +678,40 @@ class PrometheusCollector:
         return []
 
     def __repr__(self) -> str:
-        return f"<gpuscope.PrometheusCollector for {self._session!r}>"
+        return f"<gpuscope.PrometheusCollector for {len(self._sources)} session(s)>"
 
 
-def collector(session: Any) -> PrometheusCollector:
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def _check_labels(labels: Optional[Dict[str, str]]) -> None:
+    for name, value in (labels or {}).items():
+        if not isinstance(name, str) or not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise ValueError(f"label name {name!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, "
+                             "not starting with __)")
+        if not isinstance(value, str):
+            raise ValueError(f"label {name!r}: its value must be a str, not {type(value).__name__}")
+
+
+def collector(session: Any, labels: Optional[Dict[str, str]] = None) -> PrometheusCollector:
     """A ``prometheus_client`` collector exposing ``session``'s metrics
     (the ``gpuscope_*`` families of ``session.prometheus()``) from the
     registry the job already serves::
 
         registry.register(collector(session))   # or prometheus_client.REGISTRY
 
+    ``labels`` are added to every sample. Several sessions go in one
+    collector, each with labels of its own (a registry holds one family of
+    each name: two collectors of gpuscope families would clash)::
+
+        registry.register(collector(train, {"loop": "train"}).add(evaluation, {"loop": "eval"}))
+
     Needs ``prometheus_client`` (``pip install prometheus-client``); gpuscope
     itself does not."""
+    _check_labels(labels)
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as e:
         raise ImportError("gpuscope's Prometheus collector needs prometheus_client: "
                           "pip install prometheus-client") from e
-    return PrometheusCollector(session, text_string_to_metric_families)
+    return PrometheusCollector(session, text_string_to_metric_families, labels)

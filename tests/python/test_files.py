@@ -543,16 +543,16 @@ def test_an_explicit_mode_always_wins(tmp_path, impl, umask):
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="files of another user need root")
-def test_a_file_someone_else_created_first_becomes_the_writers(tmp_path, impl):
-    # A neighbour who created the name first in a shared directory must not
-    # come to own the job's output: the mode is kept, the owner is not.
+def test_a_file_someone_else_created_first_lends_neither_owner_nor_mode(tmp_path, impl):
+    # A neighbour who created the name first in a shared directory must
+    # neither own nor be able to read the job's output.
     target = tmp_path / "theirs.json"
     target.write_text("old")
     os.chown(target, 4321, 4322)
-    os.chmod(target, 0o640)
-    F.write_atomically(target, "new")
+    os.chmod(target, 0o666)
+    F.write_atomically(target, "new", new_file_mode=0o600)
     st = os.stat(target)
-    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.geteuid(), 0o640)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.geteuid(), 0o600)
     assert target.read_text() == "new"
 
 

@@ -594,6 +594,15 @@ def test_run_file_modes(recorded, tmp_path, umask):
         recorded.save(existing)
         assert stat.S_IMODE(os.stat(existing).st_mode) == 0o640
         assert json.loads(existing.read_text())["schema"] == "gpuscope.run"
+        if os.geteuid() == 0:
+            # A file another user planted first lends neither mode nor owner.
+            planted = tmp_path / "planted.json"
+            planted.write_text("{}")
+            os.chown(planted, 65534, 65534)
+            os.chmod(planted, 0o666)
+            recorded.save(planted)
+            st = os.stat(planted)
+            assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
     finally:
         os.umask(old)
     assert no_temporary_files(tmp_path)

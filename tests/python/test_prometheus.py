@@ -536,3 +536,22 @@ def test_the_collector_says_how_to_get_prometheus_client(starved, monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client.parser", None)
     with pytest.raises(ImportError, match="pip install prometheus-client"):
         _prometheus.collector(starved)
+
+
+def test_two_sessions_share_a_registry_with_labels_of_their_own(starved, clock):
+    import prometheus_client as prom
+
+    other = gs.Session(clock=clock)
+    with other.step():
+        clock.advance(MS)
+    registry = prom.CollectorRegistry()
+    registry.register(starved.prometheus_collector(labels={"loop": "train"}).add(other, {"loop": "eval"}))
+    text = prom.generate_latest(registry).decode()
+    assert text.count("# TYPE gpuscope_steps_total counter") == 1  # one family, two series
+    assert re.search(r'^gpuscope_steps_total\{loop="train"\} 20(\.0)?$', text, re.M)
+    assert re.search(r'^gpuscope_steps_total\{loop="eval"\} 1(\.0)?$', text, re.M)
+    other.close()
+    with pytest.raises(ValueError, match="label name"):
+        starved.prometheus_collector(labels={"bad-name": "x"})
+    with pytest.raises(ValueError, match="already another session's"):
+        gs.prometheus_collector(starved, {"loop": "a"}).add(other, {"loop": "a"})

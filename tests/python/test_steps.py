@@ -279,3 +279,155 @@ def test_close_after_break_keeps_the_last_step(clock):
             break
     s.close()
     assert s.summary().total_steps == 3
+
+
+def test_loop_ranges_follow_the_body_wherever_the_compiler_puts_it():
+    # From CPython 3.12 a loop body is laid out in pieces (handlers and the
+    # code after a `raise` go past the code after the loop): every part of
+    # the body must read as inside the loop, and code after it as outside.
+    import dis
+    import sys
+
+    from gpuscope._session import _loop_range
+
+    seen = []
+
+    def probe(tag, inside, depth=1):
+        f = sys._getframe(depth)
+        fi = next(i.offset for i in dis.get_instructions(f.f_code) if i.opname == "FOR_ITER")
+        ranges = _loop_range(f.f_code, fi)
+        seen.append((tag, any(b <= f.f_lasti < e for b, e in ranges) == inside))
+
+    class Cm:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            probe("with-exit", True, 2)
+            return False
+
+    def loop():
+        for i in range(3):
+            probe("body", True)
+            try:
+                raise KeyError
+            except KeyError:
+                probe("except", True)
+            finally:
+                probe("finally", True)
+            with Cm():
+                probe("with-body", True)
+            if i == 1:
+                break
+        else:
+            probe("else", False)
+        probe("after", False)
+        try:
+            raise ValueError
+        except ValueError:
+            probe("except-after-loop", False)
+
+    loop()
+    assert seen and all(ok for _, ok in seen), seen
+    assert _loop_range(loop.__code__, 0) is None  # not a FOR_ITER
+
+
+def test_a_phase_in_another_function_after_the_loop_is_outside_the_step(session, clock):
+    # The epoch pattern: one iterator for the run, a function that breaks out
+    # after N steps, then a validation function with its own phase.
+    def infinite():
+        while True:
+            clock.advance(1 * MS)
+            yield 0
+
+    it = session.steps(infinite())
+
+    def train_epoch(n):
+        for k, _ in enumerate(it):
+            with session.phase("forward"):
+                clock.advance(2 * MS)
+            if k == n - 1:
+                break
+
+    def validate():
+        with session.phase("val"):
+            clock.advance(5000 * MS)
+
+    for _ in range(3):
+        train_epoch(4)
+        validate()
+    s = session.summary()
+    assert s.total_steps == 12
+    assert s.step_time.max == pytest.approx(0.003)
+    assert s.phases["val"].steps == 0 and s.phases["val"].outside_steps_count == 3
+
+
+def test_a_function_called_again_with_kept_iterators_is_not_a_nested_step(session, clock):
+    # Each call's frame may take the address of the last one's: the loop's
+    # frame is held while its step is open, so they are never confused.
+    def train_epoch(it):
+        for i in it:
+            clock.advance(2 * MS)
+            if i == 2:
+                return
+
+    loaders = [session.steps(timed(clock, [1] * 10)) for _ in range(3)]
+    for loader in loaders:
+        train_epoch(loader)  # was: GpuscopeError from the second epoch on
+    assert session.summary().total_steps == 8  # the last one ends at the session's next scope
+    session.close()
+    s = session.summary()
+    assert s.total_steps == 9
+    assert s.misuse == {k: 0 for k in s.misuse}
+    assert s.step_time.max == pytest.approx(0.003)
+
+
+@pytest.mark.parametrize("activity", [False, True])
+def test_a_step_ended_after_the_fact_keeps_no_device_time_from_after_the_loop(clock, activity):
+    gpu = gs.testing.SimulatedDevice(activity=activity)
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    it = s.steps(timed(clock, [1] * 10))
+    for i in it:
+        with s.phase("forward"):
+            gpu.launch(1 * MS)
+            clock.advance(1 * MS)
+        if i == 1:
+            break
+    for _ in range(50):  # GPU work after the loop, before the next scope
+        gpu.launch(10 * MS)
+        clock.advance(10 * MS)
+    with s.phase("eval"):  # the loop's exit is noticed here
+        clock.advance(1 * MS)
+    clock.advance(gpu.synchronize() + 1000 * MS)
+    sm = s.summary()
+    s.close()
+    assert sm.total_steps == 2
+    assert sm.step_time.max == pytest.approx(0.002)
+    assert sm.device_step_time is None or sm.device_step_time.max <= 0.002 + 1e-9
+
+
+def test_a_kept_iterator_does_not_keep_its_frame_alive_once_collected(clock):
+    import gc
+    import weakref
+
+    s = gs.Session(clock=clock)
+    seen = []
+
+    def train():
+        holder = _Holder(bytearray(1 << 20))  # a local, like a model
+        seen.append(weakref.ref(holder))
+        it = s.steps(range(5))
+        for i in it:
+            if i == 1:
+                return it  # the iterator and its loop's frame refer to each other
+        return None
+
+    train()
+    gc.collect()
+    assert seen[0]() is None  # the frame (and its locals) went with the cycle
+    s.close()
+
+
+class _Holder:
+    def __init__(self, payload):
+        self.payload = payload
