@@ -191,7 +191,9 @@ class Session {
   // the step of a Python `for` loop over `steps()` left by `break`, which is
   // noticed only at the session's next scope. Its host time then stops where
   // the loop's last recorded work did, rather than taking in whatever ran
-  // after the loop. Hot path.
+  // after the loop. With a GPU source such a step keeps its host numbers
+  // only: a device marker recorded when the end is noticed would take in
+  // the GPU work that ran after the loop. Hot path.
   ScopeStatus EndAtLastActivity(ScopeToken token) noexcept;
 
   // Session::SetStepCounts()
