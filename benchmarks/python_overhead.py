@@ -31,6 +31,7 @@ PHASES_PER_STEP = 64
 PHASE = '`with s.phase("forward")` (gpuscope)'
 NVTX = '`with nvtx.annotate("forward")` (PyPI nvtx, no tool)'
 RECORD = '`with torch.profiler.record_function("forward")` (no profiler)'
+NESTED = '`with s.phase("forward")` in a function a `steps()` loop calls (gpuscope)'
 
 
 def interleaved_best(candidates, repeat: int, between=None):
@@ -87,12 +88,24 @@ def main() -> int:
         for _ in s.steps(range(k)):
             pass
 
+    def train_step():
+        for _ in range(PHASES_PER_STEP):
+            with s.phase("forward"):
+                pass
+
+    def gpuscope_phase_in_function(k):
+        # The usual shape: a steps() loop calling a function whose phases
+        # check that the loop has not been left (one frame up).
+        for _ in s.steps(range(k // PHASES_PER_STEP)):
+            train_step()
+
     candidates = [
         ("empty `for` loop", empty_loop, n),
         ("`with contextlib.nullcontext()`", nullcontext, n),
         ("`time.perf_counter_ns()` pair", perf_counter_pair, n),
         (PHASE, gpuscope_phase, n),
         ("`for x in s.steps(range(n))` (gpuscope)", gpuscope_steps, n),
+        (NESTED, gpuscope_phase_in_function, n),
     ]
     missing = []
     try:
