@@ -12,13 +12,13 @@ over --repeat runs (Markdown, for docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import resource
 import statistics
 import time
 
 import gpuscope as gs
+
+import _machine  # benchmarks/_machine.py, beside this script
 
 
 def cpu_seconds() -> float:
@@ -33,12 +33,6 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     shares, creates = [], []
     for _ in range(args.repeat):
         t = time.perf_counter()
@@ -52,7 +46,7 @@ def main() -> int:
         shares.append((cpu_seconds() - c0) / (time.perf_counter() - t0))
         for s in live:
             s.close()
-    print(f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, gpuscope {gs.__version__}, "
+    print(f"{_machine.describe()}, gpuscope {gs.__version__}, "
           f"{args.repeat} runs\n")
     print("| measure | median (range) |")
     print("|---|---:|")

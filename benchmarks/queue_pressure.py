@@ -19,13 +19,13 @@ dropped a record.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import threading
 import time
 
 import gpuscope as gs
+
+import _machine  # benchmarks/_machine.py, beside this script
 
 
 def tight_loop(session: gs.Session, steps: int) -> float:
@@ -109,13 +109,7 @@ def main() -> int:
     ap.add_argument("--phases", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args()
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    print(f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, gpuscope {gs.__version__}, "
+    print(f"{_machine.describe()}, gpuscope {gs.__version__}, "
           f"{args.steps} steps x 2 records, {args.repeat} runs")
     rows, failed = [], False
     for name in ("tight loop", "reader"):

@@ -571,18 +571,7 @@ class PrometheusServer:
             for c in list(self._conns.values()):
                 self._drop(c)
             self._conns.clear()
-            for sock in (self._lsock, self._wake_r, self._wake_w):
-                if sock is not None:
-                    try:
-                        sock.close()
-                    except OSError:
-                        pass
-            self._wake_r = self._wake_w = None
-            if self._sel is not None:
-                try:
-                    self._sel.close()
-                except Exception:  # noqa: BLE001
-                    pass
+            self._close_quietly([self._lsock, self._wake_r, self._wake_w])
             self._cached_body = None
         finally:
             if got:
@@ -596,6 +585,11 @@ class PrometheusServer:
         self._closing = self._closed = self._torn_down = True
         socks = [c.sock for c in list(self._conns.values())] + [self._lsock, self._wake_r, self._wake_w]
         self._conns = OrderedDict()
+        self._close_quietly(socks)
+
+    def _close_quietly(self, socks: List[Optional[socket.socket]]) -> None:
+        """Closes `socks` (None skipped), the wake-up pair's names and the
+        selector, ignoring errors: a teardown never raises."""
         for sock in socks:
             if sock is not None:
                 try:
