@@ -407,7 +407,9 @@ void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t f
 // Aggregation side.
 
 double SessionImpl::Pump() {
-  // Telemetry is sampled by the worker only, for the whole process at once
+  // One pump at a time (the worker; tests drive passes by hand too).
+  std::lock_guard<std::mutex> pumping(pump_mu_);
+  // Telemetry is sampled by the pump only, for the whole process at once
   // (backends/process_telemetry.h), and outside the aggregator lock (an NVML
   // query can take milliseconds: Summarize() must not wait for one).
   if (telemetry_ != nullptr) {

@@ -172,8 +172,12 @@ class SessionImpl final : public Pumpable {
   std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
   ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
   DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
-  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started (worker only)
-  std::vector<TelemetrySample> samples_;   // collected, not yet aggregated (worker only)
+  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started
+  // Held for a whole Pump(): the telemetry's sampling state and samples_.
+  // Lock order: the worker's lock, pump_mu_, agg_mu_, drain_mu_; readers
+  // never take it.
+  std::mutex pump_mu_;
+  std::vector<TelemetrySample> samples_;   // collected, not yet aggregated (pump_mu_)
   std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
   std::string source_reason_;           // guarded by agg_mu_ after construction
@@ -216,7 +220,7 @@ class SessionImpl final : public Pumpable {
 
   // ---- Aggregator. Protects aggregator_ and reported_. Taken by the worker
   // (after its own lock) and by readers; never by the recording thread.
-  // Lock order: the worker's lock, agg_mu_, drain_mu_.
+  // Lock order: the worker's lock, pump_mu_, agg_mu_, drain_mu_.
   mutable std::mutex agg_mu_;
   Aggregator aggregator_;
   MisuseCounts reported_;  // misuse already logged
