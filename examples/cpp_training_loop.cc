@@ -1,4 +1,4 @@
-// A training loop instrumented with gpuscope: the C++ snippet of DESIGN.md §1,
+// A training loop instrumented with gpuscope: the README's C++ quick start,
 // with a CPU stand-in for the model so it runs anywhere.
 //
 // The "data loader" sleeps to imitate a slow input pipeline (storage or

@@ -9,8 +9,8 @@
 // A rule fires only on what its data source honestly supports: with
 // `Source::kHost`, the host-side breakdown and telemetry; with `kEvents`, GPU
 // idle time by phase (a lower bound); with `kCupti`, exact idle time, launch
-// gaps, copies, syncs and kernel names. Rules cover the playbook (DESIGN.md
-// §5): input-bound (told apart as storage- or CPU-bound), H2D-bound,
+// gaps, copies, syncs and kernel names. Rules cover the troubleshooting
+// playbook: input-bound (told apart as storage- or CPU-bound), H2D-bound,
 // sync-bound, launch-bound, precision, throttling, PCIe link, communication,
 // GPU-bound, and nvidia-smi's utilization against true busy time.
 // Thresholds and their origins are listed in docs/diagnosis.md.

@@ -29,7 +29,7 @@
 
 namespace gpuscope {
 
-// The built-in phase kinds, in the order of DESIGN.md §2.
+// The built-in phase kinds (docs/definitions.md).
 enum class Phase : uint8_t {
   kData = 0,        // waiting for / producing the next batch (DataLoader, storage)
   kH2D = 1,         // host-to-device copies

@@ -6,7 +6,7 @@
 // where the step time went (the phase breakdown), throughput, and where every
 // number came from (`source`). All times are in seconds.
 //
-// Definitions (DESIGN.md §2, docs/definitions.md):
+// Definitions (docs/definitions.md):
 //   * The window is the last `window` completed steps.
 //   * Quantiles use linear interpolation between order statistics (NumPy's
 //     default), so `step_time.p50` of {1, 2, 3, 4} is 2.5.
@@ -43,7 +43,7 @@ namespace gpuscope {
 // removed; adding a field does not bump it.
 inline constexpr int kJsonSchemaVersion = 2;  // 2: telemetry; version 1 files still read
 
-// Where the GPU side of a summary comes from, best first (DESIGN.md §2).
+// Where the GPU side of a summary comes from, best first (docs/definitions.md).
 enum class Source : uint8_t {
   kHost = 0,    // no GPU timeline: host breakdown only, gpu_idle_pct is empty
   kEvents = 1,  // CUDA events at scope boundaries: idle % is a lower bound

@@ -1,5 +1,5 @@
 // ActivitySource: exact device activity intervals (CUPTI activity records,
-// or the simulated device's), the `cupti` source of DESIGN.md §2.
+// or the simulated device's), the `cupti` source (docs/definitions.md).
 //
 // Threads: Start() once from the session's constructor; Drain() and Stop()
 // under the session's aggregator lock.

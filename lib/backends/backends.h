@@ -38,7 +38,7 @@ struct SourceChoice {
 
 // SelectSource()
 //
-// The ladder of DESIGN.md §3: `cupti` if the activity source starts, else
+// The source ladder (docs/architecture.md): `cupti` if the activity source starts, else
 // `events` if the device timer starts, else `host`. Starts the winner, and
 // resets (to null) every GPU backend that lost, so nothing half-started stays
 // attached; when `cupti` wins, the device timer stays, not started, for

@@ -1,5 +1,5 @@
 // The CUPTI activity source: device activity records from the CUPTI library,
-// loaded with dlopen, never linked (DESIGN.md §3, docs/architecture.md).
+// loaded with dlopen, never linked (docs/architecture.md).
 //
 // Which library: $GPUSCOPE_LIBCUPTI if set; else a libcupti already loaded in
 // the process (torch's), never a second copy beside it; else the CUDA

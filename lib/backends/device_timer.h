@@ -1,5 +1,5 @@
 // DeviceTimer: completion markers on a GPU stream (CUDA events), the
-// `events` source of DESIGN.md §2.
+// `events` source (docs/definitions.md).
 //
 // The recording thread records one marker per scope boundary on the
 // scope's stream; the background side later asks, without blocking, when

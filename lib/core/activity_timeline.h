@@ -1,7 +1,6 @@
 // What device activity records (CUPTI, or the simulated device) say about one
 // step: exact GPU busy and idle time per device, idle charged to its cause,
-// and the per-step counts diagnosis needs (DESIGN.md §2, docs/definitions.md
-// "Activity").
+// and the per-step counts diagnosis needs (docs/definitions.md "Activity").
 //
 //   * Busy: the union of a device's activity intervals (kernels, copies,
 //     memsets) clipped to the step's host window. Idle: the rest.

@@ -1,5 +1,5 @@
 // What CUDA-event-style markers at scope boundaries say about a step's GPU
-// time (DESIGN.md §2, docs/definitions.md "Events").
+// time (docs/definitions.md "Events").
 //
 // Each boundary b has a host record time h(b) and a device completion time
 // c(b) >= h(b), both on the host clock, and a lane: the stream (of one

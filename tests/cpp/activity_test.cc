@@ -60,7 +60,7 @@ struct ActivityLoop {
   }
 };
 
-// DESIGN's example, exact: 30 ms of data, then a 10 ms kernel the host waits
+// The starved-loop example, exact: 30 ms of data, then a 10 ms kernel the host waits
 // for (a sync): 75 % idle, all of it in data.
 TEST(ActivityTest, StarvedLoopIsExact) {
   ActivityLoop loop;

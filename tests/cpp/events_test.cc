@@ -76,7 +76,7 @@ struct GpuLoop {
   }
 };
 
-// DESIGN's example: the host waits 30 ms in data, then the GPU works 10 ms
+// The starved-loop example: the host waits 30 ms in data, then the GPU works 10 ms
 // while the host waits for it: the truth is 75 % idle, the events lower
 // bound at least 70 %.
 TEST(EventsTest, StarvedLoopIdleLowerBoundIsNearTheTruth) {

@@ -1,4 +1,4 @@
-"""The Python contract of DESIGN.md §1: every name and attribute a user's
+"""The Python contract (README, docs/): every name and attribute a user's
 script (or an outside test) relies on."""
 
 import json
