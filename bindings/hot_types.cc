@@ -472,7 +472,7 @@ struct StepsIterObject {
   PyObject* samples;  // None, an int, or a callable(item) -> int
   PyObject* tokens;
   ScopeToken step;    // the open step
-  unsigned long step_thread;  // the thread that began it
+  unsigned long step_thread;  // the thread that began it (and iterates the loop)
   bool follow_torch;
   // Where the loop iterating this object is, noted at each next() called by
   // a `for` loop's FOR_ITER (not by a bare next(it)). While the step is open
@@ -487,7 +487,6 @@ struct StepsIterObject {
   int loop_ranges;            // bytecode offsets [begin, end) inside the loop
   int loop_begin[kMaxLoopRanges];
   int loop_end[kMaxLoopRanges];
-  unsigned long loop_thread;  // the thread iterating
 };
 
 // Ends the open step: now (the loop asked for the next item, or ended), or,
@@ -605,7 +604,6 @@ bool NoteLoop(StepsIterObject* s) {
   } else {
     Py_XSETREF(s->loop_frame, Py_NewRef(reinterpret_cast<PyObject*>(frame)));
   }
-  s->loop_thread = PyThread_get_thread_ident();
   return true;
 }
 
@@ -622,7 +620,7 @@ bool InLoop(const StepsIterObject* s, PyFrameObject* frame) {
 // past the loop. Walks up from the current frame, usually one or two frames
 // (a phase in a function the loop body calls).
 bool LoopLeft(StepsIterObject* s) {
-  if (!s->loop_known || s->loop_thread != PyThread_get_thread_ident()) return false;
+  if (!s->loop_known || s->step_thread != PyThread_get_thread_ident()) return false;
   if (s->loop_generator != nullptr) {
     // The loop is in a generator: suspended (off the stack) is not left.
     PyObject* gen = PyWeakref_GetObject(s->loop_generator);  // borrowed
@@ -1172,7 +1170,6 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   iter->loop_generator = nullptr;
   iter->loop_lasti = -1;
   iter->loop_ranges = 0;
-  iter->loop_thread = 0;
   PyObject_GC_Track(iter);
   return reinterpret_cast<PyObject*>(iter);
 }
