@@ -1,6 +1,6 @@
 // The hot path's budget (scopes.h): a phase scope costs about two clock reads
 // plus an NVTX push/pop and a record append; a disabled one, a branch. The
-// clock is the TSC where it is trustworthy (backends/tsc.h); run with
+// clock is the TSC where it is trustworthy (backends/host/tsc.h); run with
 // GPUSCOPE_CLOCK=monotonic to measure the CLOCK_MONOTONIC path.
 //
 // The queue is drained outside the timed region every kDrainEvery
@@ -12,12 +12,12 @@
 #include <cstdint>
 #include <memory>
 
-#include "backends/clock.h"
-#include "backends/tsc.h"
+#include "backends/host/clock.h"
+#include "backends/host/tsc.h"
 #include "benchmark/benchmark.h"
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
-#include "sim/simulated_device.h"
+#include "backends/sim/simulated_device.h"
 
 #if GPUSCOPE_HAVE_NVTX
 #include "nvtx3/nvToolsExt.h"

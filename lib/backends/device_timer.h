@@ -25,6 +25,9 @@ namespace gpuscope::internal {
 // default stream.
 using StreamHandle = uint64_t;
 
+// A marker slot that is none: nothing was recorded.
+inline constexpr uint32_t kNoEvent = 0xffffffffu;
+
 enum class MarkerState : uint8_t {
   kPending,    // not completed yet; ask again later
   kComplete,   // completed at the returned host time
@@ -43,7 +46,7 @@ class DeviceTimer {
   virtual absl::Status Start() = 0;
 
   // Hot path: records a marker on `stream` and returns its slot, or
-  // kNoEvent (record.h) when none could be recorded (pool exhausted, error).
+  // kNoEvent when none could be recorded (pool exhausted, error).
   // Never blocks, allocates or synchronizes.
   virtual uint32_t Record(StreamHandle stream) noexcept = 0;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <tuple>
 
-#include "backends/nvml.h"
+#include "backends/clocks_event_reasons.h"
 #include "core/device_timeline.h"
 #include "core/phase_table.h"
 #include "core/quantiles.h"

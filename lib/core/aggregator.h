@@ -21,8 +21,8 @@
 #include "core/device_timeline.h"
 #include "core/log_histogram.h"
 #include "core/record.h"
-#include "core/ring.h"
-#include "core/trace_writer.h"
+#include "base/ring.h"
+#include "core/trace_steps.h"
 #include "gpuscope/summary.h"
 #include "gpuscope/timeline.h"
 

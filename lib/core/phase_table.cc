@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "util/strings.h"
+#include "base/strings.h"
 
 namespace gpuscope::internal {
 

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace gpuscope::internal {
+#include "backends/device_timer.h"  // kNoEvent
 
-inline constexpr uint32_t kNoEvent = 0xffffffffu;
+namespace gpuscope::internal {
 
 enum class RecordKind : uint8_t {
   kPhase = 1,  // a phase ended

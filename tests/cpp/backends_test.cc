@@ -1,13 +1,13 @@
 // The backend seams: the source ladder, the annotator a session drives, and
 // sessions built on injected backends.
 
-#include "backends/backends.h"
+#include "session/sources.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/session_impl.h"
+#include "session/session_impl.h"
 #include "fakes/fake_backends.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "backends/clock.h"
+#include "backends/host/clock.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "backends/cupti_records.h"
+#include "backends/cupti/cupti_records.h"
 #include "gtest/gtest.h"
 
 namespace gpuscope::internal {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "core/session_impl.h"
+#include "session/session_impl.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 

@@ -21,16 +21,16 @@
 #include <thread>
 #include <vector>
 
-#include "backends/process_telemetry.h"
-#include "core/session_impl.h"
-#include "core/worker.h"
+#include "backends/telemetry/process_telemetry.h"
+#include "session/session_impl.h"
+#include "session/worker.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
-#include "util/dynlib.h"
-#include "util/env.h"
-#include "util/json.h"
+#include "base/dynlib.h"
+#include "base/env.h"
+#include "base/json.h"
 
 namespace gpuscope {
 namespace {

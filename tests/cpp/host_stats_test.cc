@@ -1,7 +1,7 @@
 // Host telemetry and placement from a fake /proc and /sys tree: every file
 // format parsed, missing files left unknown, rates computed.
 
-#include "backends/host_stats.h"
+#include "backends/host/host_stats.h"
 
 #include <unistd.h>
 

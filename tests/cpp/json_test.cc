@@ -1,4 +1,4 @@
-#include "util/json.h"
+#include "base/json.h"
 
 #include <bit>
 #include <cmath>

@@ -2,7 +2,7 @@
 // would be (GPUSCOPE_LIBNVML): every field decoded, unsupported queries left
 // unknown, throttle reasons named, init failures explained.
 
-#include "backends/nvml.h"
+#include "backends/nvml/nvml.h"
 
 #include <stdlib.h>
 

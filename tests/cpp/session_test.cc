@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "core/session_impl.h"
+#include "session/session_impl.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 

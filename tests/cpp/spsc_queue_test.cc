@@ -1,4 +1,4 @@
-#include "core/spsc_queue.h"
+#include "base/spsc_queue.h"
 
 #include <cstdint>
 #include <thread>

@@ -12,10 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "backends/backends.h"
-#include "backends/nvml.h"
-#include "backends/system_telemetry.h"
-#include "core/session_impl.h"
+#include "session/sources.h"
+#include "backends/nvml/nvml.h"
+#include "backends/telemetry/system_telemetry.h"
+#include "session/session_impl.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"

@@ -17,7 +17,7 @@
 #include "gpuscope/testing.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
-#include "util/json.h"
+#include "base/json.h"
 
 namespace gpuscope {
 namespace {

@@ -3,7 +3,7 @@
 // main() sets GPUSCOPE_CLOCK=tsc so the TSC path runs wherever the CPU has
 // one that is faster to read than clock_gettime; otherwise the tests skip.
 
-#include "backends/tsc.h"
+#include "backends/host/tsc.h"
 
 #include <stdlib.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "backends/clock.h"
+#include "backends/host/clock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/backends.h"
+#include "session/sources.h"
 #include "core/record.h"
 
 namespace gpuscope::testing {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cupti_records.h"
+#include "backends/cupti/cupti_records.h"
 
 namespace {
 

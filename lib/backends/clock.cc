@@ -1,7 +1,0 @@
-#include "backends/clock.h"
-
-namespace gpuscope {
-
-int64_t MonotonicNowNs() noexcept { return internal::ReadMonotonicNs(); }
-
-}  // namespace gpuscope

@@ -1,0 +1,556 @@
+#include "backends/cupti/cupti_activity.h"
+
+#include <link.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "backends/host/clock.h"
+#include "backends/cuda/cuda_driver_timer.h"
+#include "backends/kernel_names.h"
+#include "base/dynlib.h"
+#include "base/env.h"
+#include "base/log.h"
+
+namespace gpuscope::internal {
+namespace {
+
+// The CUPTI API subset, declared locally (values as in cupti_result.h and
+// cupti_activity.h of CUDA 12 and 13) so that building needs no header.
+using CUptiResult = int;
+constexpr CUptiResult kSuccess = 0;
+constexpr CUptiResult kMaxLimitReached = 12;
+constexpr CUptiResult kMultipleSubscribers = 39;
+constexpr uint32_t kFlushForced = 1;
+using Subscriber = void*;
+using CallbackFn = void (*)(void* userdata, int domain, uint32_t cbid, const void* data);
+using BufferRequestedFn = void (*)(uint8_t** buffer, size_t* size, size_t* max_records);
+using BufferCompletedFn = void (*)(void* ctx, uint32_t stream_id, uint8_t* buffer, size_t size,
+                                   size_t valid_size);
+using TimestampFn = uint64_t (*)();
+
+// CUpti_SubscriberParams: CUPTI 13.0 has the first four fields, 13.2
+// appends allowMultipleSubscribers; structSize says which are there.
+struct SubscriberParams {
+  size_t struct_size;
+  const char* subscriber_name;
+  char* old_subscriber_name;
+  size_t old_subscriber_size;
+  uint8_t allow_multiple_subscribers;
+};
+constexpr size_t kSubscriberParamsSize130 = offsetof(SubscriberParams, allow_multiple_subscribers);
+constexpr size_t kSubscriberParamsSize132 = sizeof(SubscriberParams);
+constexpr CUptiResult kInvalidParameter = 1;
+
+struct CuptiApi {
+  CUptiResult (*GetVersion)(uint32_t*) = nullptr;
+  CUptiResult (*GetResultString)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*Subscribe)(Subscriber*, CallbackFn, void*) = nullptr;
+  CUptiResult (*SubscribeV2)(Subscriber*, CallbackFn, void*, SubscriberParams*) = nullptr;  // optional
+  CUptiResult (*Unsubscribe)(Subscriber) = nullptr;
+  CUptiResult (*RegisterCallbacks)(BufferRequestedFn, BufferCompletedFn) = nullptr;
+  CUptiResult (*RegisterTimestampCallback)(TimestampFn) = nullptr;  // optional
+  CUptiResult (*Enable)(uint32_t) = nullptr;
+  CUptiResult (*Disable)(uint32_t) = nullptr;
+  CUptiResult (*FlushAll)(uint32_t) = nullptr;
+  CUptiResult (*GetNextRecord)(uint8_t*, size_t, void**) = nullptr;
+  CUptiResult (*GetNumDroppedRecords)(void*, uint32_t, size_t*) = nullptr;
+  CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
+};
+
+absl::StatusOr<CuptiApi> BindCupti(const DynLib& lib) {
+  CuptiApi c;
+  for (absl::Status s : {lib.Bind(&c.GetVersion, {"cuptiGetVersion"}),
+                         lib.Bind(&c.GetResultString, {"cuptiGetResultString"}),
+                         lib.Bind(&c.Subscribe, {"cuptiSubscribe"}),
+                         lib.Bind(&c.Unsubscribe, {"cuptiUnsubscribe"}),
+                         lib.Bind(&c.RegisterCallbacks, {"cuptiActivityRegisterCallbacks"}),
+                         lib.Bind(&c.Enable, {"cuptiActivityEnable"}),
+                         lib.Bind(&c.Disable, {"cuptiActivityDisable"}),
+                         lib.Bind(&c.FlushAll, {"cuptiActivityFlushAll"}),
+                         lib.Bind(&c.GetNextRecord, {"cuptiActivityGetNextRecord"}),
+                         lib.Bind(&c.GetNumDroppedRecords, {"cuptiActivityGetNumDroppedRecords"}),
+                         lib.Bind(&c.GetTimestamp, {"cuptiGetTimestamp"})}) {
+    if (!s.ok()) return s;
+  }
+  (void)lib.Bind(&c.SubscribeV2, {"cuptiSubscribe_v2"});
+  (void)lib.Bind(&c.RegisterTimestampCallback, {"cuptiActivityRegisterTimestampCallback"});
+  return c;
+}
+
+// A libcupti already mapped into the process, or "".
+std::string LoadedCuptiPath() {
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* name = info->dlpi_name;
+        if (name != nullptr && std::strstr(name, "libcupti.so") != nullptr) {
+          *static_cast<std::string*>(data) = name;
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+// Where to look, best first (see the header).
+std::vector<std::string> CuptiCandidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("GPUSCOPE_LIBCUPTI"); env != nullptr && env[0] != '\0') {
+    return {env};  // explicit: only this
+  }
+  if (std::string loaded = LoadedCuptiPath(); !loaded.empty()) return {loaded};  // never a second copy
+  std::vector<std::string> roots;
+  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && home[0] != '\0') roots.push_back(home);
+  roots.push_back("/usr/local/cuda");
+  for (const std::string& root : roots) {
+    for (const char* sub : {"/extras/CUPTI/lib64/", "/lib64/", "/targets/x86_64-linux/lib/"}) {
+      out.push_back(absl::StrCat(root, sub, "libcupti.so"));
+    }
+  }
+  if (const char* dirs = std::getenv("GPUSCOPE_CUPTI_PATH"); dirs != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
+      for (const char* soname : {"libcupti.so", "libcupti.so.13", "libcupti.so.12"}) {
+        out.push_back(absl::StrCat(dir, "/", soname));
+      }
+    }
+  }
+  out.push_back("libcupti.so");  // the loader's own search path, last
+  return out;
+}
+
+constexpr size_t kBufferBytes = 1 << 20;  // CUPTI's records are 8-byte aligned
+constexpr size_t kBuffers = 16;
+constexpr int64_t kFlushIntervalNs = 20'000'000;
+constexpr int64_t kMinSettleNs = 1'000'000;
+constexpr int64_t kMaxSettleNs = 1'000'000'000;
+constexpr size_t kCorrelationSlots = 1 << 16;
+constexpr uint32_t kKinds[] = {cupti::kConcurrentKernel, cupti::kMemcpy, cupti::kMemset,
+                               cupti::kSynchronization, cupti::kRuntime, cupti::kDriver};
+
+// Process-wide: CUPTI's buffer callbacks are plain functions. Buffers are
+// allocated once and recycled, so the callbacks never allocate; a request
+// finding none free gets none, and CUPTI drops (and counts) records.
+struct Hub {
+  std::mutex mu;  // guards the fields below; held only briefly, never across CUPTI calls
+  bool active = false;  // a session owns CUPTI
+  std::unique_ptr<uint8_t[]> storage;
+  std::array<bool, kBuffers> in_use{};
+  struct Completed {
+    uint8_t* buffer;
+    size_t valid;
+  };
+  std::array<Completed, kBuffers> completed{};
+  size_t completed_count = 0;
+  uint64_t refused = 0;  // requests that found no free buffer
+  // cuptiActivityGetNumDroppedRecords while a session owns CUPTI, else null.
+  CUptiResult (*get_dropped)(void*, uint32_t, size_t*) = nullptr;
+  std::atomic<uint64_t> dropped{0};
+
+  uint8_t* Buffer(size_t i) { return storage.get() + i * kBufferBytes; }
+  size_t IndexOf(const uint8_t* b) { return static_cast<size_t>(b - storage.get()) / kBufferBytes; }
+};
+
+Hub& TheHub() {
+  static Hub* hub = new Hub();  // never destroyed: CUPTI may call back at exit
+  return *hub;
+}
+
+void BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  Hub& h = TheHub();
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (!h.active || h.storage == nullptr) return;
+  for (size_t i = 0; i < kBuffers; ++i) {
+    if (!h.in_use[i]) {
+      h.in_use[i] = true;
+      *buffer = h.Buffer(i);
+      *size = kBufferBytes;
+      return;
+    }
+  }
+  ++h.refused;
+}
+
+void BufferCompleted(void* ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid) {
+  Hub& h = TheHub();
+  CUptiResult (*get_dropped)(void*, uint32_t, size_t*) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(h.mu);
+    get_dropped = h.get_dropped;
+  }
+  size_t dropped = 0;
+  if (get_dropped != nullptr && get_dropped(ctx, stream_id, &dropped) == kSuccess) {
+    h.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  }
+  if (buffer == nullptr) return;
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (h.storage == nullptr || buffer < h.storage.get() || buffer >= h.storage.get() + kBuffers * kBufferBytes) {
+    return;  // not ours
+  }
+  if (!h.active || h.completed_count == kBuffers) {
+    h.in_use[h.IndexOf(buffer)] = false;  // nobody will read it
+    return;
+  }
+  h.completed[h.completed_count++] = {buffer, valid};
+}
+
+uint64_t MonotonicTimestamp() { return static_cast<uint64_t>(ReadMonotonicNs()); }
+
+void IgnoreCallback(void*, int, uint32_t, const void*) {}
+
+class CuptiActivity final : public ActivitySource {
+ public:
+  explicit CuptiActivity(Cupti mode) : mode_(mode) {}
+  ~CuptiActivity() override { Stop(); }
+
+  absl::string_view name() const override { return "CUPTI"; }
+
+  absl::Status Start() override {
+    if (mode_ == Cupti::kOff) return absl::UnavailableError("CUPTI is off (Options::cupti, GPUSCOPE_CUPTI)");
+    for (const char* var : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
+      if (const char* v = std::getenv(var); v != nullptr && v[0] != '\0') {
+        return absl::FailedPreconditionError(absl::StrCat(
+            var, " is set: a profiler (Nsight Systems?) injected itself; gpuscope leaves CUPTI to it"));
+      }
+    }
+    // CUPTI only once CUDA is in use: gpuscope never initializes CUDA (a
+    // process that did cannot use it in children it forks).
+    if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
+    absl::Status load = Load();
+    if (!load.ok()) return load;
+    uint32_t version = 0;
+    api_.GetVersion(&version);
+    {
+      std::lock_guard<std::mutex> lock(TheHub().mu);
+      if (TheHub().active) {
+        return absl::FailedPreconditionError("another gpuscope session holds CUPTI (one at a time)");
+      }
+    }
+    // Subscribe: shared and named where the library can share (13.2+);
+    // an older CUPTI (one subscriber: a profiler started later would record
+    // no GPU events) only when asked.
+    const bool can_share = api_.SubscribeV2 != nullptr && version >= cupti::kFirstSharingVersion;
+    if (!can_share && mode_ != Cupti::kOn) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "CUPTI ", version, " allows one subscriber (sharing needs 13.2 and cuptiSubscribe_v2): "
+          "gpuscope takes it only when asked (Options::cupti = Cupti::kOn, cupti=True, "
+          "GPUSCOPE_CUPTI=on), so that torch.profiler keeps recording GPU events"));
+    }
+    CUptiResult r = kSuccess;
+    char old_name[256] = {0};
+    if (api_.SubscribeV2 != nullptr) {
+      SubscriberParams params{can_share ? kSubscriberParamsSize132 : kSubscriberParamsSize130, "gpuscope",
+                              old_name, sizeof(old_name), 1};
+      r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, &params);
+      if (r == kInvalidParameter && can_share) {  // a build that does not know the field
+        params.struct_size = kSubscriberParamsSize130;
+        r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, &params);
+      }
+    } else {
+      r = api_.Subscribe(&subscriber_, IgnoreCallback, nullptr);
+    }
+    if (r != kSuccess) {
+      subscriber_ = nullptr;
+      if (r == kMultipleSubscribers) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI is held by ",
+            old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
+      }
+      return Error("cuptiSubscribe", r);
+    }
+    {
+      Hub& h = TheHub();
+      std::lock_guard<std::mutex> lock(h.mu);
+      // Buffers CUPTI may still hold from an earlier session stay in use.
+      if (h.storage == nullptr) h.storage.reset(new uint8_t[kBuffers * kBufferBytes]);
+      h.completed_count = 0;
+      h.get_dropped = api_.GetNumDroppedRecords;
+      h.active = true;
+    }
+    owner_ = true;
+    started_ = true;
+    pid_ = getpid();
+    dropped_at_start_ = TheHub().dropped.load(std::memory_order_relaxed);
+    timestamps_are_host_ = api_.RegisterTimestampCallback != nullptr &&
+                           api_.RegisterTimestampCallback(MonotonicTimestamp) == kSuccess;
+    Calibrate();
+    if (CUptiResult rc = api_.RegisterCallbacks(BufferRequested, BufferCompleted); rc != kSuccess) {
+      absl::Status e = Error("cuptiActivityRegisterCallbacks", rc);
+      Stop();
+      return e;
+    }
+    for (uint32_t kind : kKinds) {
+      if (CUptiResult rc = api_.Enable(kind); rc != kSuccess) {
+        absl::Status e = Error(absl::StrCat("cuptiActivityEnable(", kind, ")").c_str(), rc);
+        Stop();
+        return e;
+      }
+      enabled_.push_back(kind);
+    }
+    LogOnce("cupti-on", LogLevel::kInfo,
+            absl::StrCat("CUPTI ", version, " (", path_, ") activity records on; timestamps ",
+                         timestamps_are_host_ ? "from CLOCK_MONOTONIC" : "calibrated to CLOCK_MONOTONIC"));
+    return absl::OkStatus();
+  }
+
+  int64_t Drain(std::vector<DeviceInterval>* out, bool flush_now) override {
+    if (!owner_) return INT64_MIN;
+    const int64_t now = ReadMonotonicNs();
+    if (flush_now || now - last_flush_ns_ >= kFlushIntervalNs) {
+      // Records of activity that ended before the previous forced flush (or
+      // this one, when asked to flush everything) have been delivered by
+      // now. Activity that began before time t ended by t + (its duration):
+      // so the horizon is that flush less the longest activity of the last
+      // 2 s, twice over for margin. A heuristic: longer activity running
+      // across a step's end (a collective waiting for a peer) can be missed.
+      horizon_ = (flush_now ? now : last_flush_ns_) - SettleNs();
+      last_flush_ns_ = now;
+      recent_longest_[recent_index_++ % recent_longest_.size()] = longest_ns_;
+      longest_ns_ = 0;
+      api_.FlushAll(kFlushForced);  // may call BufferCompleted on this thread
+      if (!timestamps_are_host_) Calibrate();
+    }
+    Hub& h = TheHub();
+    std::array<Hub::Completed, kBuffers> batch;
+    size_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(h.mu);
+      n = h.completed_count;
+      std::copy_n(h.completed.begin(), n, batch.begin());
+      h.completed_count = 0;
+    }
+    // Two passes: API records (launch times by correlation id) first, so
+    // that device records of the same batch find their launch.
+    for (size_t i = 0; i < n; ++i) Parse(batch[i], /*api_only=*/true, out);
+    for (size_t i = 0; i < n; ++i) Parse(batch[i], /*api_only=*/false, out);
+    {
+      std::lock_guard<std::mutex> lock(h.mu);
+      for (size_t i = 0; i < n; ++i) h.in_use[h.IndexOf(batch[i].buffer)] = false;
+    }
+    return horizon_;
+  }
+
+  uint64_t records() const override { return records_; }
+  uint64_t dropped() const override {
+    return started_ ? TheHub().dropped.load(std::memory_order_relaxed) - dropped_at_start_ : 0;
+  }
+
+  // Disables what was enabled, flushes, unsubscribes. Never cuptiFinalize:
+  // another subscriber may exist. Idempotent.
+  void Stop() override {
+    if (!owner_) return;
+    owner_ = false;
+    if (getpid() != pid_) return;  // a forked child: the parent's CUPTI is not ours
+    for (uint32_t kind : enabled_) api_.Disable(kind);
+    enabled_.clear();
+    api_.FlushAll(kFlushForced);  // CUPTI hands its buffers back
+    if (subscriber_ != nullptr) api_.Unsubscribe(subscriber_);
+    subscriber_ = nullptr;
+    Hub& h = TheHub();
+    std::lock_guard<std::mutex> lock(h.mu);
+    h.active = false;
+    h.get_dropped = nullptr;
+    for (size_t i = 0; i < h.completed_count; ++i) h.in_use[h.IndexOf(h.completed[i].buffer)] = false;
+    h.completed_count = 0;
+  }
+
+ private:
+  absl::Status Load() {
+    std::string tried;
+    for (const std::string& candidate : CuptiCandidates()) {
+      absl::StatusOr<DynLib> lib = DynLib::Open(candidate);
+      if (!lib.ok()) {
+        absl::StrAppend(&tried, tried.empty() ? "" : "; ", lib.status().message());
+        continue;
+      }
+      absl::StatusOr<CuptiApi> api = BindCupti(*lib);
+      if (!api.ok()) return api.status();
+      api_ = *api;
+      lib->Leak();  // CUPTI may call back until the process exits
+      path_ = candidate;
+      return absl::OkStatus();
+    }
+    return absl::NotFoundError(absl::StrCat("no CUPTI library found (", tried, ")"));
+  }
+
+  absl::Status Error(const char* call, CUptiResult r) const {
+    const char* text = nullptr;
+    if (api_.GetResultString == nullptr || api_.GetResultString(r, &text) != kSuccess || text == nullptr) {
+      text = "unknown CUPTI error";
+    }
+    return absl::InternalError(absl::StrCat(call, " failed: ", text, " (", r, ")"));
+  }
+
+  // Without the timestamp callback, CUPTI's clock is mapped onto
+  // CLOCK_MONOTONIC by an offset taken between two reads.
+  void Calibrate() {
+    if (timestamps_are_host_) {
+      offset_ns_ = 0;
+      return;
+    }
+    uint64_t cupti_now = 0;
+    const int64_t before = ReadMonotonicNs();
+    if (api_.GetTimestamp(&cupti_now) != kSuccess) return;
+    const int64_t after = ReadMonotonicNs();
+    offset_ns_ = before + (after - before) / 2 - static_cast<int64_t>(cupti_now);
+  }
+  int64_t Host(uint64_t t) const { return static_cast<int64_t>(t) + offset_ns_; }
+
+  KernelClass ClassOf(const char* name) {
+    if (name == nullptr) return KernelClass::kOther;
+    if (const auto it = classes_.find(name); it != classes_.end()) return it->second;
+    const KernelClass k = ClassifyKernel(name);
+    if (classes_.size() < kMaxNames) classes_.emplace(name, k);
+    return k;
+  }
+
+  void Parse(const Hub::Completed& c, bool api_only, std::vector<DeviceInterval>* out) {
+    void* record = nullptr;
+    while (api_.GetNextRecord(c.buffer, c.valid, &record) == kSuccess && record != nullptr) {
+      const uint32_t kind = *static_cast<const uint32_t*>(record);
+      if (kind == cupti::kRuntime || kind == cupti::kDriver) {
+        if (!api_only) continue;
+        const auto* a = static_cast<const cupti::ApiRecord*>(record);
+        launches_[a->correlation_id % kCorrelationSlots] = {a->correlation_id, Host(a->start)};
+        continue;
+      }
+      if (api_only) continue;
+      DeviceInterval d;
+      uint32_t correlation = 0;
+      switch (kind) {
+        case cupti::kKernel:
+        case cupti::kConcurrentKernel: {
+          const auto* k = static_cast<const cupti::KernelRecord*>(record);
+          d = Interval(k->start, k->end, k->device_id, k->stream_id, ActivityKind::kKernel);
+          d.kernel_class = ClassOf(k->name);
+          correlation = k->correlation_id;
+          break;
+        }
+        case cupti::kMemcpy: {
+          const auto* m = static_cast<const cupti::MemcpyRecord*>(record);
+          const ActivityKind ak = m->copy_kind == cupti::kHtoD   ? ActivityKind::kMemcpyH2D
+                                  : m->copy_kind == cupti::kDtoH ? ActivityKind::kMemcpyD2H
+                                                                 : ActivityKind::kMemcpyOther;
+          d = Interval(m->start, m->end, m->device_id, m->stream_id, ak);
+          d.bytes = m->bytes;
+          d.pageable = (ak == ActivityKind::kMemcpyH2D && m->src_kind == cupti::kMemoryPageable) ||
+                       (ak == ActivityKind::kMemcpyD2H && m->dst_kind == cupti::kMemoryPageable);
+          correlation = m->correlation_id;
+          break;
+        }
+        case cupti::kMemset: {
+          const auto* m = static_cast<const cupti::MemsetRecord*>(record);
+          d = Interval(m->start, m->end, m->device_id, m->stream_id, ActivityKind::kMemset);
+          d.bytes = m->bytes;
+          correlation = m->correlation_id;
+          break;
+        }
+        case cupti::kSynchronization: {
+          const auto* s = static_cast<const cupti::SyncRecord*>(record);
+          if (s->type == cupti::kSyncStreamWaitEvent) continue;  // does not block the host
+          d = Interval(s->start, s->end, 0, s->stream_id, ActivityKind::kSync);
+          break;
+        }
+        default:
+          continue;
+      }
+      if (correlation != 0) {
+        const Launch& l = launches_[correlation % kCorrelationSlots];
+        if (l.correlation == correlation) d.launch_ns = l.host_ns;
+      }
+      if (IsDeviceActivity(d.kind)) {
+        ++records_;
+        longest_ns_ = std::max(longest_ns_, d.end_ns - d.begin_ns);
+      }
+      out->push_back(d);
+    }
+  }
+
+  DeviceInterval Interval(uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
+                          ActivityKind kind) const {
+    DeviceInterval d;
+    d.begin_ns = Host(start);
+    d.end_ns = std::max(d.begin_ns, Host(end));
+    d.device = device;
+    d.stream = stream;
+    d.kind = kind;
+    return d;
+  }
+
+  const Cupti mode_;
+  CuptiApi api_;
+  std::string path_;
+  Subscriber subscriber_ = nullptr;
+  bool owner_ = false;
+  bool started_ = false;
+  uint64_t dropped_at_start_ = 0;
+  bool timestamps_are_host_ = false;
+  int64_t offset_ns_ = 0;
+  std::vector<uint32_t> enabled_;
+  int64_t last_flush_ns_ = INT64_MIN / 2;
+  int64_t horizon_ = INT64_MIN;
+  uint64_t records_ = 0;
+  // The longest device activity since the last flush, and per flush over
+  // the last 2 s (100 flushes), for the horizon's settle time.
+  int64_t longest_ns_ = 0;
+  std::array<int64_t, 100> recent_longest_{};
+  size_t recent_index_ = 0;
+  int64_t SettleNs() const {
+    int64_t longest = longest_ns_;
+    for (int64_t l : recent_longest_) longest = std::max(longest, l);
+    return std::clamp<int64_t>(2 * longest, kMinSettleNs, kMaxSettleNs);
+  }
+  pid_t pid_ = 0;
+  struct Launch {
+    uint32_t correlation = 0;
+    int64_t host_ns = -1;
+  };
+  std::vector<Launch> launches_ = std::vector<Launch>(kCorrelationSlots);
+  // Kernel classes by name pointer: CUPTI gives every record of a kernel
+  // the same name string, so each name is classified once. Bounded: past
+  // kMaxNames distinct kernels, names are classified each time.
+  static constexpr size_t kMaxNames = 1 << 14;
+  std::unordered_map<const char*, KernelClass> classes_;
+};
+
+}  // namespace
+
+Cupti EffectiveCuptiMode(Cupti requested) {
+  if (requested != Cupti::kAuto) return requested;
+  const char* env = std::getenv("GPUSCOPE_CUPTI");
+  if (env == nullptr) return requested;
+  const std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(env));
+  if (v.empty() || v == "auto") return Cupti::kAuto;
+  if (const std::optional<bool> on = ParseBool(v); on.has_value()) return *on ? Cupti::kOn : Cupti::kOff;
+  LogOnce("env-GPUSCOPE_CUPTI", LogLevel::kWarning,
+          absl::StrCat("GPUSCOPE_CUPTI='", absl::CHexEscape(env), "' is not auto or a boolean (1, true, "
+                       "yes, on; 0, false, no, off): ignored, CUPTI is used when it can be shared"));
+  return Cupti::kAuto;
+}
+
+std::unique_ptr<ActivitySource> MakeCuptiActivitySource(Cupti mode) {
+  return std::make_unique<CuptiActivity>(EffectiveCuptiMode(mode));
+}
+
+}  // namespace gpuscope::internal

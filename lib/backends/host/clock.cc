@@ -1,0 +1,7 @@
+#include "backends/host/clock.h"
+
+namespace gpuscope {
+
+int64_t MonotonicNowNs() noexcept { return internal::ReadMonotonicNs(); }
+
+}  // namespace gpuscope

@@ -1,0 +1,44 @@
+// The last steps' timelines, as the aggregator keeps them for the Chrome
+// trace (export/chrome_trace.h).
+
+#ifndef GPUSCOPE_LIB_CORE_TRACE_STEPS_H_
+#define GPUSCOPE_LIB_CORE_TRACE_STEPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/activity_source.h"
+
+namespace gpuscope::internal {
+
+struct TraceSpan {
+  uint16_t id = 0;  // phase id
+  uint8_t depth = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  // Source events: when the phase's markers completed on the device (-1:
+  // not known), and their lane.
+  int64_t device_begin_ns = -1;
+  int64_t device_end_ns = -1;
+  uint16_t lane = 0;
+  int device = 0;
+};
+
+struct TraceStep {
+  uint64_t index = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  std::vector<TraceSpan> phases;
+  // Source cupti: activity overlapping the step (syncs included).
+  std::vector<DeviceInterval> activity;
+  bool has_activity = false;
+  uint64_t activity_dropped = 0;  // records past kMaxTraceActivityPerStep
+};
+
+// Activity records a kept step holds at most (a 48-byte record each): a
+// step with more keeps its first ones and counts the rest.
+inline constexpr size_t kMaxTraceActivityPerStep = 1 << 16;
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_CORE_TRACE_STEPS_H_

@@ -1,0 +1,249 @@
+// SessionImpl: everything behind gpuscope::Session.
+//
+// Four kinds of state, each with one owner:
+//   * the recorder (stack of open scopes, the current step, the queue's
+//     producer side): the recording thread only, no locks;
+//   * the queue's consumer side and the records staged from it: whoever
+//     holds `drain_mu_`, briefly;
+//   * the aggregator (rings, histogram): whoever holds `agg_mu_` (the
+//     background worker, or a reader in Summarize());
+//   * configuration and backends: immutable after construction.
+// A reader may hold `agg_mu_` for a long time (a summary of a large window);
+// the worker then only moves records from the queue to the staging buffer,
+// so that the recording thread never finds the queue full because of a
+// reader.
+// Counters that readers look at are relaxed atomics.
+
+#ifndef GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_
+#define GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <pthread.h>
+
+#include "absl/status/status.h"
+#include "session/sources.h"
+#include "backends/host/clock.h"
+#include "backends/host/tsc.h"
+#include "core/aggregator.h"
+#include "core/phase_table.h"
+#include "core/record.h"
+#include "base/spsc_queue.h"
+#include "session/worker.h"
+#include "gpuscope/session.h"
+
+namespace gpuscope::internal {
+
+// A counter written by one thread and read by others.
+class SingleWriterCounter {
+ public:
+  void Increment() noexcept { v_.store(v_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  int64_t Get() const noexcept { return static_cast<int64_t>(v_.load(std::memory_order_relaxed)); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+class SessionImpl final : public Pumpable {
+  friend class SessionTestPeer;
+
+ public:
+  // `status` not ok: a disabled session that explains itself.
+  SessionImpl(const Options& options, absl::Status status, Backends backends,
+              std::atomic<bool>* recording_flag);
+  ~SessionImpl() override;
+
+  const Options& options() const { return options_; }
+  const absl::Status& status() const { return status_; }
+  Source source() const { return source_.load(std::memory_order_relaxed); }
+
+  absl::StatusOr<PhaseId> RegisterPhase(std::string_view name);
+
+  // Hot path (recording thread).
+  ScopeToken BeginStep(const StepOptions& step) noexcept;
+  ScopeToken BeginPhase(PhaseId phase) noexcept;
+  ScopeToken BeginPhase(std::string_view name) noexcept;
+  ScopeToken BeginPhase(PhaseId phase, uint64_t stream) noexcept;
+  ScopeToken BeginPhase(std::string_view name, uint64_t stream) noexcept;
+  ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true, false); }
+  ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false, false); }
+  ScopeStatus EndAtLastActivity(ScopeToken token) noexcept {
+    return Close(token, /*record=*/true, /*at_last_activity=*/true);
+  }
+  void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
+  void SetStream(uint64_t stream) noexcept;
+
+  Summary Summarize();
+  std::vector<StepPoint> StepSeries();
+  // The last steps' timelines and the launch-gap threshold, for the Chrome
+  // trace (Session::TraceJson(), export/chrome_trace.cc).
+  void TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns);
+  // A phase id's name ("?" for an id it never gave out).
+  std::string_view PhaseName(uint16_t id) const;
+  void Flush();
+  size_t queued_records() const { return queue_.SizeApprox(); }
+  void Close();
+  void ReleaseCupti();
+
+  // Pumpable (worker, with the worker's lock held).
+  double Pump() override;
+  int flush_interval_ms() const override { return options_.flush_interval_ms; }
+
+ private:
+  struct Frame {
+    int64_t begin_ns;
+    uint64_t stream;  // where its markers go
+    uint32_t serial;
+    bool named_stream;  // a phase that named its own stream
+    uint32_t begin_event;
+    uint16_t name_id;
+    bool is_step;
+  };
+
+  // kOk when this session may record here and now: not forked away, and
+  // called on the recording thread (which the first caller becomes).
+  ScopeStatus CheckCaller() noexcept {
+    if (InForkedChild()) return ForkedAway();
+    const auto self = static_cast<uint64_t>(pthread_self());
+    if (owner_thread_.load(std::memory_order_relaxed) == self) return ScopeStatus::kOk;
+    return ClaimOrReject(self);
+  }
+  ScopeStatus ForkedAway() noexcept;
+  ScopeStatus ClaimOrReject(uint64_t self) noexcept;
+  bool InForkedChild() const noexcept {
+    return fork_generation_ != g_fork_generation.load(std::memory_order_relaxed);
+  }
+  // Host time in the session's units: TSC ticks when tsc_ is set (converted
+  // to nanoseconds as records are drained), else nanoseconds.
+  int64_t Now() const noexcept {
+    if (clock_ != nullptr) return clock_->NowNs();
+    return tsc_ != nullptr ? ReadTsc() : ReadMonotonicNs();
+  }
+  uint32_t NextSerial() noexcept {
+    const uint32_t s = next_serial_++;
+    return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
+  }
+  ScopeToken OpenPhase(uint16_t id, uint64_t stream, bool named_stream) noexcept;
+  // The phase id of `name`, registering it on first use; nullopt if invalid.
+  std::optional<uint16_t> LookUp(std::string_view name) noexcept;
+  std::optional<uint16_t> Validate(PhaseId phase) noexcept;
+  ScopeStatus Close(ScopeToken token, bool record, bool at_last_activity) noexcept;
+  void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
+            uint32_t end_marker) noexcept;
+  // A device marker on `stream`, or kNoEvent (no device timer, no stream,
+  // source lowered, pool empty).
+  uint32_t RecordMarker(uint64_t stream) noexcept {
+    // events_on_ is set (release) after hot_timer_, and cleared first.
+    if (stream == kNoStream || !events_on_.load(std::memory_order_acquire)) return kNoEvent;
+    DeviceTimer* timer = hot_timer_.load(std::memory_order_relaxed);
+    return timer != nullptr ? timer->Record(stream) : kNoEvent;
+  }
+  void LowerToHost(const absl::Status& why);  // requires agg_mu_
+  // Final drain of the activity source, then detaches it (CUPTI usable by
+  // others). Steps still waiting lose their GPU numbers. Requires agg_mu_.
+  void StopActivityLocked();
+  void PumpLocked();        // requires agg_mu_
+  // Requires agg_mu_: the staged records, then the queue's, into the
+  // aggregator, in order. Returns how many came from the queue itself.
+  size_t DrainQueueLocked();
+  // Without agg_mu_ (a reader holds it): moves the queue's records to the
+  // staging buffer, up to kMaxStagedRecords. Returns how many.
+  size_t StageQueue();
+  void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
+  void ReportNewMisuse();
+
+  // ---- Immutable after construction.
+  const Options options_;
+  const absl::Status status_;
+  const uint32_t fork_generation_;
+  const uint16_t session_tag_;  // tells this session's PhaseIds and tokens from others'
+  const Clock* const clock_;      // Options::clock; null: TSC or CLOCK_MONOTONIC
+  const TscClock* const tsc_;    // non-null: scopes are stamped in TSC ticks
+  Backends backends_;
+  Annotator* const annotator_;  // backends_.annotator, never null
+  // NVTX counter tracks (under agg_mu_): when they were last sampled.
+  int64_t counters_at_ns_ = INT64_MIN / 2;
+  uint64_t counters_at_step_ = 0;
+  void SampleCountersLocked();
+  DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null (agg_mu_)
+  std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
+  ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
+  DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
+  Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started
+  // Held for a whole Pump(): the telemetry's sampling state and samples_.
+  // Lock order: the worker's lock, pump_mu_, agg_mu_, drain_mu_; readers
+  // never take it.
+  std::mutex pump_mu_;
+  std::vector<TelemetrySample> samples_;   // collected, not yet aggregated (pump_mu_)
+  std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
+  std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
+  std::string source_reason_;           // guarded by agg_mu_ after construction
+  std::atomic<bool>* const recording_flag_;  // Session::recording_
+  PhaseTable phases_;
+
+  // ---- Recording thread only.
+  std::array<Frame, kMaxOpenScopes> stack_{};
+  int depth_ = 0;
+  int step_frame_ = -1;  // index of the open step's frame, -1 if none
+  uint64_t step_seq_ = 0;
+  int64_t step_samples_ = -1;
+  int64_t step_tokens_ = -1;
+  bool step_incomplete_ = false;
+  uint32_t next_serial_ = 1;
+  uint64_t stream_ = 0;
+  int64_t last_end_ = 0;  // when a scope last ended (session units; EndAtLastActivity())
+  SpscQueue<Record> queue_;
+  // Markers of records the full queue dropped, for the background side to
+  // release (producer: the recording thread).
+  SpscQueue<uint32_t> orphaned_markers_;
+  // The staging buffer's bound, in records (64 bytes each; see drain_mu_).
+  const size_t max_staged_records_;
+
+  // ---- Shared, atomic.
+  std::atomic<uint64_t> owner_thread_{0};
+  SingleWriterCounter out_of_order_end_, stale_end_, nested_step_, too_deep_, invalid_phase_,
+      dropped_records_;
+  std::atomic<int64_t> wrong_thread_{0};  // written from any thread
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> registered_{false};
+
+  // ---- Staging. Protects the queue's consumer side and staged_. Taken by
+  // the worker when a reader holds agg_mu_, and after agg_mu_ by whoever
+  // drains; held only to move records; never by the recording thread.
+  std::mutex drain_mu_;
+  std::vector<Record> staged_;  // drained from the queue, not yet aggregated, oldest first
+  std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
+  size_t last_drained_ = 0;  // records the last drain took from the queue itself (agg_mu_)
+
+  // ---- Aggregator. Protects aggregator_ and reported_. Taken by the worker
+  // (after its own lock) and by readers; never by the recording thread.
+  // Lock order: the worker's lock, pump_mu_, agg_mu_, drain_mu_.
+  mutable std::mutex agg_mu_;
+  Aggregator aggregator_;
+  MisuseCounts reported_;  // misuse already logged
+};
+
+// White-box access for tests, benchmarks and the simulated device: sessions
+// on injected backends, and the implementation behind a Session.
+class SessionTestPeer {
+ public:
+  static std::unique_ptr<Session> Create(Options options, Backends backends);
+  static SessionImpl& Impl(Session& session);
+  static size_t QueuedRecords(Session& session) { return Impl(session).queued_records(); }
+  // Holds the aggregator lock as a slow reader (a summary of a large window)
+  // would, for as long as the returned lock lives.
+  static std::unique_lock<std::mutex> HoldAggregator(Session& session) {
+    return std::unique_lock<std::mutex>(Impl(session).agg_mu_);
+  }
+};
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_

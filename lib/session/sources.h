@@ -1,0 +1,50 @@
+// The backends a session runs on, and the ladder that picks its source.
+
+#ifndef GPUSCOPE_LIB_SESSION_SOURCES_H_
+#define GPUSCOPE_LIB_SESSION_SOURCES_H_
+
+#include <memory>
+#include <string>
+
+#include "backends/activity_source.h"
+#include "backends/annotator.h"
+#include "backends/device_timer.h"
+#include "backends/telemetry.h"
+#include "gpuscope/options.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope::internal {
+
+// Any of these may be null: no such backend.
+struct Backends {
+  std::unique_ptr<Annotator> annotator;
+  std::unique_ptr<ActivitySource> activity;
+  std::unique_ptr<DeviceTimer> device_timer;
+  std::unique_ptr<Telemetry> telemetry;
+  // The GPU sources are gpuscope's simulated device, not a GPU: summaries
+  // say so (Summary::simulated).
+  bool simulated = false;
+};
+
+// What the process offers: NVTX annotations, and the GPU sources built so far
+// (none yet: CUDA events and CUPTI arrive with their own backends).
+Backends DefaultBackends(const Options& options);
+
+// The chosen source and why the better ones were not chosen.
+struct SourceChoice {
+  Source source = Source::kHost;
+  std::string reason;
+};
+
+// SelectSource()
+//
+// The source ladder (docs/architecture.md): `cupti` if the activity source starts, else
+// `events` if the device timer starts, else `host`. Starts the winner, and
+// resets (to null) every GPU backend that lost, so nothing half-started stays
+// attached; when `cupti` wins, the device timer stays, not started, for
+// Session::ReleaseCupti(). The reason names each failed rung and its error.
+SourceChoice SelectSource(Backends& backends);
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_SESSION_SOURCES_H_
