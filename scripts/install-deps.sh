@@ -3,9 +3,12 @@
 # already there. Safe to run again. Used by `make deps` (and so by `make test`
 # and `make demo`).
 #
-#   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark, g++
-#   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers)
-#                    when no CUDA toolkit provides them; the Python build and
+#   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark,
+#                    nlohmann-json, g++
+#   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers),
+#                    nvidia-cuda-runtime (cuda.h), nvidia-cuda-cupti (cupti.h),
+#                    nvidia-nvml-dev (nvml.h) when no CUDA toolkit provides them;
+#                    clang-format (the format check); the Python build and
 #                    test tools (scikit-build-core, pybind11, pytest),
 #                    matplotlib (the HTML report's plots) and torch==2.13.0
 #                    (CPU build) for the demo and the DataLoader tests, when
@@ -16,7 +19,7 @@
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
-debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev g++ make)
+debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev g++ make)
 for_tests=0
 [ "${1:-}" = "--test" ] && for_tests=1
 if [ "$for_tests" = 1 ]; then debs=(chromium); fi
@@ -66,6 +69,25 @@ PY
 then
   pip_missing+=("nvidia-nvtx==13.5.25")
 fi
+
+# The vendors' headers for the libraries gpuscope dlopen()s, each where no
+# toolkit has it (a toolkit may come without nvml.h).
+has_header() {
+  local h="$1" d
+  for d in "${CUDA_HOME:-/nonexistent}/include" /usr/local/cuda/include \
+           /usr/local/cuda/extras/CUPTI/include /usr/include; do
+    [ -f "$d/$h" ] && return 0
+  done
+  "$PYTHON" - "$h" <<'PY' 2>/dev/null
+import glob, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()]
+sys.exit(0 if any(glob.glob(r + "/nvidia/*/include/" + sys.argv[1]) for r in roots) else 1)
+PY
+}
+has_header cuda.h || pip_missing+=("nvidia-cuda-runtime==13.5.37")
+has_header cupti.h || pip_missing+=("nvidia-cuda-cupti==13.5.25")
+has_header nvml.h || pip_missing+=("nvidia-nvml-dev==13.5.37")
+command -v clang-format >/dev/null 2>&1 || pip_missing+=("clang-format==21.1.8")
 
 py_has "import scikit_build_core" || pip_missing+=("scikit-build-core>=0.10")
 py_has "import pybind11, sys; sys.exit(int(pybind11.version_info[0] < 3))" || pip_missing+=("pybind11>=3")
