@@ -8,6 +8,8 @@
 #                PyTorch training loop with a slow input pipeline and its report
 #   make bench   Release build, run the Google Benchmarks and the Python
 #                overhead benchmark (docs/benchmarks.md)
+#   make format  clang-format the C++ tree in place (make check verifies it)
+#   make lint    clang-tidy over lib/ and bindings/ (.clang-tidy)
 
 JOBS ?= $(shell nproc)
 PYTHON ?= python3
@@ -18,7 +20,7 @@ BENCH_FLAGS ?= --benchmark_repetitions=9 --benchmark_enable_random_interleaving=
   --benchmark_report_aggregates_only=true
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout 600
 
-.PHONY: all deps deps-test build python test test-plain test-python test-asan test-tsan demo demo-cpp bench clean
+.PHONY: all deps deps-test build python test check check-layers check-format format lint test-plain test-python test-asan test-tsan demo demo-cpp bench clean
 
 all: build
 
@@ -59,7 +61,29 @@ test-tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	$(CTEST) --test-dir build-tsan -L concurrency
 
-test: test-plain test-python test-asan test-tsan
+# Every C++ file tracked by git (third-party code has none in the tree).
+CXX_SOURCES = $(shell git ls-files '*.cc' '*.h' 2>/dev/null)
+
+# The include graph follows the library's layers (scripts/check_layers.py).
+check-layers:
+	$(PYTHON) scripts/check_layers.py
+
+# The tree is formatted as .clang-format says.
+check-format: deps
+	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "check-format: every C++ file is formatted"
+
+check: check-layers check-format
+
+format: deps
+	clang-format -i $(CXX_SOURCES)
+
+# The library from the plain build's compile database, the extension from
+# the pip build's.
+lint: build python
+	clang-tidy -p build --quiet $(filter lib/%.cc,$(CXX_SOURCES))
+	clang-tidy -p build-python --quiet $(filter bindings/%.cc,$(CXX_SOURCES))
+
+test: check test-plain test-python test-asan test-tsan
 	@echo "make test: all suites passed"
 
 demo: python
