@@ -77,6 +77,10 @@ absl::StatusOr<Phase> ParsePhase(std::string_view name);
 // Otherwise an InvalidArgumentError that says which rule the name breaks.
 absl::Status ValidatePhaseName(std::string_view name);
 
+namespace internal {
+class PhaseTable;
+}  // namespace internal
+
 // PhaseId
 //
 // A phase name's index in a session's phase table. Built-in phases have the
@@ -99,12 +103,15 @@ class PhaseId {
   }
   friend constexpr bool operator!=(PhaseId a, PhaseId b) { return !(a == b); }
 
-  // For gpuscope's own phase table; users get ids from Session::RegisterPhase().
-  static constexpr PhaseId FromIndexInternal(uint16_t value, uint16_t session_tag) {
+
+ private:
+  // Only a session's phase table makes ids for custom names; users get them
+  // from Session::RegisterPhase().
+  friend class internal::PhaseTable;
+  static constexpr PhaseId FromIndex(uint16_t value, uint16_t session_tag) {
     return PhaseId(value, value < kNumBuiltinPhases ? uint16_t{0} : session_tag);
   }
 
- private:
   constexpr PhaseId(uint16_t value, uint16_t session_tag) : value_(value), session_tag_(session_tag) {}
   uint16_t value_;
   uint16_t session_tag_;

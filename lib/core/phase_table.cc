@@ -30,7 +30,7 @@ std::optional<PhaseId> PhaseTable::Find(std::string_view name) const noexcept {
     if (v == 0) return std::nullopt;
     const Entry& e = entries_[v - 1];
     if (e.hash == hash && e.name == name) {
-      return PhaseId::FromIndexInternal(static_cast<uint16_t>(v - 1), session_tag_);
+      return PhaseId::FromIndex(static_cast<uint16_t>(v - 1), session_tag_);
     }
   }
   return std::nullopt;
@@ -61,7 +61,7 @@ absl::StatusOr<PhaseId> PhaseTable::Register(std::string_view name) {
     }
   }
   if (id + 1 == capacity_) full_.store(true, std::memory_order_relaxed);
-  return PhaseId::FromIndexInternal(static_cast<uint16_t>(id), session_tag_);
+  return PhaseId::FromIndex(static_cast<uint16_t>(id), session_tag_);
 }
 
 }  // namespace gpuscope::internal
