@@ -13,7 +13,9 @@
 // playbook: input-bound (told apart as storage- or CPU-bound), H2D-bound,
 // sync-bound, launch-bound, precision, throttling, PCIe link, communication,
 // GPU-bound, and nvidia-smi's utilization against true busy time.
-// Thresholds and their origins are listed in docs/diagnosis.md.
+//
+// Every threshold is a field of `DiagnoseOptions`, whose defaults are listed,
+// with their origins, in docs/diagnosis.md.
 //
 // Example:
 //
@@ -21,15 +23,23 @@
 //     std::cout << gpuscope::SeverityName(f.severity) << ": " << f.title << "\n"
 //               << "  " << f.recommendation << "\n";
 //   }
+//
+//   // A team that treats 10 % of step time lost to the loader as high:
+//   gpuscope::DiagnoseOptions options;
+//   options.input_bound_high = 0.10;
+//   if (absl::Status st = options.Validate(); !st.ok()) return st;
+//   std::vector<gpuscope::Finding> findings = gpuscope::Diagnose(summary, options);
 
 #ifndef GPUSCOPE_DIAGNOSE_H_
 #define GPUSCOPE_DIAGNOSE_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gpuscope/summary.h"
 
 namespace gpuscope {
@@ -59,51 +69,121 @@ struct Finding {
   bool operator==(const Finding&) const = default;
 };
 
-// Thresholds, as fractions of step time unless named otherwise. Where a
-// published tool has one it is reused (docs/diagnosis.md names the origin).
-inline constexpr double kInputBoundModerate = 0.05;  // XProf: input-bound
-inline constexpr double kInputBoundHigh = 0.20;
-inline constexpr double kCopyBoundModerate = 0.05;   // as input: H2D feeds the step
-inline constexpr double kCopyBoundHigh = 0.20;
-inline constexpr double kSyncBoundModerate = 0.05;   // as input: the GPU waits for the host
-inline constexpr double kSyncBoundHigh = 0.20;
-inline constexpr double kLaunchBoundModerate = 0.03;  // XProf: kernel launch time
-inline constexpr double kLaunchBoundHigh = 0.15;
-inline constexpr double kCommBoundModerate = 0.10;   // TensorBoard PyTorch plugin: communication
-inline constexpr double kCommBoundHigh = 0.15;       // XProf: collective time, high
-// Kernels shorter than this are too small to keep a GPU busy (a launch
-// costs ~5-10 us on the host): the batch, or the fusion, is too small.
-inline constexpr double kTinyKernelSeconds = 20e-6;
-// Input: CPU-bound when the process and its workers use this share of the
-// CPUs available to them, or the host's CPUs are this busy (percent);
-// storage-bound when iowait is at least kStorageIowaitPct while the CPUs
-// are mostly idle (busy under kStorageCpuPct).
-inline constexpr double kCpuSaturatedShare = 0.85;
-inline constexpr double kCpuSaturatedPct = 85.0;
-inline constexpr double kStorageIowaitPct = 5.0;
-inline constexpr double kStorageCpuPct = 50.0;
-// Precision: FP32 GEMMs (on CUDA cores) are at least this share of GEMM
-// time, and GEMMs at least kGemmShareOfKernels of kernel time.
-inline constexpr double kFp32GemmShare = 0.5;
-inline constexpr double kGemmShareOfKernels = 0.10;
-// Throttling: at least this share of steps power- or thermal-capped. A power
-// cap alone is a notice unless the SM clock falls below this ratio of its
-// maximum.
-inline constexpr double kThrottledStepsShare = 0.10;
-inline constexpr double kPowerCapClockRatio = 0.8;
-// "Utilization lies": nvidia-smi's utilization at least this high while the
-// GPU is busy less than kLowBusyPct of step time (TensorBoard's plugin: GPU
-// utilization < 50 %).
-inline constexpr double kHighReportedUtilizationPct = 80.0;
-inline constexpr double kLowBusyPct = 50.0;
-// GPU-bound (healthy): idle under this percent of step time.
-inline constexpr double kGpuBoundIdlePct = 10.0;
+// DiagnoseOptions
+//
+// Every threshold the rules compare against, with the defaults the rules
+// were tuned on: `DiagnoseOptions{}` is what `Diagnose(summary)` uses, and is
+// valid. Shares are fractions of step time (0..1) and percentages are
+// 0..100 unless a field says otherwise. Where a published tool has a
+// threshold it is reused, and the field names it; docs/diagnosis.md tabulates
+// them all.
+//
+// Each rule that grades severity has a `_moderate` and a `_high` threshold: a
+// finding below `_moderate` is not reported, one at or above `_high` is
+// `Severity::kHigh`.
+struct DiagnoseOptions {
+  // input-bound: the loader's cost (GPU idle while the host waits for the
+  // next batch; host time in phase "data" without a GPU source). 5 % and
+  // 20 % are XProf's input-bound classification.
+  double input_bound_moderate = 0.05;
+  double input_bound_high = 0.20;
+
+  // h2d-bound: the GPU's wait for host-to-device copies. As input-bound,
+  // since the copy feeds the step the same way the loader does.
+  double h2d_bound_moderate = 0.05;
+  double h2d_bound_high = 0.20;
+
+  // sync-bound: the GPU's idle after the host blocks on it. As input-bound:
+  // an idle GPU costs the same whatever the host waits for.
+  double sync_bound_moderate = 0.05;
+  double sync_bound_high = 0.20;
+  // With CUPTI, the GPU's waits for the host count as sync-bound only in a
+  // loop that blocks on the device at least this often (syncs per step, a
+  // count, >= 0); 1: every step, where a per-step sync drains the queue.
+  double sync_min_syncs_per_step = 1.0;
+
+  // launch-bound: idle in the short gaps between kernels. 3 % and 15 % are
+  // XProf's kernel-launch classification.
+  double launch_bound_moderate = 0.03;
+  double launch_bound_high = 0.15;
+  // Kernels with a median shorter than this (seconds, >= 0; 0 turns the
+  // remark off) are too small to keep a GPU busy: the title says the batch,
+  // or the fusion, is too small. 20 us: a launch costs ~5-10 us on the host,
+  // so the host can barely launch such kernels as fast as they run.
+  double tiny_kernel_seconds = 20e-6;
+
+  // comm-bound: collectives on the critical path. 10 % is the TensorBoard
+  // PyTorch plugin's communication line; 15 % is XProf's high collective
+  // time.
+  double comm_bound_moderate = 0.10;
+  double comm_bound_high = 0.15;
+
+  // input-bound.cpu: the process and its DataLoader workers use at least this
+  // share of the CPUs available to them (0..1), or the host's CPUs are at
+  // least this busy (percent). 85, not 100: "saturated", since averages
+  // sampled over a window fall short of the full count even when the CPUs
+  // are the limit.
+  double cpu_saturated_share = 0.85;
+  double cpu_saturated_pct = 85.0;
+  // input-bound.storage: iowait at least this percent while the CPUs are busy
+  // under `storage_cpu_pct` percent. 5: iowait is averaged over every CPU, so
+  // a few CPUs blocked on reads show as a few percent on a large host.
+  double storage_iowait_pct = 5.0;
+  double storage_cpu_pct = 50.0;
+
+  // precision: GEMMs are at least this share of kernel time (0..1), and FP32
+  // GEMMs on CUDA cores at least `fp32_gemm_share` of GEMM time (0..1): below
+  // either, tensor cores would change little. The finding is
+  // Severity::kHigh when FP32 GEMMs take at least `precision_high` of step
+  // time, the input-bound line for "the first thing to fix".
+  double gemm_share_of_kernels = 0.10;
+  double fp32_gemm_share = 0.5;
+  double precision_high = 0.20;
+
+  // throttling: at least this share of steps (0..1) power- or thermal-capped
+  // or slowed down. A power cap alone is a notice unless the SM clock over
+  // the throttled steps falls below `power_cap_clock_ratio` of its maximum
+  // (0..1): datacenter GPUs run power-capped at full load, at near-full
+  // clocks.
+  double throttled_steps_share = 0.10;
+  double power_cap_clock_ratio = 0.8;
+
+  // pcie-link: a link generation below its maximum counts only on a GPU at
+  // least this percent utilized (nvidia-smi), since generations drop at
+  // idle; 50: busy most of the time.
+  double pcie_busy_utilization_pct = 50.0;
+
+  // utilization-lies: nvidia-smi's utilization at least
+  // `high_reported_utilization_pct` while the GPU is busy under
+  // `low_busy_pct` of step time (50 %: the TensorBoard PyTorch plugin's
+  // low-GPU-utilization line).
+  double high_reported_utilization_pct = 80.0;
+  double low_busy_pct = 50.0;
+
+  // gpu-bound (healthy): idle under this percent of step time (CUPTI only),
+  // and no moderate or high finding. 10: under it no cause of idle can
+  // explain more than a few percent, so faster GPU work is the lever left.
+  double gpu_bound_idle_pct = 10.0;
+
+  // DiagnoseOptions::Validate()
+  //
+  // OkStatus(), or an InvalidArgumentError naming the first bad field, its
+  // value and the accepted range: every field finite and in its range, and
+  // each `_moderate` no greater than its `_high`.
+  absl::Status Validate() const;
+};
 
 // Diagnose()
 //
-// The findings for `summary`, ranked. Deterministic; cheap (no allocation
-// beyond the result).
-std::vector<Finding> Diagnose(const Summary& summary);
+// The findings for `summary`, ranked. Deterministic, and a pure function of
+// its arguments (it logs nothing).
+//
+// Diagnosis runs inside training jobs, so invalid `options` do not fail it:
+// each invalid field (a NaN, a value out of range, or a `_moderate`/`_high`
+// pair out of order, both of whose fields count as invalid) is replaced by its
+// default, and an `info` finding with id "invalid-options" names them. Call
+// `options.Validate()` first to reject them instead.
+std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& options = {});
 
 // FindingsToJson()
 //

@@ -20,6 +20,9 @@
 
 namespace gpuscope {
 
+// ReportOptions
+//
+// How FormatReport() renders; `ReportOptions{}` is plain text.
 struct ReportOptions {
   // ANSI colours for severities (for a terminal; callers decide: the Python
   // API and the command line turn it on for a TTY without NO_COLOR).

@@ -1,0 +1,299 @@
+// The rules about what the host makes the GPU wait for: the input pipeline
+// (told apart as CPU- or storage-bound), host-to-device copies and
+// synchronizations; and the notices about the recording itself (misused
+// scopes, host timing only, CUDA events instead of CUPTI). Declared in
+// rules.h; Diagnose() runs them.
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/rules.h"
+#include "gpuscope/diagnose.h"
+#include "gpuscope/phase.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope::internal {
+
+// The input pipeline: time in phase "data" (steps() puts next(loader) there),
+// told apart by telemetry as CPU-bound (the process and its workers use the
+// CPUs they may, or the host's CPUs are saturated) or storage-bound (iowait
+// while the CPUs idle).
+void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
+  if (data == nullptr || data->steps == 0) return;
+  // With a GPU source, what the loader costs is the GPU's idle time while
+  // the host waits for it: a loader hidden behind the GPU's backlog costs
+  // nothing. Host time only without one.
+  const bool measured = s.source != Source::kHost && s.gpu_steps > 0;
+  const double share = measured ? IdleShare(s, data->name) : data->inclusive_share;
+  if (share < o.input_bound_moderate) return;
+  enum class Cause { kUnknown, kCpu, kStorage } cause = Cause::kUnknown;
+  double cores_used = 0;
+  if (s.telemetry.has_value()) {
+    const TelemetryStats& t = *s.telemetry;
+    cores_used = t.process_cores.value_or(0) + t.worker_cores.value_or(0);
+    const bool cores_saturated = (t.process_cores.has_value() || t.worker_cores.has_value()) &&
+                                 t.cpus_available.has_value() && *t.cpus_available > 0 &&
+                                 cores_used >= o.cpu_saturated_share * *t.cpus_available;
+    const bool host_saturated = t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct;
+    const bool waiting_on_io = t.host_iowait_pct.has_value() && *t.host_iowait_pct >= o.storage_iowait_pct &&
+                               t.host_cpu_pct.has_value() && *t.host_cpu_pct < o.storage_cpu_pct;
+    if (cores_saturated || host_saturated) {
+      cause = Cause::kCpu;
+    } else if (waiting_on_io) {
+      cause = Cause::kStorage;
+    }
+  }
+  Finding f;
+  f.severity = Grade(share, o.input_bound_moderate, o.input_bound_high);
+  f.share = share;
+  const std::string wait =
+      measured ? absl::StrCat("the GPU idles ", Pct(share), " of step time waiting for the next batch")
+               : absl::StrCat(Pct(share), " of step time is spent waiting for the next batch");
+  f.evidence = {{"data_share", data->inclusive_share},
+                {"data_p50_s", data->time.p50},
+                {"data_p95_s", data->time.p95},
+                {"step_p50_s", s.step_time.p50}};
+  if (s.samples_per_second.has_value()) f.evidence.emplace_back("samples_per_second", *s.samples_per_second);
+  if (const auto idle = s.idle_by_cause.find(data->name); idle != s.idle_by_cause.end()) {
+    f.evidence.emplace_back("gpu_idle_in_data_pct", idle->second);
+  }
+  if (s.telemetry.has_value()) {
+    AddIf(f, "host_cpu_pct", s.telemetry->host_cpu_pct);
+    AddIf(f, "host_iowait_pct", s.telemetry->host_iowait_pct);
+    AddIf(f, "process_cores", s.telemetry->process_cores);
+    AddIf(f, "worker_cores", s.telemetry->worker_cores);
+    AddIf(f, "cpus_available", s.telemetry->cpus_available);
+  }
+  switch (cause) {
+    case Cause::kCpu:
+      f.id = "input-bound.cpu";
+      f.title = absl::StrCat("Input-bound on CPU: ", wait, ", with the CPUs saturated");
+      f.recommendation =
+          "The loader's CPUs are the limit: more num_workers will not help past the CPUs available. "
+          "Make preprocessing cheaper (pre-resize or pre-decode the dataset offline, decode at lower "
+          "resolution), move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, "
+          "NVIDIA DALI), keep pin_memory=True and persistent_workers=True, or get more CPU cores "
+          "(a container CPU limit may be the cap).";
+      break;
+    case Cause::kStorage:
+      f.id = "input-bound.storage";
+      f.title = absl::StrCat("Input-bound on storage: ", wait, ", with the CPUs idle in iowait");
+      f.recommendation =
+          "The loader waits on reads: cache or copy the dataset to local NVMe or RAM, store it in "
+          "large sequential shards (WebDataset, TFRecord, FFCV) instead of many small files, and "
+          "keep more reads in flight (raise num_workers and prefetch_factor, "
+          "persistent_workers=True).";
+      break;
+    case Cause::kUnknown:
+      f.id = "input-bound";
+      f.title = absl::StrCat("Input-bound: ", wait);
+      f.recommendation =
+          "Feed the GPU faster: raise DataLoader num_workers (up to one per spare CPU core), set "
+          "pin_memory=True and persistent_workers=True, raise prefetch_factor, and move decoding "
+          "and augmentation out of the training process. If the workers already saturate the "
+          "CPUs, make preprocessing cheaper (or do it on the GPU); if the CPUs sit idle while "
+          "iowait is high, the storage is the bottleneck: cache, shard or prefetch the dataset "
+          "to local disk.";
+      break;
+  }
+  if (!measured) {
+    f.confidence =
+        "medium: host timing only; if the loop waits for the GPU inside the data phase (a "
+        "synchronizing copy, say), that wait counts as data time. A GPU source separates them.";
+  } else if (s.source == Source::kCupti) {
+    f.confidence = "high: the GPU was measured idle while the host waited for data";
+  } else {
+    f.confidence = "high: the GPU was idle at least this long while the host waited for data "
+                   "(CUDA events give a lower bound)";
+  }
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Host-to-device copies the GPU waits for: idle while the host is in "h2d"
+// (GPU sources; a copy overlapped with compute leaves no idle), or the h2d
+// phase's time (host only, or copies from pageable memory, which block the
+// host).
+void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  const PhaseStats* h2d = s.FindPhase(PhaseName(Phase::kH2D));
+  const double pageable = s.activity.has_value() ? s.activity->pageable_h2d_copies_per_step : 0;
+  double share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0)
+                                           : IdleShare(s, PhaseName(Phase::kH2D));
+  // A pageable copy blocks the host until it is done: then the phase's host
+  // time is on the critical path even while the copy keeps the GPU busy.
+  bool blocking = false;
+  if (pageable > 0 && h2d != nullptr && h2d->inclusive_share > share) {
+    share = h2d->inclusive_share;
+    blocking = true;
+  }
+  if (share < o.h2d_bound_moderate) return;
+  Finding f;
+  f.id = "h2d-bound";
+  f.severity = Grade(share, o.h2d_bound_moderate, o.h2d_bound_high);
+  f.share = share;
+  f.title = absl::StrCat("H2D-bound: the GPU waits for host-to-device copies ", Pct(share), " of step time",
+                         pageable > 0 ? " (pageable memory)" : "");
+  if (h2d != nullptr) {
+    f.evidence.emplace_back("h2d_share", h2d->inclusive_share);
+    f.evidence.emplace_back("h2d_p50_s", h2d->time.p50);
+  }
+  if (s.source != Source::kHost) f.evidence.emplace_back("gpu_idle_in_h2d_pct", 100 * share);
+  if (s.activity.has_value()) {
+    f.evidence.emplace_back("h2d_bytes_per_step", s.activity->h2d_bytes_per_step);
+    f.evidence.emplace_back("copies_per_step", s.activity->copies_per_step);
+    f.evidence.emplace_back("pageable_h2d_copies_per_step", pageable);
+  }
+  f.recommendation = absl::StrCat(
+      pageable > 0 ? "Copies come from pageable memory, which the driver stages through a pinned "
+                     "buffer at a fraction of PCIe speed: set DataLoader pin_memory=True (or "
+                     "tensor.pin_memory()). "
+                   : "",
+      "Copy with .to(device, non_blocking=True) from pinned memory and overlap the next batch's "
+      "copy with this step's compute (a side CUDA stream, or a prefetcher); send compact inputs "
+      "(uint8 images, then convert and normalize on the GPU).");
+  f.confidence = s.source == Source::kHost
+                     ? "medium: host timing of the h2d phase; a GPU source shows whether the copy "
+                       "overlaps compute"
+                     : blocking ? "high: CUPTI saw the copies come from pageable memory, which blocks the host "
+                                  "for the copy's duration"
+                                : "high: the GPU was measured idle while the host copied";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Synchronizations that drain the GPU's queue: with CUPTI, the GPU waiting
+// for the host (HTA's host-wait gaps) in a loop that blocks on the device
+// every step (DiagnoseOptions::sync_min_syncs_per_step), up to the idle no
+// other rule explains; otherwise idle in a phase named "sync".
+void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  double share = s.source == Source::kHost ? 0 : IdleShare(s, PhaseName(Phase::kSync));
+  if (s.source == Source::kHost) {
+    if (const PhaseStats* sync = s.FindPhase(PhaseName(Phase::kSync)); sync != nullptr) share = sync->inclusive_share;
+  }
+  const double step = MeanStepSeconds(s);
+  if (s.activity.has_value() && s.activity->syncs_per_step >= o.sync_min_syncs_per_step && step > 0) {
+    // The GPU's waits for the host, but not those other rules explain: the
+    // loader (data), copies (h2d), collectives (comm) and launch gaps. What
+    // is left is idle inside compute phases, where a sync leaves the queue
+    // empty while the host works.
+    double unexplained = 0;
+    for (const auto& [cause, pct] : s.idle_by_cause) {
+      if (cause != PhaseName(Phase::kData) && cause != PhaseName(Phase::kH2D) && cause != PhaseName(Phase::kComm) &&
+          cause != kLaunchCauseName) {
+        unexplained += pct / 100;
+      }
+    }
+    share = std::max(share, std::min(s.activity->host_wait_time_per_step / step, unexplained));
+  }
+  if (share < o.sync_bound_moderate) return;
+  Finding f;
+  f.id = "sync-bound";
+  f.severity = Grade(share, o.sync_bound_moderate, o.sync_bound_high);
+  f.share = share;
+  f.title = absl::StrCat("Sync-bound: the GPU idles ", Pct(share),
+                         " of step time after the host blocks on it (.item(), .cpu(), synchronize)");
+  if (s.activity.has_value()) {
+    f.evidence.emplace_back("syncs_per_step", s.activity->syncs_per_step);
+    f.evidence.emplace_back("sync_time_per_step_s", s.activity->sync_time_per_step);
+    f.evidence.emplace_back("d2h_bytes_per_step", s.activity->d2h_bytes_per_step);
+    f.evidence.emplace_back("host_wait_time_per_step_s", s.activity->host_wait_time_per_step);
+  }
+  f.evidence.emplace_back("gpu_idle_after_sync_share", share);
+  f.recommendation =
+      "Each sync empties the GPU's queue, and it idles until the host launches again. Log "
+      "less often (call .item() or .cpu() on losses and metrics every N steps, or accumulate "
+      "them on the GPU), drop print(tensor) and host-side checks from the step, copy results "
+      "back with non_blocking=True into pinned buffers, and find hidden syncs with "
+      "torch.cuda.set_sync_debug_mode(\"warn\").";
+  f.confidence = s.activity.has_value() ? "high: syncs and the GPU's waits for the host counted per step"
+                                        : "medium: idle measured while the host was in the sync phase";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Misused scopes make every other number suspect; say so, with the fix.
+void Instrumentation(const Summary& s, std::vector<Finding>* out) {
+  const MisuseCounts& m = s.misuse;
+  if (m.total() == 0) return;
+  Finding f;
+  f.id = "instrumentation";
+  f.severity = Severity::kModerate;
+  f.title = absl::StrCat(m.total(), " scope calls could not be recorded as written");
+  const std::pair<const char*, int64_t> counters[] = {
+      {"out_of_order_end", m.out_of_order_end}, {"stale_end", m.stale_end},
+      {"nested_step", m.nested_step},           {"wrong_thread", m.wrong_thread},
+      {"too_deep", m.too_deep},                 {"invalid_phase", m.invalid_phase},
+      {"dropped_records", m.dropped_records},   {"incomplete_steps", m.incomplete_steps}};
+  for (const auto& [name, n] : counters) {
+    if (n > 0) f.evidence.emplace_back(name, static_cast<double>(n));
+  }
+  std::string advice;
+  if (m.nested_step > 0) absl::StrAppend(&advice, "Steps must not nest: end one before the next. ");
+  if (m.out_of_order_end + m.stale_end > 0) {
+    absl::StrAppend(&advice, "End scopes in reverse order of beginning (use with-blocks or RAII). ");
+  }
+  if (m.wrong_thread > 0) {
+    absl::StrAppend(&advice, "Record each thread in its own Session. ");
+  }
+  if (m.invalid_phase > 0) {
+    absl::StrAppend(&advice,
+                    "Use phase names of 1-64 bytes of visible text (no control or invisible "
+                    "characters, no leading or trailing space), fewer than Options::max_phases. ");
+  }
+  if (m.too_deep > 0) absl::StrAppend(&advice, "Keep fewer than 32 scopes open at once. ");
+  if (m.dropped_records + m.incomplete_steps > 0) {
+    absl::StrAppend(&advice,
+                    "Records were dropped: raise Options::queue_capacity or lower "
+                    "flush_interval_ms. ");
+  }
+  if (!advice.empty()) advice.pop_back();
+  f.recommendation = advice;
+  f.confidence = "high: counted on every scope";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// Without a GPU timeline, say what is missing and what would provide it.
+void HostOnly(const Summary& s, std::vector<Finding>* out) {
+  if (s.source != Source::kHost) return;
+  Finding f;
+  f.id = "host-only";
+  f.severity = Severity::kInfo;
+  f.title = "Host timing only: GPU busy and idle time are not measured";
+  f.evidence = {{"window_steps", static_cast<double>(s.steps)}};
+  f.recommendation = absl::StrCat(
+      "Phase times are host wall-clock times. On a machine with an NVIDIA driver, CUDA events "
+      "add each phase's device time and a lower bound on GPU idle %, and CUPTI adds exact GPU "
+      "idle % charged to its cause (data wait, copies, syncs, launch overhead). Why not here: ",
+      s.source_reason);
+  f.confidence = "high";
+  f.source = "host";
+  out->push_back(std::move(f));
+}
+
+// With CUDA events only, say that idle is a lower bound and what would make
+// it exact.
+void EventsOnly(const Summary& s, std::vector<Finding>* out) {
+  if (s.source != Source::kEvents) return;
+  Finding f;
+  f.id = "events-only";
+  f.severity = Severity::kInfo;
+  f.title = "GPU idle % is a lower bound from CUDA events, not exact from CUPTI";
+  f.evidence = {{"gpu_steps", static_cast<double>(s.gpu_steps)}};
+  if (s.gpu_idle_pct.has_value()) f.evidence.emplace_back("gpu_idle_pct_at_least", *s.gpu_idle_pct);
+  f.recommendation = absl::StrCat(
+      "CUPTI activity records give exact GPU busy time, launch gaps, copies and syncs per step. "
+      "If another profiler held CUPTI, rerun without it (or release it first); on CUPTI older "
+      "than 13.2, ask for it with cupti=True. Why not here: ",
+      s.source_reason);
+  f.confidence = "high";
+  f.source = "events";
+  out->push_back(std::move(f));
+}
+
+}  // namespace gpuscope::internal
