@@ -12,6 +12,11 @@
 // Scopes keep the C++ session alive through a capsule they share with the
 // _Session, so no reference cycle exists and a session is closed as soon as
 // its last reference goes.
+//
+// One file per type (hot_session.cc, hot_phase_scope.cc, hot_step_scope.cc,
+// hot_steps_iter.cc), with the fast __enter__/__exit__ in hot_fast_slots.cc,
+// this header's functions in hot_module.cc, and what they share in
+// hot_internal.h.
 
 #ifndef GPUSCOPE_BINDINGS_HOT_TYPES_H_
 #define GPUSCOPE_BINDINGS_HOT_TYPES_H_

@@ -1,0 +1,70 @@
+// What module.cc sees of the hot types (hot_types.h): AddHotTypes(), which
+// readies them and adds them to the module, and the Python hooks that
+// gpuscope._session installs for them, with the one use of a hook that is
+// not on a hot path: a scope used as a decorator.
+
+#include <utility>
+
+#include "hot_fast_slots.h"
+#include "hot_internal.h"
+#include "hot_types.h"
+#include "status_to_python.h"
+
+namespace gpuscope::python {
+namespace hot {
+
+// The hooks (hot_internal.h), set once when gpuscope._session is imported.
+PyObject* g_decorate = nullptr;
+PyObject* g_stream_getter = nullptr;
+PyObject* g_loop_range = nullptr;
+
+PyObject* Decorate(PyObject* cm, PyObject* args, PyObject* kwargs) {
+  PyObject* fn = nullptr;
+  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "a scope used as a decorator takes one function");
+    return nullptr;
+  }
+  if (!PyArg_UnpackTuple(args, "decorator", 1, 1, &fn)) return nullptr;
+  if (!PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "a scope used as a decorator must decorate a callable");
+    return nullptr;
+  }
+  if (g_decorate == nullptr) return SetGpuscopeError("gpuscope package not initialized");
+  return PyObject_CallFunctionObjArgs(g_decorate, cm, fn, nullptr);
+}
+
+}  // namespace hot
+
+void SetDecorator(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(hot::g_decorate, fn);
+}
+
+void SetStreamGetter(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(hot::g_stream_getter, fn);
+}
+
+void SetLoopRange(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(hot::g_loop_range, fn);
+}
+
+bool AddHotTypes(PyObject* module) {
+  if (!hot::ReadyFastSlotTypes()) return false;
+  for (auto [type, name] :
+       {std::pair{&hot::SessionType, "_Session"}, std::pair{&hot::PhaseScopeType, "_PhaseScope"},
+        std::pair{&hot::StepScopeType, "_StepScope"},
+        std::pair{&hot::StepsIterType, "_StepsIter"}}) {
+    if (PyType_Ready(type) < 0) return false;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) < 0) {
+      Py_DECREF(type);
+      return false;
+    }
+  }
+  return hot::InstallFastSlots(&hot::PhaseScopeType, hot::PhaseScopeEnter, hot::PhaseScopeExit) &&
+         hot::InstallFastSlots(&hot::StepScopeType, hot::StepScopeEnter, hot::StepScopeExit);
+}
+
+}  // namespace gpuscope::python

@@ -1,0 +1,364 @@
+// _Session, the C part of gpuscope.Session: it owns the C++ session through
+// the capsule it shares with its scopes, parses Session(...)'s options, and
+// has the methods and properties that are not the hot path's (close, flush,
+// set_stream, the JSON exports...). phase(), step() and steps() are in the
+// files of the scopes they make.
+
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "gpuscope/clock.h"
+#include "gpuscope/options.h"
+#include "gpuscope/session.h"
+#include "gpuscope/summary.h"
+#include "gpuscope/testing.h"
+#include "gpuscope/timeline.h"
+#include "hot_internal.h"
+#include "hot_types.h"
+#include "status_to_python.h"
+
+namespace gpuscope::python::hot {
+namespace {
+
+// The capsule holding the C++ session; its context pointer is the LoopWatch.
+constexpr const char* kCapsuleName = "gpuscope.Session";
+
+void DeleteSessionCapsule(PyObject* capsule) {
+  delete WatchOf(capsule);
+  auto* session = static_cast<Session*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+  if (session == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  // Close() drains the queue and leaves the background worker; drop the GIL
+  // while it waits for a worker pass, which never needs the GIL.
+  Py_BEGIN_ALLOW_THREADS
+  delete session;
+  Py_END_ALLOW_THREADS
+}
+
+PyObject* SessionNew(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (self == nullptr) return nullptr;
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  s->session = nullptr;
+  s->core = nullptr;
+  s->weakrefs = nullptr;
+  s->simulated = nullptr;
+  s->follow_torch = false;
+  s->phases = PyDict_New();
+  if (s->phases == nullptr) {
+    Py_DECREF(self);
+    return nullptr;
+  }
+  return self;
+}
+
+int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  if (s->core != nullptr) {
+    PyErr_SetString(GpuscopeError(), "Session.__init__ called twice");
+    return -1;
+  }
+  static const char* kKeywords[] = {
+      "window",      "enabled", "max_phases",       "queue_capacity", "flush_interval_ms",
+      "clock",       "stream",  "simulated_device", "cupti",          "telemetry_interval_ms",
+      "trace_steps", nullptr};
+  Options options;
+  int enabled = 1;
+  PyObject* clock = Py_None;
+  PyObject* stream = Py_None;
+  PyObject* simulated = Py_None;
+  PyObject* cupti = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOOii:Session",
+                                   const_cast<char**>(kKeywords), &options.window, &enabled,
+                                   &options.max_phases, &options.queue_capacity,
+                                   &options.flush_interval_ms, &clock, &stream, &simulated, &cupti,
+                                   &options.telemetry_interval_ms, &options.trace_steps)) {
+    return -1;
+  }
+  options.enabled = enabled != 0;
+  if (cupti == Py_True) {
+    options.cupti = Cupti::kOn;
+  } else if (cupti == Py_False) {
+    options.cupti = Cupti::kOff;
+  } else if (cupti != Py_None) {
+    PyErr_SetString(PyExc_TypeError,
+                    "cupti must be None (use CUPTI when it can be shared), True (also older CUPTI, "
+                    "which then blocks torch.profiler until release_cupti()) or False");
+    return -1;
+  }
+  if (stream != Py_None) {
+    uint64_t handle = 0;
+    if (!StreamHandleOf(stream, &handle)) return -1;
+    options.stream = handle;
+  }
+  s->follow_torch = stream == Py_None;
+  const bool simulating =
+      (simulated != Py_None && simulated != Py_False) || (options.enabled && SimulationRequested());
+  if (stream == Py_None && simulating) {
+    options.stream = 0;  // simulated kernels launch on stream 0 unless told otherwise
+  }
+  if (simulated == Py_True) {
+    simulated = pybind11::cast(std::make_shared<SimulatedDevice>()).release().ptr();
+  } else if (simulated == Py_False || simulated == Py_None) {
+    simulated = nullptr;
+  } else {
+    Py_INCREF(simulated);
+  }
+  if (simulated != nullptr) {
+    try {
+      options.simulated_device =
+          pybind11::cast<std::shared_ptr<SimulatedDevice>>(pybind11::handle(simulated));
+    } catch (const pybind11::cast_error&) {
+      Py_DECREF(simulated);
+      PyErr_SetString(PyExc_TypeError,
+                      "simulated_device must be a gpuscope.testing.SimulatedDevice, True or None");
+      return -1;
+    }
+    Py_XSETREF(s->simulated, simulated);
+  }
+  if (clock != Py_None) {
+    try {
+      options.clock = pybind11::cast<std::shared_ptr<ManualClock>>(pybind11::handle(clock));
+    } catch (const pybind11::cast_error&) {
+      PyErr_SetString(PyExc_TypeError, "clock must be a gpuscope.testing.ManualClock or None");
+      return -1;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Session>> created = absl::InternalError("");
+  try {
+    created = Session::Create(std::move(options));
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  if (!created.ok()) {
+    SetError(created.status());
+    return -1;
+  }
+  Session* session = created->release();
+  s->core = PyCapsule_New(session, kCapsuleName, DeleteSessionCapsule);
+  if (s->core == nullptr) {
+    delete session;
+    return -1;
+  }
+  if (PyCapsule_SetContext(s->core, new LoopWatch()) != 0) return -1;
+  s->session = session;
+  return 0;
+}
+
+void SessionDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  if (s->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
+  Py_XDECREF(s->phases);
+  Py_XDECREF(s->simulated);
+  Py_XDECREF(s->core);  // deletes the Session unless a scope still holds it
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* SessionSummaryJson(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  json = ToJson(session->Summarize());
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
+PyObject* SessionStepSeriesJson(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  json = StepSeriesToJson(session->StepSeries());
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
+PyObject* SessionTraceJson(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::string json;
+  Py_BEGIN_ALLOW_THREADS
+  json = session->TraceJson();
+  Py_END_ALLOW_THREADS
+  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
+}
+
+PyObject* SessionClose(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  if (LoopWatch* watch = WatchOf(reinterpret_cast<SessionObject*>(self)->core);
+      watch != nullptr && watch->open != nullptr) {
+    CheckLoopLeft(watch);  // a loop left by break: its step counts
+  }
+  Py_BEGIN_ALLOW_THREADS
+  session->Close();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionFlush(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  session->Flush();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionSetStream(PyObject* self, PyObject* stream) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  uint64_t handle = 0;
+  if (!StreamHandleOf(stream, &handle)) return nullptr;
+  reinterpret_cast<SessionObject*>(self)->follow_torch = false;
+  session->SetStream(handle);
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionReleaseCupti(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  Py_BEGIN_ALLOW_THREADS
+  session->ReleaseCupti();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* SessionSimulated(PyObject* self, void*) {
+  PyObject* sim = reinterpret_cast<SessionObject*>(self)->simulated;
+  return Py_NewRef(sim != nullptr ? sim : Py_None);
+}
+
+PyObject* SessionSource(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  const std::string_view name = SourceName(session->source());
+  return PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+}
+
+PyObject* SessionRecording(PyObject* self, void*) {
+  Session* session = reinterpret_cast<SessionObject*>(self)->session;
+  return PyBool_FromLong(session != nullptr && session->recording());
+}
+
+PyObject* SessionWindow(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  return PyLong_FromLong(session->options().window);
+}
+
+PyObject* SessionStatus(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  if (session->status().ok()) Py_RETURN_NONE;
+  const std::string m(session->status().message());
+  return PyUnicode_FromString(m.c_str());
+}
+
+PyMethodDef kSessionMethods[] = {
+    {"phase", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionPhase)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "phase(name, stream=None) -> context manager / decorator for phase `name` (cached per name "
+     "and stream). `stream` (a torch.cuda.Stream or a handle): the stream this phase's GPU work "
+     "goes on, when it is not the session's (a copy stream, another device's stream)."},
+    {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionStep)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "step(samples=None, tokens=None) -> context manager / decorator for one step."},
+    {"steps", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionSteps)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "steps(iterable, samples=None, tokens=None) -> iterator; one step per item, next() is "
+     "phase 'data'. samples/tokens: an int or a callable(batch) -> int."},
+    {"set_stream", SessionSetStream, METH_O,
+     "set_stream(stream) -> marks steps and phases from now on on this device stream (a "
+     "torch.cuda.Stream, or a CUstream as an int), instead of following torch's current stream."},
+    {"release_cupti", SessionReleaseCupti, METH_NOARGS,
+     "release_cupti() -> gives CUPTI back (so that torch.profiler or Nsight can use it); the "
+     "session goes on with CUDA events. No-op unless the source is 'cupti'."},
+    {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
+    {"_step_series_json", SessionStepSeriesJson, METH_NOARGS,
+     "The window's steps as JSON (C++ StepSeriesToJson)."},
+    {"trace_json", SessionTraceJson, METH_NOARGS,
+     "trace_json() -> the last trace_steps steps as a Chrome trace (JSON text): host phases, "
+     "device activity, idle gaps. Open in chrome://tracing or ui.perfetto.dev."},
+    {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
+    {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef kSessionGetSet[] = {
+    {"recording", SessionRecording, nullptr, "Whether scopes record.", nullptr},
+    {"window", SessionWindow, nullptr, "Steps kept for exact quantiles.", nullptr},
+    {"status", SessionStatus, nullptr, "None, or why the session records nothing.", nullptr},
+    {"source", SessionSource, nullptr, "'cupti', 'events' or 'host', right now.", nullptr},
+    {"simulated_device", SessionSimulated, nullptr, "The SimulatedDevice it runs on, or None.",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+}  // namespace
+
+PyTypeObject SessionType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "gpuscope._gpuscope._Session";
+  t.tp_basicsize = sizeof(SessionObject);
+  t.tp_dealloc = SessionDealloc;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t.tp_doc = "The C part of gpuscope.Session.";
+  t.tp_weaklistoffset = offsetof(SessionObject, weakrefs);
+  t.tp_methods = kSessionMethods;
+  t.tp_getset = kSessionGetSet;
+  t.tp_init = SessionInit;
+  t.tp_new = SessionNew;
+  return t;
+}();
+
+bool StreamHandleOf(PyObject* stream, uint64_t* out) {
+  PyObject* value = stream;
+  Py_INCREF(value);
+  if (!PyLong_Check(value)) {
+    Py_SETREF(value, PyObject_GetAttrString(stream, "cuda_stream"));
+    if (value == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;  // KeyboardInterrupt...
+      PyErr_Clear();
+    }
+  }
+  bool ok = value != nullptr && PyLong_Check(value);
+  if (ok) {
+    *out = PyLong_AsUnsignedLongLong(value);
+    ok = !(*out == static_cast<unsigned long long>(-1) && PyErr_Occurred());
+    if (!ok) PyErr_Clear();
+  }
+  Py_XDECREF(value);
+  if (!ok) {
+    PyErr_Format(PyExc_TypeError,
+                 "stream must be a torch.cuda.Stream, a stream handle (an int >= 0) or None, not "
+                 "%.100s",
+                 Py_TYPE(stream)->tp_name);
+  }
+  return ok;
+}
+
+}  // namespace gpuscope::python::hot
+
+namespace gpuscope::python {
+
+Session* SessionOf(PyObject* obj) {
+  if (!PyObject_TypeCheck(obj, &hot::SessionType)) {
+    PyErr_SetString(PyExc_TypeError, "expected a gpuscope.Session");
+    return nullptr;
+  }
+  return hot::Checked(reinterpret_cast<hot::SessionObject*>(obj));
+}
+
+}  // namespace gpuscope::python
