@@ -4,8 +4,6 @@
 // and the fallbacks (refused subscription, no records yet).
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 #include <random>
 #include <vector>
 
@@ -229,8 +227,12 @@ TEST(ActivityTest, AStepWaitsForWorkStillRunningWhenItEnded) {
     gpu->Launch(20 * kMs);  // runs past the step's end
     clock->Advance(5 * kMs);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the worker drains, repeatedly
-  EXPECT_EQ(session.Summarize().pending_steps, 1);
+  // Drains, repeatedly, before the kernel ends: each a pass of the worker's
+  // (the worker may add passes of its own meanwhile; these happen for sure).
+  for (int i = 0; i < 5; ++i) {
+    session.Flush();
+    ASSERT_EQ(session.Summarize().pending_steps, 1) << "after drain " << i;
+  }
   clock->Advance(100 * kMs);
   const Summary s = session.Summarize();
   ASSERT_EQ(s.gpu_steps, 1);
@@ -250,7 +252,9 @@ TEST(ActivityTest, ALongStepKeepsItsEarlyRecordsWhileItIsOpen) {
     StepScope step(session);
     gpu->Launch(10 * kMs);
     clock->Advance(500 * kMs);  // the kernel ended long ago; the step is still open
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the worker drains, repeatedly
+    // Drains, repeatedly, while the step is open: each a pass of the worker's,
+    // with the kernel's record far older than the retention margin.
+    for (int i = 0; i < 5; ++i) session.Flush();
     clock->Advance(kMs);
   }
   clock->Advance(kMs);

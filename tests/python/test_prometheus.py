@@ -1,10 +1,13 @@
-"""The Prometheus text exposition: well-formed (format 0.0.4), carrying the
-numbers of the summary, written to a file atomically, served on a localhost
-endpoint that hostile or careless clients cannot turn against the job, and
-offered as a prometheus_client collector."""
+"""The Prometheus text exposition: well-formed (format 0.0.4, as
+prometheus_client's parser reads it), carrying the numbers of the summary and
+the families docs/prometheus.md lists, written to a file atomically, served
+on a localhost endpoint that hostile or careless clients cannot turn against
+the job, and offered as a prometheus_client collector."""
 
 import errno
+import math
 import os
+import pathlib
 import re
 import select
 import socket
@@ -22,36 +25,54 @@ import gpuscope as gs
 from conftest import MS
 from gpuscope._prometheus import PrometheusServer
 
-_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*"'
-_SAMPLE = re.compile(rf"^({_NAME})(\{{{_LABEL}(,{_LABEL})*\}})? (-?[0-9.e+-]+|NaN|[+-]Inf)$")
+linux_only = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # format 0.0.4 has no quoted UTF-8 names
+_LABEL_NAME = re.compile(r"(?!__)[a-zA-Z_][a-zA-Z0-9_]*")  # names beginning "__" are reserved
+# A phase name that must be escaped in a label value: quotes, and a
+# backslash (written unescaped, its "\n" would read back as a newline).
+ODD_PHASE = 'forward "main" C:\\new'
 
 
 def parse_exposition(text):
-    """Checks the text format: HELP and TYPE once per family, before its
-    samples; every sample line well-formed. Returns {(name, labels): value}."""
-    assert text.endswith("\n")
-    typed, helped, samples = {}, set(), {}
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            name = line.split()[2]
-            assert name not in helped, f"HELP twice for {name}"
-            helped.add(name)
-        elif line.startswith("# TYPE "):
-            _, _, name, kind = line.split()
-            assert kind in ("counter", "gauge", "summary", "histogram", "untyped")
-            assert name not in typed, f"TYPE twice for {name}"
-            typed[name] = kind
-        else:
-            m = _SAMPLE.match(line)
-            assert m, f"malformed sample line: {line!r}"
-            name = m.group(1)
-            assert name in typed, f"{name} before its TYPE"
-            if typed[name] == "counter":
-                assert name.endswith("_total")
-            labels = tuple(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
-            assert (name, labels) not in samples, f"duplicate series {name}{labels}"
-            samples[(name, labels)] = float(m.group(4))
+    """Parses the text format 0.0.4 with prometheus_client's parser, which
+    rejects malformed lines, metric and label names, label escaping and
+    values, then checks what that lax parser lets through: the format's rules
+    (one TYPE line per family, before its samples, or the parser makes them
+    an untyped family of their own; a family's lines together; no series
+    twice; names in the 0.0.4 charset; a final newline) and the docs' (a
+    HELP line for every family; counters named *_total; finite values, since
+    unknown ones are left out rather than NaN; no timestamps, the values are
+    now's). Returns {(name, ((label, value), ...)): value}, label values
+    unescaped, labels in the order written."""
+    from prometheus_client.parser import text_string_to_metric_families  # a test dependency
+
+    assert text.endswith("\n"), "no final newline"
+    lines = text.splitlines()
+    helped = [line.split()[2] for line in lines if line.startswith("# HELP ")]
+    typed = [line.split()[2:4] for line in lines if line.startswith("# TYPE ")]
+    types = dict(typed)
+    for name in set(helped) | set(types):
+        assert helped.count(name) == 1, f"{name}: {helped.count(name)} HELP lines"
+        assert [n for n, _ in typed].count(name) == 1, f"{name}: not one TYPE line"
+    samples, families = {}, set()
+    for family in text_string_to_metric_families(text):
+        assert family.type in ("counter", "gauge"), f"{family.name}: {family.type} (a sample before its TYPE?)"
+        assert family.name not in families, f"{family.name}: its lines are not together"
+        families.add(family.name)
+        assert family.documentation, f"{family.name}: empty HELP"
+        for sample in family.samples:
+            # The parser names a counter's samples <family>_total whatever
+            # was written: the TYPE line must name them so itself.
+            assert types.get(sample.name) == family.type, f"{sample.name}: not the name its TYPE line gives"
+            assert _METRIC_NAME.fullmatch(sample.name), sample.name
+            assert family.type != "counter" or sample.name.endswith("_total"), sample.name
+            for label in sample.labels:
+                assert _LABEL_NAME.fullmatch(label), f"{sample.name}: label name {label!r}"
+            assert sample.timestamp is None, sample
+            assert isinstance(sample.value, (int, float)) and math.isfinite(sample.value), sample
+            key = (sample.name, tuple(sample.labels.items()))
+            assert key not in samples, f"duplicate series {key}"
+            samples[key] = sample.value
     return samples
 
 
@@ -60,10 +81,10 @@ def starved(clock):
     gpu = gs.testing.SimulatedDevice(activity=True)
     s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
     for _ in range(20):
-        with s.step(samples=32):
+        with s.step(samples=32, tokens=4096):
             with s.phase("data"):
                 clock.advance(30 * MS)
-            with s.phase('forward "main"'):  # a label value that needs escaping
+            with s.phase(ODD_PHASE):
                 gpu.launch(10 * MS)
                 clock.advance(gpu.synchronize())
     clock.advance(1000 * MS)
@@ -72,18 +93,144 @@ def starved(clock):
 
 
 def test_exposition_is_well_formed_and_carries_the_summary(starved):
-    samples = parse_exposition(starved.prometheus())
+    text = starved.prometheus()
+    samples = parse_exposition(text)
     sm = starved.summary()
     assert samples[("gpuscope_steps_total", ())] == 20
     assert samples[("gpuscope_step_time_seconds", (("quantile", "0.95"),))] == pytest.approx(sm.step_time.p95)
     assert samples[("gpuscope_gpu_idle_ratio", ())] == pytest.approx(0.75)
     assert samples[("gpuscope_gpu_idle_by_cause_ratio", (("cause", "data"),))] == pytest.approx(0.75)
-    assert samples[("gpuscope_phase_share_ratio", (("phase", 'forward \\"main\\"'),))] == pytest.approx(0.25)
+    assert samples[("gpuscope_phase_share_ratio", (("phase", ODD_PHASE),))] == pytest.approx(0.25)
+    assert 'phase="forward \\"main\\" C:\\\\new"' in text  # escaped as the format says
     assert samples[("gpuscope_throughput_samples_per_second", ())] == pytest.approx(800)
+    assert samples[("gpuscope_throughput_tokens_per_second", ())] == pytest.approx(800 * 4096 / 32)
     assert samples[("gpuscope_finding_share_ratio", (("id", "input-bound"), ("severity", "high")))] == \
         pytest.approx(0.75)
     assert samples[("gpuscope_info", (("version", gs.__version__), ("source", "cupti"), ("simulated", "true")))] == 1
     assert samples[("gpuscope_misuse_total", (("kind", "dropped_records"),))] == 0
+
+
+_BAD = {
+    "no TYPE": "gpuscope_x 1\n",
+    "no HELP": "# TYPE gpuscope_x gauge\ngpuscope_x 1\n",
+    "TYPE twice": "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\n# TYPE gpuscope_x gauge\ngpuscope_x 1\n",
+    "no final newline": "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x 1",
+    "a counter without _total": "# HELP gpuscope_x x.\n# TYPE gpuscope_x counter\ngpuscope_x 1\n",
+    "a series twice": '# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x{a="1"} 1\ngpuscope_x{a="1"} 2\n',
+    "a family's lines apart": "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x 1\n"
+                              "# HELP gpuscope_y y.\n# TYPE gpuscope_y gauge\ngpuscope_y 1\ngpuscope_x 2\n",
+    "an unescaped quote": '# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x{a="q"q"} 1\n',
+    "a bad label name": '# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x{a-b="1"} 1\n',
+    "a reserved label name": '# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x{__a="1"} 1\n',
+    "a bad metric name": "# HELP gpuscope-x x.\n# TYPE gpuscope-x gauge\ngpuscope-x 1\n",
+    "a value that is no number": "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x one\n",
+    "NaN (unknown values are left out)": "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x NaN\n",
+    "a timestamp (the values are now's)": "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x 1 1700000000000\n",
+}
+
+
+@pytest.mark.parametrize("bad", _BAD.values(), ids=_BAD.keys())
+def test_the_check_rejects_a_bad_exposition(bad):
+    """parse_exposition() itself: what it must refuse, so that the tests
+    above would fail on such output."""
+    parse_exposition("# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x 1\n")  # a good one passes
+    with pytest.raises((AssertionError, ValueError)):
+        parse_exposition(bad)
+
+
+# -- the families docs/prometheus.md lists --------------------------------------
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "prometheus.md"
+# Families that only sampled telemetry gives: /proc on any Linux host, NVML
+# where there is an NVIDIA GPU. The simulated device samples none.
+HOST_TELEMETRY = {"gpuscope_throttled_steps_ratio", "gpuscope_host_cpu_ratio", "gpuscope_host_iowait_ratio",
+                  "gpuscope_process_cpu_cores", "gpuscope_worker_cpu_cores"}
+GPU_TELEMETRY = {"gpuscope_nvidia_smi_utilization_ratio", "gpuscope_sm_clock_ratio"}
+
+
+def documented_families():
+    """{name: (type, label names, quantiles or None)} from the table in
+    docs/prometheus.md."""
+    families = {}
+    for line in DOCS.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("| `gpuscope_"):
+            continue
+        names, kind, labels = (cell.strip() for cell in line.strip("| ").split("|")[:3])
+        quantiles = re.search(r"`quantile` \(([^)]*)\)", labels)
+        for name in re.findall(r"`(gpuscope_\w+)`", names):
+            families[name] = (kind, set(re.findall(r"`(\w+)`", labels)),
+                              {q.strip() for q in quantiles.group(1).split(",")} if quantiles else None)
+    assert len(families) > 10, f"the table in {DOCS.name} was not found"
+    return families
+
+
+def check_documented(text):
+    """Checks every family of `text` against the docs: listed, of the type
+    and with the labels (and quantiles) they give. Returns the names of the
+    families present."""
+    documented = documented_families()
+    samples = parse_exposition(text)
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
+    quantiles = {}
+    for name, labels in samples:
+        assert name in documented, f"{name} is not in {DOCS.name}"
+        kind, label_names, _ = documented[name]
+        assert types[name] == kind, f"{name}: {types[name]}, documented {kind}"
+        assert {label for label, _ in labels} == label_names, f"{name}{labels}: documented labels {label_names}"
+        if "quantile" in label_names:
+            rest = tuple(label for label in labels if label[0] != "quantile")
+            quantiles.setdefault((name, rest), set()).add(dict(labels)["quantile"])
+    for (name, rest), qs in quantiles.items():
+        assert qs == documented[name][2], f"{name}{rest}: quantiles {qs}"
+    return {name for name, _ in samples}
+
+
+def test_every_documented_family_is_exposed_as_documented(starved):
+    """A session on a simulated GPU with activity records, whose steps carry
+    counts, exposes every family the docs list but the sampled telemetry's
+    (the next tests), each as the docs describe it."""
+    text = starved.prometheus()
+    present = check_documented(text)
+    assert present == set(documented_families()) - HOST_TELEMETRY - GPU_TELEMETRY
+    samples = parse_exposition(text)
+    shares = [v for (name, _), v in samples.items() if name == "gpuscope_phase_share_ratio"]
+    assert sum(shares) == pytest.approx(1)  # as documented
+    by_cause = [v for (name, _), v in samples.items() if name == "gpuscope_gpu_idle_by_cause_ratio"]
+    assert sum(by_cause) == pytest.approx(samples[("gpuscope_gpu_idle_ratio", ())])
+
+
+def telemetry_session(ready, deadline_s=60):
+    """A real-clock session sampling telemetry every millisecond, stepped
+    until its summary's telemetry satisfies `ready` (or the deadline)."""
+    s = gs.Session(telemetry_interval_ms=1)
+    end = time.monotonic() + deadline_s
+    while True:
+        with s.step():
+            with s.phase("forward"):
+                sum(range(10000))
+        t = s.summary().telemetry
+        if t is not None and ready(t):
+            return s
+        assert time.monotonic() < end, f"no telemetry in {deadline_s} s: {t and vars(t)}"
+
+
+@linux_only
+def test_host_telemetry_families_are_exposed_as_documented():
+    s = telemetry_session(lambda t: None not in (t.host_cpu_pct, t.host_iowait_pct, t.process_cores,
+                                                 t.worker_cores, t.throttled_steps))
+    try:
+        assert HOST_TELEMETRY <= check_documented(s.prometheus())
+    finally:
+        s.close()
+
+
+@pytest.mark.gpu
+def test_gpu_telemetry_families_are_exposed_as_documented():
+    s = telemetry_session(lambda t: t.gpu_utilization_pct is not None and t.sm_clock_ratio is not None)
+    try:
+        assert GPU_TELEMETRY | HOST_TELEMETRY <= check_documented(s.prometheus())
+    finally:
+        s.close()
 
 
 def test_written_to_a_file_and_served_on_localhost(starved, tmp_path):
@@ -118,7 +265,6 @@ def test_host_only_session_exposes_no_gpu_numbers(session, clock):
 
 PARTIAL = b"GET /metrics HTTP/1.1\r\n"  # a request head that never ends
 THREAD_NAME = "gpuscope-prometheus"
-linux_only = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc")
 
 
 def open_fds():
@@ -514,18 +660,24 @@ def test_a_prometheus_client_collector_serves_the_same_numbers(starved):
     # The public ways to get one: the session's method and the package function.
     for c in (starved.prometheus_collector(), gs.prometheus_collector(starved)):
         assert any(f.name == "gpuscope_steps" for f in c.collect())
-    text = prom.generate_latest(registry).decode()
-    assert re.search(r"^gpuscope_steps_total 20(\.0)?$", text, re.M)
-    p95 = re.search(r'^gpuscope_step_time_seconds\{quantile="0\.95"\} (\S+)$', text, re.M)
-    assert p95 and float(p95.group(1)) == pytest.approx(starved.summary().step_time.p95)
-    assert re.search(r"^job_own_metric 7(\.0)?$", text, re.M)
+    samples = parse_exposition(prom.generate_latest(registry).decode())
+    assert samples[("gpuscope_steps_total", ())] == 20
+    assert samples[("gpuscope_step_time_seconds", (("quantile", "0.95"),))] == \
+        pytest.approx(starved.summary().step_time.p95)
+    assert samples[("job_own_metric", ())] == 7
+    # Every series of the session's own exposition, with the same value (and
+    # the odd phase name's label escaped again on the way out), and no other;
+    # the order of labels is no part of a series.
+    def series(samples):
+        return {(name, frozenset(labels)): value for (name, labels), value in samples.items()}
+
+    assert series(samples) == series({**parse_exposition(starved.prometheus()), ("job_own_metric", ()): 7})
 
     failing = prom.CollectorRegistry()  # a failing session costs its own metrics, not the job's
     prom.Gauge("job_own_metric", "The job's own metric.", registry=failing).set(7)
     c = collector(BrokenSession())
     failing.register(c)
-    text = prom.generate_latest(failing).decode()
-    assert "job_own_metric 7" in text and "gpuscope" not in text
+    assert parse_exposition(prom.generate_latest(failing).decode()) == {("job_own_metric", ()): 7}
     assert "RuntimeError" in c.last_error
 
 
@@ -547,9 +699,10 @@ def test_two_sessions_share_a_registry_with_labels_of_their_own(starved, clock):
     registry = prom.CollectorRegistry()
     registry.register(starved.prometheus_collector(labels={"loop": "train"}).add(other, {"loop": "eval"}))
     text = prom.generate_latest(registry).decode()
-    assert text.count("# TYPE gpuscope_steps_total counter") == 1  # one family, two series
-    assert re.search(r'^gpuscope_steps_total\{loop="train"\} 20(\.0)?$', text, re.M)
-    assert re.search(r'^gpuscope_steps_total\{loop="eval"\} 1(\.0)?$', text, re.M)
+    samples = parse_exposition(text)  # a family once (HELP and TYPE once, its lines together), two series
+    assert text.count("# TYPE gpuscope_steps_total counter") == 1
+    assert samples[("gpuscope_steps_total", (("loop", "train"),))] == 20
+    assert samples[("gpuscope_steps_total", (("loop", "eval"),))] == 1
     other.close()
     with pytest.raises(ValueError, match="label name"):
         starved.prometheus_collector(labels={"bad-name": "x"})

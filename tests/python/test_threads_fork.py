@@ -68,12 +68,23 @@ def test_forked_child_records_nothing_and_parent_is_unaffected():
     assert s.summary().total_steps == 2
 
 
-torch = pytest.importorskip("torch")
+@pytest.fixture
+def torch():
+    """PyTorch, for the tests that need it: they skip without it (missing, or
+    installed but failing to import); the others in this file do not need it
+    and run regardless."""
+    try:
+        import torch
+    except ImportError as e:
+        pytest.skip(f"needs PyTorch ({e})")
+    return torch
 
 
-class SlowDataset(torch.utils.data.Dataset):
+class SlowDataset:
     """Each item takes a while, and is itself instrumented: that code runs in
-    forked DataLoader workers."""
+    forked DataLoader workers. A map-style dataset (``__len__`` and
+    ``__getitem__`` are all DataLoader asks for), defined without importing
+    torch so that this module imports where torch is missing."""
 
     def __init__(self, n, delay_s):
         self.n, self.delay_s = n, delay_s
@@ -82,13 +93,15 @@ class SlowDataset(torch.utils.data.Dataset):
         return self.n
 
     def __getitem__(self, i):
+        import torch
+
         with gs.phase("decode"):  # the default session, inherited through fork
             time.sleep(self.delay_s)
         return torch.full((4,), float(i)), torch.tensor(i % 2)
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_dataloader_with_forked_workers(num_workers):
+def test_dataloader_with_forked_workers(torch, num_workers):
     default = gs.default_session()  # exists before the workers fork
 
     def decode_calls():
