@@ -106,12 +106,25 @@ py::class_<T> Class(py::module_& m, const char* name, const char* doc) {
   return cls;
 }
 
-// A struct whose every attribute is its field's: walked by `fields`.
-template <typename T, typename Fields>
-void DefineAll(py::class_<T>& cls, Fields fields, bool hashable) {
-  FieldProperties<T> properties(cls, {});
-  fields(properties, properties.prototype());
-  AddValueMethods(cls, properties.Finish(), hashable);
+// A part of a summary: pickled as its JSON object, read back with the same
+// checks as inside a summary.
+template <typename T>
+py::class_<T> Part(py::module_& m, const char* name, const char* doc) {
+  py::class_<T> cls = Class<T>(m, name, doc);
+  cls.def(py::pickle([](const T& part) { return py::make_tuple(internal::PartToJson(part)); },
+                     [](const py::tuple& state) {
+                       return ValueOrThrow(internal::PartFromJson<T>(state[0].cast<std::string>()));
+                     }));
+  return cls;
+}
+
+// The attributes of a struct's fields, but for the `exceptions` the caller
+// defines; their names, in declaration order.
+template <typename T>
+std::vector<std::string> DefineFields(py::class_<T>& cls, std::initializer_list<std::string_view> exceptions = {}) {
+  FieldProperties<T> properties(cls, exceptions);
+  internal::FieldsOf(properties, properties.prototype());
+  return properties.Finish();
 }
 
 // `names` with `lead` moved to the front, the rest in their order.
@@ -135,54 +148,42 @@ struct CountsDict {
 };
 
 void AddSummaryParts(py::module_& m) {
-  // The hashable ones are those that were frozen dataclasses.
-  auto quantiles = Class<Quantiles>(m, "Quantiles", kQuantilesDoc);
-  DefineAll(quantiles, [](auto& v, const Quantiles& q) { internal::QuantilesFields(v, q); }, /*hashable=*/true);
+  // The hashable ones are those the old types were hashable by value.
+  auto quantiles = Part<Quantiles>(m, "Quantiles", kQuantilesDoc);
+  AddValueMethods(quantiles, DefineFields(quantiles), /*hashable=*/true);
 
-  auto device = Class<DeviceStats>(m, "DeviceStats", kDeviceStatsDoc);
-  DefineAll(device, [](auto& v, const DeviceStats& d) { internal::DeviceFields(v, d); }, /*hashable=*/true);
+  auto device = Part<DeviceStats>(m, "DeviceStats", kDeviceStatsDoc);
+  AddValueMethods(device, DefineFields(device), /*hashable=*/true);
 
-  auto activity = Class<ActivityStats>(m, "ActivityStats", kActivityStatsDoc);
-  DefineAll(activity, [](auto& v, const ActivityStats& a) { internal::ActivityFields(v, a); }, false);
+  auto activity = Part<ActivityStats>(m, "ActivityStats", kActivityStatsDoc);
+  AddValueMethods(activity, DefineFields(activity), /*hashable=*/false);
 
   // GpuTelemetry and TelemetryStats keep their short reprs.
-  auto gpu = Class<GpuTelemetry>(m, "GpuTelemetry", kGpuTelemetryDoc);
-  {
-    FieldProperties<GpuTelemetry> properties(gpu, {});
-    internal::GpuTelemetryFields(properties, properties.prototype());
-    AddValueMethods(gpu, properties.Finish(), /*hashable=*/false, /*repr=*/false);
-    gpu.def("__repr__", [](py::object self) {
-      return py::str("GpuTelemetry(index={}, utilization_pct={})")
-          .format(self.attr("index"), self.attr("utilization_pct"));
-    });
-  }
-  auto telemetry = Class<TelemetryStats>(m, "TelemetryStats", kTelemetryStatsDoc);
-  {
-    FieldProperties<TelemetryStats> properties(telemetry, {});
-    internal::TelemetryFields(properties, properties.prototype());
-    AddValueMethods(telemetry, properties.Finish(), /*hashable=*/false, /*repr=*/false);
-    telemetry.def("__repr__", [](py::object self) {
-      return py::str("TelemetryStats(source={!r}, steps={})").format(self.attr("source"), self.attr("steps"));
-    });
-  }
+  auto gpu = Part<GpuTelemetry>(m, "GpuTelemetry", kGpuTelemetryDoc);
+  AddValueMethods(gpu, DefineFields(gpu), /*hashable=*/false, /*repr=*/false);
+  gpu.def("__repr__", [](py::object self) {
+    return py::str("GpuTelemetry(index={}, utilization_pct={})").format(self.attr("index"), self.attr("utilization_pct"));
+  });
+  auto telemetry = Part<TelemetryStats>(m, "TelemetryStats", kTelemetryStatsDoc);
+  AddValueMethods(telemetry, DefineFields(telemetry), /*hashable=*/false, /*repr=*/false);
+  telemetry.def("__repr__", [](py::object self) {
+    return py::str("TelemetryStats(source={!r}, steps={})").format(self.attr("source"), self.attr("steps"));
+  });
 
-  auto phase = Class<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
-  {
-    FieldProperties<PhaseStats> properties(phase, {"device", "backlog_p50"});
-    internal::PhaseFields(properties, properties.prototype());
-    // Exception: without device data for the phase (no GPU source, or not
-    // in yet), its device numbers are zeros that mean "not measured": None.
-    phase.def_property_readonly("device", [](const PhaseStats& p) -> py::object {
-      return p.device.count != 0 ? py::cast(p.device) : py::none();
-    });
-    phase.def_property_readonly("backlog_p50", [](const PhaseStats& p) -> py::object {
-      return p.device.count != 0 ? py::object(py::float_(p.backlog_p50)) : py::none();
-    });
-    // Exception: the repr leads with the fields the dataclass this type
-    // replaces listed first (the shares are what people look for).
-    AddValueMethods(phase, LeadWith(properties.Finish(), {"name", "share", "inclusive_share", "top_level", "builtin"}),
-                    /*hashable=*/true);
-  }
+  auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
+  const std::vector<std::string> names = DefineFields(phase, {"device", "backlog_p50"});
+  // Exception: without device data for the phase (no GPU source, or not in
+  // yet), its device numbers are zeros that mean "not measured": None.
+  phase.def_property_readonly("device", [](const PhaseStats& p) -> py::object {
+    return p.device.count != 0 ? py::cast(p.device) : py::none();
+  });
+  phase.def_property_readonly("backlog_p50", [](const PhaseStats& p) -> py::object {
+    return p.device.count != 0 ? py::object(py::float_(p.backlog_p50)) : py::none();
+  });
+  // Exception: the repr leads with the fields the dataclass this type
+  // replaces listed first (the shares are what people look for).
+  AddValueMethods(phase, LeadWith(names, {"name", "share", "inclusive_share", "top_level", "builtin"}),
+                  /*hashable=*/true);
   // Python only: the per-step time's quantiles, read through.
   phase.def_property_readonly("p50", [](const PhaseStats& p) { return p.time.p50; })
       .def_property_readonly("p90", [](const PhaseStats& p) { return p.time.p90; })
@@ -196,8 +197,7 @@ Summary FromJson(std::string_view text) { return ValueOrThrow(SummaryFromJson(te
 
 void AddSummary(py::module_& m) {
   auto summary = Class<Summary>(m, "Summary", kSummaryDoc);
-  FieldProperties<Summary> properties(summary, {"phases", "device_step_time", "misuse"});
-  internal::SummaryFields(properties, properties.prototype());
+  const std::vector<std::string> names = DefineFields(summary, {"phases", "device_step_time", "misuse"});
   // Exception: JSON keeps the breakdown as an array; Python looks phases up
   // by name, so `phases` is a dict in breakdown order.
   summary.def_property_readonly("phases", [](const Summary& s) {
@@ -213,7 +213,7 @@ void AddSummary(py::module_& m) {
   // Exception: the misuse counts are a dict (name -> count), not an object.
   summary.def_property_readonly("misuse", [](const Summary& s) {
     CountsDict counts;
-    internal::MisuseFields(counts, s.misuse);
+    internal::FieldsOf(counts, s.misuse);
     return counts.out;
   });
   // Exception: samples_per_second is also `throughput`, the name the
@@ -221,7 +221,7 @@ void AddSummary(py::module_& m) {
   summary.def_property_readonly("throughput", [](const Summary& s) -> py::object {
     return s.samples_per_second.has_value() ? py::object(py::float_(*s.samples_per_second)) : py::none();
   });
-  AddValueMethods(summary, properties.Finish(), /*hashable=*/false, /*repr=*/false);
+  AddValueMethods(summary, names, /*hashable=*/false, /*repr=*/false);
 
   summary.def(py::init(&FromJson), py::arg("json_text"))
       .def_static("from_json", &FromJson, py::arg("json_text"),

@@ -383,6 +383,43 @@ absl::StatusOr<Summary> SummaryFromJson(std::string_view json) {
   return internal::SummaryFromJsonValue(*parsed);
 }
 
+template <typename T>
+std::string internal::PartToJson(const T& part) {
+  JsonWriter w;
+  JsonOut out(w);
+  w.BeginObject();
+  internal::FieldsOf(out, part);
+  w.EndObject();
+  return w.Take();
+}
+
+template <typename T>
+absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
+  absl::StatusOr<JsonValue> parsed = internal::ParseJson(json);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_object()) return absl::InvalidArgumentError("gpuscope summary JSON: a part is not an object");
+  absl::Status status;
+  JsonIn in(*parsed, "", &status);
+  T part;
+  internal::FieldsOf(in, part);
+  if (!status.ok()) return status;
+  return part;
+}
+
+// The parts the Python views pickle.
+template std::string internal::PartToJson<Quantiles>(const Quantiles&);
+template absl::StatusOr<Quantiles> internal::PartFromJson<Quantiles>(std::string_view);
+template std::string internal::PartToJson<PhaseStats>(const PhaseStats&);
+template absl::StatusOr<PhaseStats> internal::PartFromJson<PhaseStats>(std::string_view);
+template std::string internal::PartToJson<DeviceStats>(const DeviceStats&);
+template absl::StatusOr<DeviceStats> internal::PartFromJson<DeviceStats>(std::string_view);
+template std::string internal::PartToJson<ActivityStats>(const ActivityStats&);
+template absl::StatusOr<ActivityStats> internal::PartFromJson<ActivityStats>(std::string_view);
+template std::string internal::PartToJson<GpuTelemetry>(const GpuTelemetry&);
+template absl::StatusOr<GpuTelemetry> internal::PartFromJson<GpuTelemetry>(std::string_view);
+template std::string internal::PartToJson<TelemetryStats>(const TelemetryStats&);
+template absl::StatusOr<TelemetryStats> internal::PartFromJson<TelemetryStats>(std::string_view);
+
 absl::StatusOr<Summary> internal::SummaryFromJsonValue(const JsonValue& doc) {
   if (!doc.is_object()) {
     return absl::InvalidArgumentError("not a gpuscope summary: the document is not a JSON object");

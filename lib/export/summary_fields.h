@@ -37,6 +37,10 @@
 #ifndef GPUSCOPE_LIB_EXPORT_SUMMARY_FIELDS_H_
 #define GPUSCOPE_LIB_EXPORT_SUMMARY_FIELDS_H_
 
+#include <string>
+#include <string_view>
+#include <type_traits>
+
 #include "absl/status/statusor.h"
 #include "base/json.h"
 #include "gpuscope/summary.h"
@@ -208,6 +212,34 @@ void SummaryFields(V& v, S& s) {
   v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
 }
+
+// FieldsOf()
+//
+// The *Fields() function above of a struct, chosen by its type (const or
+// not), for code generic over a summary's parts.
+template <typename T, typename Struct>
+concept Is = std::is_same_v<std::remove_const_t<T>, Struct>;
+
+template <typename V, Is<Quantiles> T> void FieldsOf(V& v, T& x) { QuantilesFields(v, x); }
+template <typename V, Is<MisuseCounts> T> void FieldsOf(V& v, T& x) { MisuseFields(v, x); }
+template <typename V, Is<PhaseStats> T> void FieldsOf(V& v, T& x) { PhaseFields(v, x); }
+template <typename V, Is<DeviceStats> T> void FieldsOf(V& v, T& x) { DeviceFields(v, x); }
+template <typename V, Is<ActivityStats> T> void FieldsOf(V& v, T& x) { ActivityFields(v, x); }
+template <typename V, Is<GpuTelemetry> T> void FieldsOf(V& v, T& x) { GpuTelemetryFields(v, x); }
+template <typename V, Is<TelemetryStats> T> void FieldsOf(V& v, T& x) { TelemetryFields(v, x); }
+template <typename V, Is<Summary> T> void FieldsOf(V& v, T& x) { SummaryFields(v, x); }
+
+// PartToJson() / PartFromJson()
+//
+// One part of a summary (Quantiles, PhaseStats, DeviceStats, ActivityStats,
+// GpuTelemetry or TelemetryStats) as a JSON object and back, written and
+// read as inside a summary (each field checked against its range; relations
+// between fields are the whole summary's to check). What pickling the
+// Python views uses.
+template <typename T>
+std::string PartToJson(const T& part);
+template <typename T>
+absl::StatusOr<T> PartFromJson(std::string_view json);
 
 // SummaryFromJsonValue()
 //

@@ -185,6 +185,8 @@ def test_value_semantics(cupti):
     assert sm != sm.to_json() and sm.step_time != (0,)
     assert copy.deepcopy(sm) == sm and copy.copy(sm.phases["data"]) == sm.phases["data"]
     assert pickle.loads(pickle.dumps(sm)) == sm
+    for part in (sm.phases, sm.step_time, sm.devices, sm.activity):
+        assert pickle.loads(pickle.dumps(part)) == part
     f = cupti.diagnose()[0]
     assert pickle.loads(pickle.dumps(f)) == f
     assert repr(sm.step_time).startswith("Quantiles(count=10, mean=")
@@ -217,6 +219,7 @@ def test_nan_telemetry_reads_as_none_and_compares_equal(cupti):
     assert repr(sm.telemetry) == "TelemetryStats(source='NVML, /proc', steps=3)"
     again = gs.Summary.from_json(sm.to_json())
     assert again == sm and again.telemetry.gpus == sm.telemetry.gpus
+    assert pickle.loads(pickle.dumps(sm.telemetry)) == sm.telemetry
     assert sm.to_dict()["telemetry"]["gpus"][0]["mem_clock_mhz"] is None
     assert set(_struct_keys(sm.to_dict())["GpuTelemetry"]) == set(gpu)
     for key in gpu:
