@@ -274,8 +274,8 @@ void AddSummaryTypes(py::module_& m) {
         if (s == nullptr) throw py::error_already_set();
         Summary summary;
         {
-          // The loop thread may be waiting to record: never hold the GIL
-          // while the session computes (the caller's reference keeps it).
+          // Other threads (a training loop, when a monitor asks) run while
+          // the session computes; the caller's reference keeps it alive.
           py::gil_scoped_release release;
           summary = s->Summarize();
         }
