@@ -2,7 +2,9 @@
 //
 // The hot types (_Session and its scopes) are in hot_types.cc, written
 // against the C API; everything else, which is off the training loop's path,
-// is bound with pybind11 here.
+// is bound with pybind11: summaries and findings (summary_types.cc,
+// finding_types.cc) and the doctor's report (doctor_types.cc) as objects over
+// the C++ ones, the test helpers here.
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,11 +14,9 @@
 #include <string>
 #include <utility>
 
+#include "bound_types.h"
 #include "gpuscope/clock.h"
-#include "gpuscope/diagnose.h"
-#include "gpuscope/doctor.h"
 #include "gpuscope/report.h"
-#include "gpuscope/summary.h"
 #include "gpuscope/testing.h"
 #include "gpuscope/version.h"
 #include "hot_types.h"
@@ -28,24 +28,6 @@ namespace gpuscope::python {
 namespace {
 
 PyObject* g_error = nullptr;
-
-Summary SummaryOrThrow(const std::string& json) {
-  absl::StatusOr<Summary> summary = SummaryFromJson(json);
-  if (!summary.ok()) {
-    SetError(summary.status());
-    throw py::error_already_set();
-  }
-  return *std::move(summary);
-}
-
-DoctorReport DoctorOrThrow(const std::string& json) {
-  absl::StatusOr<DoctorReport> report = DoctorFromJson(json);
-  if (!report.ok()) {
-    SetError(report.status());
-    throw py::error_already_set();
-  }
-  return *std::move(report);
-}
 
 }  // namespace
 
@@ -161,53 +143,7 @@ PYBIND11_MODULE(_gpuscope, m) {
       .def_property_readonly("markers_recorded", &SimulatedDevice::markers_recorded)
       .def_property_readonly("markers_created", &SimulatedDevice::markers_created);
 
-  m.def(
-      "diagnose_json",
-      [](const std::string& summary_json) {
-        const Summary s = SummaryOrThrow(summary_json);
-        return FindingsToJson(Diagnose(s));
-      },
-      py::arg("summary_json"), "Findings (JSON array) for a summary given as JSON.");
-
-  m.def(
-      "prometheus_text", [](const std::string& summary_json) { return PrometheusText(SummaryOrThrow(summary_json)); },
-      py::arg("summary_json"), "The Prometheus text exposition for a summary given as JSON.");
-
-  m.def(
-      "format_report",
-      [](const std::string& summary_json, bool color) {
-        return FormatReport(SummaryOrThrow(summary_json), ReportOptions{.color = color});
-      },
-      py::arg("summary_json"), py::arg("color") = false,
-      "The human report for a summary given as JSON (ANSI colours with color=True).");
-
-  m.def(
-      "_doctor_json",
-      []() {
-        py::gil_scoped_release release;
-        return DoctorToJson(RunDoctor());
-      },
-      "Runs gpuscope doctor's checks now; the report as JSON.");
-  m.def(
-      "_doctor_format",
-      [](const std::string& report_json, bool color) { return FormatDoctor(DoctorOrThrow(report_json), color); },
-      py::arg("report_json"), py::arg("color") = false, "The doctor's table for a report given as JSON.");
-  m.def(
-      "_doctor_diff",
-      [](const std::string& baseline_json, const std::string& now_json) {
-        return DoctorBaselineDiff(DoctorOrThrow(baseline_json), DoctorOrThrow(now_json));
-      },
-      py::arg("baseline_json"), py::arg("now_json"),
-      "Differences of the node's facts from a saved baseline (ValueError if it is not one).");
-  m.def(
-      "_doctor_has_failures",
-      [](const std::string& report_json) { return DoctorOrThrow(report_json).has_failures(); },
-      py::arg("report_json"));
-
-  m.def(
-      "validate_summary_json",
-      [](const std::string& summary_json) { return ToJson(SummaryOrThrow(summary_json)); },
-      py::arg("summary_json"),
-      "Reads a summary JSON and writes it back; raises ValueError or GpuscopeError if it is "
-      "not a summary this gpuscope reads.");
+  AddSummaryTypes(m);
+  AddFindingTypes(m);
+  AddDoctorTypes(m);
 }

@@ -16,6 +16,7 @@
 #include "base/strings.h"
 #include "base/text.h"
 #include "core/phase_table.h"
+#include "export/summary_fields.h"
 
 namespace gpuscope {
 
@@ -39,180 +40,12 @@ namespace {
 
 using internal::JsonValue;
 using internal::JsonWriter;
+using internal::kAnyInteger;
+using internal::kCount;
+using internal::Range;
 
-// Each struct's fields are listed once, in a Fields() function that a
-// visitor walks: JsonOut writes them, JsonIn reads them back. Adding a field
-// to the encoding is one line here. Fields added after schema version 1 was
-// first written are kOptional: readers accept documents without them.
-//
-// Every number carries the range it must lie in, and the reader refuses a
-// file with a value outside it (a p95 of -1 s, a share of 50, GPU idle of
-// 200 %): numbers that no session can produce must not reach a comparison or
-// a diagnosis. Relations between fields are checked by CheckConsistency().
-
-constexpr bool kOptional = false;
-
-struct Range {
-  double lo;
-  double hi;
-};
-constexpr double kHuge = 1e15;                  // beyond any count or size gpuscope writes
-constexpr Range kCount{0, kHuge};               // counts and integers >= 0
-constexpr Range kSeconds{0, 1e9};               // durations: 0 .. ~30 years
-constexpr Range kSignedSeconds{-1e9, 1e9};      // lags, which may be negative
-constexpr Range kFraction{0, 1 + 1e-9};         // shares, ratios of a whole
-constexpr Range kPercent{0, 100 + 1e-6};
-constexpr Range kRate{0, kHuge};                // per second, per step, bytes
-constexpr Range kRatio{0, 100};                 // clocks over their maximum
-constexpr Range kState{-1, kHuge};              // NVML state, -1: not available
-constexpr Range kCelsius{-273.15, 1000};
-constexpr Range kAnyInteger{-kHuge, kHuge};  // checked by the caller
-
-template <typename V, typename Q>
-void Fields(V& v, Q& q) {  // Quantiles
-  v.Int("count", q.count, kCount);
-  v.Number("mean", q.mean, kSeconds);
-  v.Number("stddev", q.stddev, kSeconds);
-  v.Number("min", q.min, kSeconds);
-  v.Number("max", q.max, kSeconds);
-  v.Number("p50", q.p50, kSeconds);
-  v.Number("p90", q.p90, kSeconds);
-  v.Number("p95", q.p95, kSeconds);
-  v.Number("p99", q.p99, kSeconds);
-}
-
-template <typename V, typename M>
-void MisuseFields(V& v, M& m) {
-  v.Int("out_of_order_end", m.out_of_order_end, kCount);
-  v.Int("stale_end", m.stale_end, kCount);
-  v.Int("nested_step", m.nested_step, kCount);
-  v.Int("wrong_thread", m.wrong_thread, kCount);
-  v.Int("too_deep", m.too_deep, kCount);
-  v.Int("invalid_phase", m.invalid_phase, kCount);
-  v.Int("dropped_records", m.dropped_records, kCount);
-  v.Int("incomplete_steps", m.incomplete_steps, kCount);
-}
-
-template <typename V, typename P>
-void PhaseFields(V& v, P& p) {
-  v.PhaseName("name", p.name);
-  v.Bool("builtin", p.builtin);
-  v.Bool("top_level", p.top_level);
-  v.Int("steps", p.steps, kCount);
-  v.Int("count", p.count, kCount);
-  v.Number("total", p.total, kSeconds);
-  v.Number("share", p.share, kFraction);
-  v.Number("inclusive_share", p.inclusive_share, kFraction);
-  v.Object("time", p.time, [](auto& sub, auto& q) { Fields(sub, q); });
-  v.Int("outside_steps_count", p.outside_steps_count, kCount);
-  v.Number("outside_steps_total", p.outside_steps_total, kSeconds);
-  v.Object("device", p.device, [](auto& sub, auto& q) { Fields(sub, q); }, kOptional);
-  v.Number("backlog_p50", p.backlog_p50, kSignedSeconds, kOptional);
-}
-
-template <typename V, typename D>
-void DeviceFields(V& v, D& d) {
-  v.Int("device", d.device, kCount);
-  v.Int("gpu_steps", d.gpu_steps, kCount);
-  v.Optional("gpu_idle_pct", d.gpu_idle_pct, kPercent);
-}
-
-template <typename V, typename A>
-void ActivityFields(V& v, A& a) {
-  v.Number("kernels_per_step", a.kernels_per_step, kRate);
-  v.Number("kernel_time_p50", a.kernel_time_p50, kSeconds);
-  v.Number("h2d_bytes_per_step", a.h2d_bytes_per_step, kRate);
-  v.Number("d2h_bytes_per_step", a.d2h_bytes_per_step, kRate);
-  v.Number("copies_per_step", a.copies_per_step, kRate);
-  v.Number("pageable_copies_per_step", a.pageable_copies_per_step, kRate);
-  v.Number("syncs_per_step", a.syncs_per_step, kRate);
-  v.Number("sync_time_per_step", a.sync_time_per_step, kSeconds);
-  v.Number("host_wait_gaps_per_step", a.host_wait_gaps_per_step, kRate);
-  v.Number("host_wait_time_per_step", a.host_wait_time_per_step, kSeconds);
-  v.Number("kernel_time_per_step", a.kernel_time_per_step, kSeconds, kOptional);
-  v.Number("gemm_time_per_step", a.gemm_time_per_step, kSeconds, kOptional);
-  v.Number("fp32_gemm_time_per_step", a.fp32_gemm_time_per_step, kSeconds, kOptional);
-  v.Number("collective_time_per_step", a.collective_time_per_step, kSeconds, kOptional);
-  v.Number("exposed_collective_time_per_step", a.exposed_collective_time_per_step, kSeconds, kOptional);
-  v.Number("pageable_h2d_copies_per_step", a.pageable_h2d_copies_per_step, kRate, kOptional);
-  v.Int("dropped_records", a.dropped_records, kCount);
-}
-
-// Optional numbers (NaN or nullopt) are written as null.
-template <typename V, typename G>
-void GpuTelemetryFields(V& v, G& g) {
-  v.Int("index", g.index, kCount);
-  v.NanNumber("utilization_pct", g.utilization_pct, kPercent);
-  v.NanNumber("sm_clock_mhz", g.sm_clock_mhz, kRate);
-  v.NanNumber("sm_clock_max_mhz", g.sm_clock_max_mhz, kRate);
-  v.NanNumber("mem_clock_mhz", g.mem_clock_mhz, kRate);
-  v.NanNumber("mem_clock_max_mhz", g.mem_clock_max_mhz, kRate);
-  v.NanNumber("power_w", g.power_w, kRate);
-  v.NanNumber("power_limit_w", g.power_limit_w, kRate);
-  v.NanNumber("temperature_c", g.temperature_c, kCelsius);
-  v.NanNumber("memory_used_bytes", g.memory_used_bytes, kRate);
-  v.NanNumber("memory_total_bytes", g.memory_total_bytes, kRate);
-  v.NanNumber("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s, kRate);
-  v.NanNumber("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s, kRate);
-  v.Strings("clocks_event_reasons", g.clocks_event_reasons);
-  v.Int("pcie_gen", g.pcie_gen, kState);
-  v.Int("pcie_gen_max", g.pcie_gen_max, kState);
-  v.Int("pcie_width", g.pcie_width, kState);
-  v.Int("pcie_width_max", g.pcie_width_max, kState);
-  v.Int("ecc_corrected", g.ecc_corrected, kState);
-  v.Int("ecc_uncorrected", g.ecc_uncorrected, kState);
-  v.Int("persistence_mode", g.persistence_mode, kState);
-  v.Int("compute_mode", g.compute_mode, kState);
-  v.Int("mig_mode", g.mig_mode, kState);
-}
-
-template <typename V, typename T>
-void TelemetryFields(V& v, T& t) {
-  v.String("source", t.source);
-  v.Int("steps", t.steps, kCount);
-  v.Optional("gpu_utilization_pct", t.gpu_utilization_pct, kPercent);
-  v.Optional("sm_clock_ratio", t.sm_clock_ratio, kRatio);
-  v.Number("throttled_steps", t.throttled_steps, kFraction);
-  v.Strings("clocks_event_reasons", t.clocks_event_reasons);
-  v.Optional("host_cpu_pct", t.host_cpu_pct, kPercent);
-  v.Optional("host_iowait_pct", t.host_iowait_pct, kPercent);
-  v.Optional("process_cores", t.process_cores, kRate);
-  v.Optional("worker_cores", t.worker_cores, kRate);
-  v.Optional("memory_available_bytes", t.memory_available_bytes, kRate);
-  v.Optional("memory_pressure_pct", t.memory_pressure_pct, kPercent);
-  v.Optional("swap_pages_per_s", t.swap_pages_per_s, kRate);
-  v.Optional("load1", t.load1, kRate);
-  v.Optional("cpus_available", t.cpus_available, kRate, kOptional);
-  v.Optional("throttled_sm_clock_ratio", t.throttled_sm_clock_ratio, kRatio, kOptional);
-  v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
-}
-
-template <typename V, typename S>
-void SummaryFields(V& v, S& s) {
-  v.String("version", s.version);
-  v.Source("source", s.source);
-  v.String("source_reason", s.source_reason);
-  v.Bool("simulated", s.simulated, kOptional);
-  v.Int("window", s.window, kCount);
-  v.Int("steps", s.steps, kCount);
-  v.Int("total_steps", s.total_steps, kCount);
-  v.Int("pending_steps", s.pending_steps, kCount);
-  v.Number("window_time", s.window_time, kSeconds);
-  v.Object("step_time", s.step_time, [](auto& sub, auto& q) { Fields(sub, q); });
-  v.Object("lifetime_step_time", s.lifetime_step_time, [](auto& sub, auto& q) { Fields(sub, q); });
-  v.Int("gpu_steps", s.gpu_steps, kCount, kOptional);
-  v.Object("device_step_time", s.device_step_time, [](auto& sub, auto& q) { Fields(sub, q); }, kOptional);
-  v.Number("gpu_clock_error", s.gpu_clock_error, kSeconds, kOptional);
-  v.Array("phases", s.phases, [](auto& sub, auto& p) { PhaseFields(sub, p); });
-  v.Optional("samples_per_second", s.samples_per_second, kRate);
-  v.Optional("tokens_per_second", s.tokens_per_second, kRate);
-  v.Optional("gpu_idle_pct", s.gpu_idle_pct, kPercent);
-  v.NumberMap("idle_by_cause", s.idle_by_cause, kPercent);
-  v.Array("devices", s.devices, [](auto& sub, auto& d) { DeviceFields(sub, d); }, kOptional);
-  v.OptionalObject("activity", s.activity, [](auto& sub, auto& a) { ActivityFields(sub, a); });
-  v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
-  v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
-}
+// The fields and their ranges are declared once, in summary_fields.h: the
+// two visitors here write and read them as JSON.
 
 // ---- Writing.
 
@@ -534,7 +367,7 @@ std::string ToJson(const Summary& s) {
   JsonOut out(w);
   w.BeginObject();
   out.Int("schema_version", kJsonSchemaVersion, kCount);
-  SummaryFields(out, s);
+  internal::SummaryFields(out, s);
   w.EndObject();
   std::string text = w.Take();
   text.push_back('\n');
@@ -547,11 +380,52 @@ absl::StatusOr<Summary> SummaryFromJson(std::string_view json) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a gpuscope summary: ", parsed.status().message()));
   }
-  if (!parsed->is_object()) {
+  return internal::SummaryFromJsonValue(*parsed);
+}
+
+template <typename T>
+std::string internal::PartToJson(const T& part) {
+  JsonWriter w;
+  JsonOut out(w);
+  w.BeginObject();
+  internal::FieldsOf(out, part);
+  w.EndObject();
+  return w.Take();
+}
+
+template <typename T>
+absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
+  absl::StatusOr<JsonValue> parsed = internal::ParseJson(json);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_object()) return absl::InvalidArgumentError("gpuscope summary JSON: a part is not an object");
+  absl::Status status;
+  JsonIn in(*parsed, "", &status);
+  T part;
+  internal::FieldsOf(in, part);
+  if (!status.ok()) return status;
+  return part;
+}
+
+// The parts the Python views pickle.
+template std::string internal::PartToJson<Quantiles>(const Quantiles&);
+template absl::StatusOr<Quantiles> internal::PartFromJson<Quantiles>(std::string_view);
+template std::string internal::PartToJson<PhaseStats>(const PhaseStats&);
+template absl::StatusOr<PhaseStats> internal::PartFromJson<PhaseStats>(std::string_view);
+template std::string internal::PartToJson<DeviceStats>(const DeviceStats&);
+template absl::StatusOr<DeviceStats> internal::PartFromJson<DeviceStats>(std::string_view);
+template std::string internal::PartToJson<ActivityStats>(const ActivityStats&);
+template absl::StatusOr<ActivityStats> internal::PartFromJson<ActivityStats>(std::string_view);
+template std::string internal::PartToJson<GpuTelemetry>(const GpuTelemetry&);
+template absl::StatusOr<GpuTelemetry> internal::PartFromJson<GpuTelemetry>(std::string_view);
+template std::string internal::PartToJson<TelemetryStats>(const TelemetryStats&);
+template absl::StatusOr<TelemetryStats> internal::PartFromJson<TelemetryStats>(std::string_view);
+
+absl::StatusOr<Summary> internal::SummaryFromJsonValue(const JsonValue& doc) {
+  if (!doc.is_object()) {
     return absl::InvalidArgumentError("not a gpuscope summary: the document is not a JSON object");
   }
   absl::Status status;
-  JsonIn in(*parsed, "", &status);
+  JsonIn in(doc, "", &status);
   int64_t schema = 0;
   in.Int("schema_version", schema, kAnyInteger);
   if (!status.ok()) {
@@ -563,7 +437,7 @@ absl::StatusOr<Summary> SummaryFromJson(std::string_view json) {
         kJsonSchemaVersion, ": re-save it with a matching gpuscope version"));
   }
   Summary s;
-  SummaryFields(in, s);
+  internal::SummaryFields(in, s);
   if (!status.ok()) return status;
   if (absl::Status consistent = CheckConsistency(s); !consistent.ok()) return consistent;
   return s;

@@ -57,29 +57,30 @@ def doctor(argv: Sequence[str]) -> int:
             print(f"gpuscope doctor: {shown}: not a gpuscope doctor report (not UTF-8 text; write one "
                   "with gpuscope doctor --save FILE)", file=sys.stderr)
             return 2
-    report = _gpuscope._doctor_json()
+    report = _gpuscope.run_doctor()
     diffs: List[str] = []
     if baseline is not None:
         try:
-            diffs = _gpuscope._doctor_diff(baseline, report)
+            diffs = _gpuscope.DoctorReport.from_json(baseline).baseline_diff(report)
         except (ValueError, _gpuscope.GpuscopeError) as e:
             print(f"gpuscope doctor: {shown}: {printable(str(e))}", file=sys.stderr)
             return 2
     save_error = ""
     if args.save:
         try:
-            write_atomically(args.save, report)
+            write_atomically(args.save, report.to_json())
         except OSError as e:
             save_error = f"gpuscope doctor: {printable(str(e))}"
 
     if args.json:
-        out = json.loads(report)
+        # The report as DoctorToJson writes it, with the differences added.
+        out = json.loads(report.to_json())
         if baseline is not None:
             out["baseline_differences"] = diffs
         print(json.dumps(out, indent=2))
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        sys.stdout.write(_gpuscope._doctor_format(report, color))
+        sys.stdout.write(report.format(color))
         if baseline is not None:
             if diffs:
                 print(f"differences from the baseline {shown}:")
@@ -92,7 +93,7 @@ def doctor(argv: Sequence[str]) -> int:
     if save_error:  # after the report, which a failed save must not hide
         print(save_error, file=sys.stderr)
         return 2
-    return 1 if _gpuscope._doctor_has_failures(report) or diffs else 0
+    return 1 if report.has_failures() or diffs else 0
 
 
 def compare(argv: Sequence[str]) -> int:

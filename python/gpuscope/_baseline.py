@@ -46,14 +46,17 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
     metadata may name hosts, users and paths: a new file is readable by its
     owner only (0600) unless ``mode`` says otherwise; a file of ours being
     replaced keeps its mode, one of another user's does not."""
-    doc = {
+    # The envelope and the metadata are Python's (json.dumps); the summary and
+    # findings are appended as the C++ core writes them, so they are never
+    # turned into Python data and back. The document is the one json.dumps
+    # wrote for all of it before.
+    head = json.dumps({
         "schema": RUN_SCHEMA,
         "schema_version": RUN_SCHEMA_VERSION,
         "metadata": run_metadata(dataset, extra),
-        "summary": json.loads(summary.to_json()),
-        "findings": json.loads(_gpuscope.diagnose_json(summary.to_json())),
-    }
-    return write_atomically(path, json.dumps(doc, indent=2) + "\n", mode=mode, new_file_mode=RUN_FILE_MODE)
+    }, indent=2)
+    text = _gpuscope._run_file_json(head, summary, diagnose_summary(summary))
+    return write_atomically(path, text, mode=mode, new_file_mode=RUN_FILE_MODE)
 
 
 def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
@@ -61,7 +64,8 @@ def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
     wrong with it otherwise. Only a regular file of at most
     MAX_RUN_FILE_BYTES is read (a device, a FIFO or a huge file is refused
     before reading), and every field of its summary is checked against the
-    range a session can produce (``Summary.from_json``)."""
+    range a session can produce (as ``Summary.from_json`` does). The file is
+    parsed once."""
     shown = printable(path)
     try:
         data = read_capped(path, MAX_RUN_FILE_BYTES, "run file")
@@ -106,7 +110,9 @@ def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
     if not isinstance(doc.get("summary"), dict):
         raise BaselineError(f"{shown}: run file has no summary object")
     try:
-        summary = Summary.from_json(json.dumps(doc["summary"]))
+        # Read from this one parse (the checks above need Python's: it names
+        # the NaN, Infinity or 1e400 it met, and tells 1.0 from 1).
+        summary = Summary._from_dict(doc["summary"])
     except (ValueError, _gpuscope.GpuscopeError) as e:
         raise BaselineError(f"{shown}: its summary cannot be used: {printable(str(e))}") from None
     meta = doc.get("metadata")

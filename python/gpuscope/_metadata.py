@@ -1183,14 +1183,12 @@ def _container_image() -> Optional[str]:
 
 def _gpus_and_driver() -> Tuple[List[str], Optional[str], Optional[int]]:
     try:
-        import json
-
         from . import _gpuscope
-        report = json.loads(_gpuscope._doctor_json())
-        facts = report.get("facts", {})
-        names = [facts[f"gpu{i}.name"] for i in range(int(report.get("gpu_count", 0) or 0)) if f"gpu{i}.name" in facts]
-        cuda = report.get("cuda_driver_version")
-        return names, report.get("driver_version") or None, cuda if isinstance(cuda, int) and cuda > 0 else None
+        report = _gpuscope.run_doctor()
+        facts = report.facts
+        names = [facts[f"gpu{i}.name"] for i in range(report.gpu_count) if f"gpu{i}.name" in facts]
+        cuda = report.cuda_driver_version
+        return names, report.driver_version or None, cuda if cuda > 0 else None
     except Exception:  # noqa: BLE001 - metadata is best effort; never fail a save on it
         return [], None, None
 

@@ -59,12 +59,12 @@ class Session(_gpuscope._Session):
 
     def summary(self) -> Summary:
         """A snapshot of the window and the run so far (``gs.Summary``)."""
-        return Summary._from_json(self._summary_json())
+        return _gpuscope.summarize(self)
 
     def report(self, color: bool = False) -> str:
         """The human report, findings included, at most 80 columns wide
         (``color=True``: ANSI colours, for a terminal)."""
-        return _gpuscope.format_report(self._summary_json(), color)
+        return _gpuscope.format_report(_gpuscope.summarize(self), color)
 
     def diagnose(self) -> List[Finding]:
         """Findings, ranked by the share of step time they explain."""
@@ -77,6 +77,7 @@ class Session(_gpuscope._Session):
         (s) with a GPU source, and telemetry (``gpu_utilization_pct``,
         ``sm_clock_ratio``, ``host_cpu_pct``, ``host_iowait_pct``,
         ``worker_cores``); None where not measured."""
+        # Plain data, not a summary: it stays on the series' JSON encoding.
         return list(json.loads(self._step_series_json())["steps"])
 
     def save(self, path: "os.PathLike[str] | str", dataset: Optional[str] = None,
@@ -94,7 +95,7 @@ class Session(_gpuscope._Session):
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named
         ``gpuscope_*``; docs/prometheus.md)."""
-        return _gpuscope.prometheus_text(self._summary_json())
+        return _gpuscope.prometheus_text(_gpuscope.summarize(self))
 
     def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
         """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's

@@ -1,0 +1,295 @@
+// gs.Summary and its parts: Python views over the C++ Summary.
+//
+// Every attribute that mirrors a field is defined from the field's one
+// declaration (lib/export/summary_fields.h) by FieldProperties; the
+// exceptions below, each commented, are where the Python API has always
+// differed from the JSON. All times are in seconds.
+
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "bound_types.h"
+#include "export/summary_fields.h"
+#include "field_properties.h"
+#include "gpuscope/report.h"
+#include "gpuscope/session.h"
+#include "gpuscope/summary.h"
+#include "hot_types.h"
+#include "py_json.h"
+#include "value_or_throw.h"
+
+namespace py = pybind11;
+
+namespace gpuscope::python {
+namespace {
+
+constexpr char kQuantilesDoc[] =
+    "A duration's distribution, in seconds (``count == 0``: all zeros): ``count``, ``mean``, "
+    "``stddev``, ``min``, ``max``, ``p50``, ``p90``, ``p95``, ``p99``.";
+
+constexpr char kPhaseStatsDoc[] =
+    "One phase over the window; ``\"other\"`` is step time outside every top-level phase.\n\n"
+    "``share`` is the phase's top-level time as a fraction of step time: the shares of all "
+    "phases plus ``other`` sum to 1. ``inclusive_share`` counts its time at any depth (a nested "
+    "phase has share 0 and inclusive_share > 0). ``p50``..``p99``, ``mean``, ``max`` are "
+    "per-step times over the ``steps`` steps that contain it. ``device``: per-step GPU time "
+    "(``Quantiles``) with a GPU source, else None; ``backlog_p50``: the median GPU lag when the "
+    "phase began, else None.";
+
+constexpr char kDeviceStatsDoc[] =
+    "One GPU's share of a session (``Summary.devices``): ``device`` (the CUDA ordinal), "
+    "``gpu_steps`` (window steps it was timed in) and ``gpu_idle_pct`` (0..100 over those steps; "
+    "a lower bound with ``\"events\"``).";
+
+constexpr char kActivityStatsDoc[] =
+    "Per-step means from activity records (``Summary.activity``, source ``\"cupti\"``): "
+    "``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, "
+    "``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, "
+    "``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and "
+    "``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, "
+    "``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and "
+    "``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no "
+    "other work on its GPU overlapped), all in s per GPU, from kernel names; "
+    "``pageable_h2d_copies_per_step``; ``dropped_records``.";
+
+constexpr char kGpuTelemetryDoc[] =
+    "One GPU as NVML saw it over the window (``TelemetryStats.gpus``): ``index``, "
+    "``utilization_pct`` (as nvidia-smi reports it), ``sm_clock_mhz``, ``sm_clock_max_mhz``, "
+    "``mem_clock_mhz``, ``mem_clock_max_mhz``, ``power_w``, ``power_limit_w``, "
+    "``temperature_c``, ``memory_used_bytes``, ``memory_total_bytes``, "
+    "``pcie_rx_bytes_per_s``, ``pcie_tx_bytes_per_s`` (means; None where the GPU does not "
+    "report it), ``clocks_event_reasons``, and at the last sample ``pcie_gen``, "
+    "``pcie_gen_max``, ``pcie_width``, ``pcie_width_max``, ``ecc_corrected``, "
+    "``ecc_uncorrected``, ``persistence_mode``, ``compute_mode``, ``mig_mode`` (None where not "
+    "available).";
+
+constexpr char kTelemetryStatsDoc[] =
+    "Device and host state the worker sampled (``Summary.telemetry``): ``source``, ``steps`` "
+    "(window steps covered), ``gpu_utilization_pct`` (as nvidia-smi reports it: not GPU busy), "
+    "``sm_clock_ratio`` (the slowest GPU's clock over its maximum), ``throttled_steps`` (share "
+    "of steps with a power or thermal cap), ``clocks_event_reasons``, ``host_cpu_pct``, "
+    "``host_iowait_pct``, ``process_cores``, ``worker_cores`` (DataLoader workers), "
+    "``memory_available_bytes``, ``memory_pressure_pct`` (PSI), ``swap_pages_per_s``, "
+    "``load1``, ``cpus_available`` (affinity cut by a container limit), "
+    "``throttled_sm_clock_ratio`` (the clock ratio over the throttled steps only) and ``gpus`` "
+    "(``GpuTelemetry``); None where not sampled.";
+
+constexpr char kSummaryDoc[] =
+    "What a session knows at one moment (``Session.summary()``).\n\n"
+    "``steps``: completed steps in the window; ``step_time``: exact quantiles over the window; "
+    "``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None "
+    "without a GPU timeline source (a lower bound with ``\"events\"``), over the ``gpu_steps`` "
+    "window steps whose GPU data is in (``pending_steps`` still wait for the GPU); "
+    "``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; "
+    "``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their "
+    "mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; "
+    "``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; "
+    "``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; "
+    "``source``: ``\"cupti\"``, ``\"events\"`` or ``\"host\"``; ``simulated``: True when the GPU "
+    "numbers come from gpuscope's simulated device (``simulated_device=``, "
+    "``GPUSCOPE_SIMULATE=1``), not a GPU.\n\n"
+    "``Summary(json_text)`` is ``Summary.from_json(json_text)``.";
+
+// The public types live in the package's namespace, as before (and pickle
+// looks them up there).
+template <typename T>
+py::class_<T> Class(py::module_& m, const char* name, const char* doc) {
+  py::class_<T> cls(m, name, doc);
+  cls.attr("__module__") = "gpuscope";
+  return cls;
+}
+
+// A part of a summary: pickled as its JSON object, read back with the same
+// checks as inside a summary.
+template <typename T>
+py::class_<T> Part(py::module_& m, const char* name, const char* doc) {
+  py::class_<T> cls = Class<T>(m, name, doc);
+  cls.def(py::pickle([](const T& part) { return py::make_tuple(internal::PartToJson(part)); },
+                     [](const py::tuple& state) {
+                       return ValueOrThrow(internal::PartFromJson<T>(state[0].cast<std::string>()));
+                     }));
+  return cls;
+}
+
+// The attributes of a struct's fields, but for the `exceptions` the caller
+// defines; their names, in declaration order.
+template <typename T>
+std::vector<std::string> DefineFields(py::class_<T>& cls, std::initializer_list<std::string_view> exceptions = {}) {
+  FieldProperties<T> properties(cls, exceptions);
+  internal::FieldsOf(properties, properties.prototype());
+  return properties.Finish();
+}
+
+// `names` with `lead` moved to the front, the rest in their order.
+std::vector<std::string> LeadWith(std::vector<std::string> names, std::initializer_list<std::string_view> lead) {
+  std::vector<std::string> out(lead.begin(), lead.end());
+  for (const std::string& name : out) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      throw std::logic_error("gpuscope bindings: no field '" + name + "' to list first");
+    }
+  }
+  for (std::string& name : names) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+  }
+  return out;
+}
+
+// MisuseCounts as the dict of counts Summary.misuse has always been.
+struct CountsDict {
+  py::dict out;
+  void Int(std::string_view key, int64_t v, internal::Range, bool = true) { out[Str(key)] = py::int_(v); }
+};
+
+void AddSummaryParts(py::module_& m) {
+  // The hashable ones are those the old types were hashable by value.
+  auto quantiles = Part<Quantiles>(m, "Quantiles", kQuantilesDoc);
+  AddValueMethods(quantiles, DefineFields(quantiles), /*hashable=*/true);
+
+  auto device = Part<DeviceStats>(m, "DeviceStats", kDeviceStatsDoc);
+  AddValueMethods(device, DefineFields(device), /*hashable=*/true);
+
+  auto activity = Part<ActivityStats>(m, "ActivityStats", kActivityStatsDoc);
+  AddValueMethods(activity, DefineFields(activity), /*hashable=*/false);
+
+  // GpuTelemetry and TelemetryStats keep their short reprs.
+  auto gpu = Part<GpuTelemetry>(m, "GpuTelemetry", kGpuTelemetryDoc);
+  AddValueMethods(gpu, DefineFields(gpu), /*hashable=*/false, /*repr=*/false);
+  gpu.def("__repr__", [](py::object self) {
+    return py::str("GpuTelemetry(index={}, utilization_pct={})").format(self.attr("index"), self.attr("utilization_pct"));
+  });
+  auto telemetry = Part<TelemetryStats>(m, "TelemetryStats", kTelemetryStatsDoc);
+  AddValueMethods(telemetry, DefineFields(telemetry), /*hashable=*/false, /*repr=*/false);
+  telemetry.def("__repr__", [](py::object self) {
+    return py::str("TelemetryStats(source={!r}, steps={})").format(self.attr("source"), self.attr("steps"));
+  });
+
+  auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
+  const std::vector<std::string> names = DefineFields(phase, {"device", "backlog_p50"});
+  // Exception: without device data for the phase (no GPU source, or not in
+  // yet), its device numbers are zeros that mean "not measured": None.
+  phase.def_property_readonly("device", [](const PhaseStats& p) -> py::object {
+    return p.device.count != 0 ? py::cast(p.device) : py::none();
+  });
+  phase.def_property_readonly("backlog_p50", [](const PhaseStats& p) -> py::object {
+    return p.device.count != 0 ? py::object(py::float_(p.backlog_p50)) : py::none();
+  });
+  // Exception: the repr leads with the fields the dataclass this type
+  // replaces listed first (the shares are what people look for).
+  AddValueMethods(phase, LeadWith(names, {"name", "share", "inclusive_share", "top_level", "builtin"}),
+                  /*hashable=*/true);
+  // Python only: the per-step time's quantiles, read through.
+  phase.def_property_readonly("p50", [](const PhaseStats& p) { return p.time.p50; })
+      .def_property_readonly("p90", [](const PhaseStats& p) { return p.time.p90; })
+      .def_property_readonly("p95", [](const PhaseStats& p) { return p.time.p95; })
+      .def_property_readonly("p99", [](const PhaseStats& p) { return p.time.p99; })
+      .def_property_readonly("mean", [](const PhaseStats& p) { return p.time.mean; })
+      .def_property_readonly("max", [](const PhaseStats& p) { return p.time.max; });
+}
+
+Summary FromJson(std::string_view text) { return ValueOrThrow(SummaryFromJson(text)); }
+
+void AddSummary(py::module_& m) {
+  auto summary = Class<Summary>(m, "Summary", kSummaryDoc);
+  const std::vector<std::string> names = DefineFields(summary, {"phases", "device_step_time", "misuse"});
+  // Exception: JSON keeps the breakdown as an array; Python looks phases up
+  // by name, so `phases` is a dict in breakdown order.
+  summary.def_property_readonly("phases", [](const Summary& s) {
+    py::dict out;
+    for (const PhaseStats& p : s.phases) out[Str(p.name)] = py::cast(p);
+    return out;
+  });
+  // Exception: with no GPU step timed, the device step time is zeros that
+  // mean "not measured": None.
+  summary.def_property_readonly("device_step_time", [](const Summary& s) -> py::object {
+    return s.gpu_steps != 0 ? py::cast(s.device_step_time) : py::none();
+  });
+  // Exception: the misuse counts are a dict (name -> count), not an object.
+  summary.def_property_readonly("misuse", [](const Summary& s) {
+    CountsDict counts;
+    internal::FieldsOf(counts, s.misuse);
+    return counts.out;
+  });
+  // Exception: samples_per_second is also `throughput`, the name the
+  // Python API has always used for it.
+  summary.def_property_readonly("throughput", [](const Summary& s) -> py::object {
+    return s.samples_per_second.has_value() ? py::object(py::float_(*s.samples_per_second)) : py::none();
+  });
+  AddValueMethods(summary, names, /*hashable=*/false, /*repr=*/false);
+
+  summary.def(py::init(&FromJson), py::arg("json_text"))
+      .def_static("from_json", &FromJson, py::arg("json_text"),
+                  "Reads a summary written by ``to_json()`` (by any process). Raises ``ValueError`` for "
+                  "text that is not a summary, ``GpuscopeError`` for another schema version.")
+      .def_static(
+          "_from_dict",
+          [](py::handle data) {
+            absl::StatusOr<internal::JsonValue> doc = JsonValueFromPython(data);
+            if (!doc.ok()) {
+              ThrowIfError(absl::InvalidArgumentError(
+                  std::string("not a gpuscope summary: ") + std::string(doc.status().message())));
+            }
+            return ValueOrThrow(internal::SummaryFromJsonValue(*doc));
+          },
+          py::arg("data"),
+          "Reads a summary from plain data (a run file's \"summary\" as json.loads returned it), "
+          "checked as from_json() checks text.")
+      .def("to_json", [](const Summary& s) { return ToJson(s); },
+           "The summary as versioned JSON, exactly as the C++ core writes it.")
+      // The plain-data view: exactly what json.loads reads from to_json()
+      // (integral numbers as int), as it has always been.
+      .def("to_dict", [](const Summary& s) { return py::module_::import("json").attr("loads")(ToJson(s)); },
+           "The summary as plain data (the JSON schema, docs/json-schema.md); a new copy each call.")
+      .def("report",
+           [](const Summary& s, bool color) { return FormatReport(s, ReportOptions{.color = color}); },
+           py::arg("color") = false,
+           "The human report for this summary, findings included (``color=True``: ANSI colours, for a "
+           "terminal).")
+      .def("__str__", [](const Summary& s) { return FormatReport(s); })
+      .def("__repr__",
+           [](const Summary& s) {
+             return py::str("<gpuscope.Summary steps={} source={!r} p50={:.3f}ms p95={:.3f}ms>")
+                 .format(s.steps, Str(SourceName(s.source)), s.step_time.p50 * 1e3, s.step_time.p95 * 1e3);
+           })
+      .def(py::pickle([](const Summary& s) { return py::make_tuple(ToJson(s)); },
+                      [](const py::tuple& state) { return FromJson(state[0].cast<std::string>()); }));
+}
+
+}  // namespace
+
+void AddSummaryTypes(py::module_& m) {
+  AddSummaryParts(m);
+  AddSummary(m);
+
+  m.def(
+      "summarize",
+      [](py::handle session) {
+        Session* s = SessionOf(session.ptr());
+        if (s == nullptr) throw py::error_already_set();
+        Summary summary;
+        {
+          // Other threads (a training loop, when a monitor asks) run while
+          // the session computes; the caller's reference keeps it alive.
+          py::gil_scoped_release release;
+          summary = s->Summarize();
+        }
+        return summary;
+      },
+      py::arg("session"), "A gpuscope.Session's summary now (Session.summary()).");
+  m.def(
+      "format_report",
+      [](const Summary& s, bool color) { return FormatReport(s, ReportOptions{.color = color}); },
+      py::arg("summary"), py::arg("color") = false,
+      "The human report for a summary (ANSI colours with color=True).");
+  m.def(
+      "prometheus_text", [](const Summary& s) { return PrometheusText(s); }, py::arg("summary"),
+      "The Prometheus text exposition for a summary.");
+}
+
+}  // namespace gpuscope::python
