@@ -164,16 +164,6 @@ void SessionDealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-PyObject* SessionSummaryJson(PyObject* self, PyObject*) {
-  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
-  if (session == nullptr) return nullptr;
-  std::string json;
-  Py_BEGIN_ALLOW_THREADS
-  json = ToJson(session->Summarize());
-  Py_END_ALLOW_THREADS
-  return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
-}
-
 PyObject* SessionStepSeriesJson(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -285,7 +275,6 @@ PyMethodDef kSessionMethods[] = {
     {"release_cupti", SessionReleaseCupti, METH_NOARGS,
      "release_cupti() -> gives CUPTI back (so that torch.profiler or Nsight can use it); the "
      "session goes on with CUDA events. No-op unless the source is 'cupti'."},
-    {"_summary_json", SessionSummaryJson, METH_NOARGS, "The summary as JSON (C++ ToJson)."},
     {"_step_series_json", SessionStepSeriesJson, METH_NOARGS,
      "The window's steps as JSON (C++ StepSeriesToJson)."},
     {"trace_json", SessionTraceJson, METH_NOARGS,

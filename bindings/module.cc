@@ -1,6 +1,6 @@
 // gpuscope._gpuscope: the extension module behind the `gpuscope` package.
 //
-// The hot types (_Session and its scopes) are in hot_types.cc, written
+// The hot types (_Session and its scopes) are declared in hot_types.h (defined in the hot_*.cc files), written
 // against the C API; everything else, which is off the training loop's path,
 // is bound with pybind11: summaries and findings (summary_types.cc,
 // finding_types.cc) and the doctor's report (doctor_types.cc) as objects over

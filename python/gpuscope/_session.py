@@ -182,7 +182,7 @@ _NO_FALLTHROUGH = frozenset({
     "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
     "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP", "JUMP_NO_INTERRUPT",
 })
-_MAX_LOOP_RANGES = 32  # as bindings/hot_types.cc holds
+_MAX_LOOP_RANGES = 32  # as bindings/hot_steps_iter.cc holds (kMaxLoopRanges)
 
 
 @functools.lru_cache(maxsize=256)
