@@ -1,3 +1,7 @@
+// Parsing goes through nlohmann-json's SAX interface, which builds the
+// `JsonValue` tree below; writing stays by hand (see the JsonWriter section).
+// No nlohmann type leaves this file.
+
 #include "base/json.h"
 
 #include <algorithm>
@@ -6,17 +10,20 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuscope::internal {
 namespace {
@@ -51,366 +58,313 @@ size_t Utf8SequenceLength(std::string_view text, size_t pos) {
   return 0;
 }
 
-void AppendUtf8(uint32_t code_point, std::string& out) {
-  auto put = [&](uint32_t bits) { out.push_back(static_cast<char>(bits)); };
-  if (code_point < 0x80) {
-    put(code_point);
-  } else if (code_point < 0x800) {
-    put(0xC0 | (code_point >> 6));
-    put(0x80 | (code_point & 0x3F));
-  } else if (code_point < 0x10000) {
-    put(0xE0 | (code_point >> 12));
-    put(0x80 | ((code_point >> 6) & 0x3F));
-    put(0x80 | (code_point & 0x3F));
-  } else {
-    put(0xF0 | (code_point >> 18));
-    put(0x80 | ((code_point >> 12) & 0x3F));
-    put(0x80 | ((code_point >> 6) & 0x3F));
-    put(0x80 | (code_point & 0x3F));
-  }
-}
-
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-// The two-character escapes: the letter after the backslash, and at the same
-// index, the byte it stands for.
-constexpr std::string_view kEscapeLetters = "\"\\/bfnrt";
-constexpr std::string_view kEscapedBytes = "\"\\/\b\f\n\r\t";
 
 // 2^53: every integer of at most this magnitude is exact in a double.
 constexpr double kMaxExactDouble = 9007199254740992.0;
 
-class Parser {
+// Reads the text like a `const char*` and counts the bytes nlohmann's lexer
+// has taken, a position its SAX events do not carry.
+class CountingIterator {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  absl::StatusOr<JsonValue> ParseDocument() {
-    if (text_.size() > kMaxJsonBytes) {
-      Fail(absl::StrCat("input is ", text_.size(),
-                        " bytes, more than the limit of ", kMaxJsonBytes));
-      return error_;
-    }
-    JsonValue value;
-    SkipWhitespace();
-    if (!ParseValue(value, 0)) return error_;
-    SkipWhitespace();
-    if (pos_ < text_.size()) {
-      Fail("unexpected content after the document");
-      return error_;
-    }
-    return value;
+  CountingIterator(const char* at, size_t* taken) : at_(at), taken_(taken) {}
+  reference operator*() const { return *at_; }
+  CountingIterator& operator++() {
+    ++at_;
+    ++*taken_;
+    return *this;
+  }
+  bool operator==(const CountingIterator& other) const {
+    return at_ == other.at_;
   }
 
  private:
-  bool AtEnd() const { return pos_ >= text_.size(); }
-  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
+  const char* at_;
+  size_t* taken_;
+};
 
-  // Records an error at the current position; always returns false.
-  bool Fail(std::string_view what) {
-    size_t line = 1;
-    size_t line_start = 0;
-    const size_t end = pos_ < text_.size() ? pos_ : text_.size();
-    for (size_t i = 0; i < end; ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
+// A SAX handler for nlohmann's parser that builds the `JsonValue` tree, limits the depth,
+// and turns nlohmann's errors into ours.
+//
+// Positions: when an event arrives, the lexer has taken the bytes of its token
+// and, after a number, one byte more (it reads ahead to find the number's
+// end); errors are placed from the end of the last event's token.
+class TreeBuilder {
+ public:
+  explicit TreeBuilder(std::string_view text) : text_(text) {}
+
+  // Parses the whole text; call once.
+  absl::StatusOr<JsonValue> Build() {
+    const CountingIterator first(text_.data(), &taken_);
+    const CountingIterator last(text_.data() + text_.size(), &taken_);
+    if (!nlohmann::json::sax_parse(first, last, this)) {
+      assert(!error_.ok());
+      return error_;
     }
+    // The lexer takes a NUL byte for the end of the input.
+    if (const size_t at = SkipWhitespace(last_end_); at < text_.size()) {
+      Fail(at, "unexpected content after the document");
+      return error_;
+    }
+    return std::move(root_);
+  }
+
+  // The SAX events (nlohmann's names and signatures).
+
+  bool null() { return Add(JsonValue(), taken_); }
+  bool boolean(bool value) { return Add(JsonValue::Bool(value), taken_); }
+  bool number_integer(int64_t value) {
+    if (value == 0) return Zero();
+    return Add(JsonValue::Int(value), NumberEnd());
+  }
+  bool number_unsigned(uint64_t value) {
+    if (value == 0) return Zero();
+    if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Add(JsonValue::Number(static_cast<double>(value)), NumberEnd());
+    }
+    return Add(JsonValue::Int(static_cast<int64_t>(value)), NumberEnd());
+  }
+  // Underflow gives zero of the literal's sign; overflow never gets here
+  // (nlohmann reports it as error 406).
+  bool number_float(double value, const std::string& /*literal*/) {
+    return Add(JsonValue::Number(value), NumberEnd());
+  }
+  bool string(std::string& value) {
+    return Add(JsonValue::String(std::move(value)), taken_);
+  }
+  bool binary(nlohmann::json::binary_t& /*value*/) {
+    return Fail(taken_, "binary value");  // JSON text has none
+  }
+  bool start_object(size_t /*elements*/) { return Open(/*is_object=*/true); }
+  bool start_array(size_t /*elements*/) { return Open(/*is_object=*/false); }
+  bool key(std::string& name) {
+    stack_.back().key = std::move(name);
+    last_ = Last::kKey;
+    last_end_ = taken_;
+    return true;
+  }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool parse_error(size_t position, const std::string& /*last_token*/,
+                   const nlohmann::json::exception& error);
+
+ private:
+  // What the last event was.
+  enum class Last { kOpen, kKey, kValue };  // kOpen: '[', '{' or nothing yet
+
+  struct Frame {
+    bool is_object = false;
+    JsonValue::Array elements;
+    JsonValue::Object members;
+    std::string key;  // objects: the name of the member whose value is next
+  };
+
+  // The byte at `pos`, or NUL past the end.
+  char Byte(size_t pos) const { return pos < text_.size() ? text_[pos] : '\0'; }
+
+  size_t SkipWhitespace(size_t pos) const {
+    while (pos < text_.size() && (text_[pos] == ' ' || text_[pos] == '\t' ||
+                                  text_[pos] == '\n' || text_[pos] == '\r')) {
+      ++pos;
+    }
+    return pos;
+  }
+
+  // Where the number just reported ends: the lexer has read one byte past it
+  // unless the input ended, and that byte is no digit (but see `Zero()`).
+  size_t NumberEnd() const {
+    return taken_ > 0 && IsDigit(text_[taken_ - 1]) ? taken_ : taken_ - 1;
+  }
+
+  // Records an error at byte `pos`; always returns false, which stops
+  // nlohmann's parser.
+  bool Fail(size_t pos, std::string_view what) {
+    const std::string_view before = text_.substr(0, pos);
+    const size_t newline = before.rfind('\n');
     error_ = absl::InvalidArgumentError(absl::StrCat(
-        "JSON parse error at line ", line, ", column ", end - line_start + 1,
+        "JSON parse error at line ",
+        1 + std::count(before.begin(), before.end(), '\n'), ", column ",
+        before.size() - (newline == std::string_view::npos ? 0 : newline + 1) + 1,
         ": ", absl::string_view(what.data(), what.size())));
     return false;
   }
 
   // Fails with "unexpected end of input" or "unexpected <char>, <expected>".
-  bool FailUnexpected(std::string_view expected) {
+  bool FailUnexpected(size_t pos, std::string_view expected) {
     const absl::string_view exp(expected.data(), expected.size());
-    if (AtEnd()) return Fail(absl::StrCat("unexpected end of input, ", exp));
-    const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+    if (pos >= text_.size()) {
+      return Fail(pos, absl::StrCat("unexpected end of input, ", exp));
+    }
+    const unsigned char c = static_cast<unsigned char>(text_[pos]);
     const std::string shown = c >= 0x21 && c < 0x7F
                                   ? absl::StrFormat("'%c'", c)
                                   : absl::StrFormat("byte 0x%02X", c);
-    return Fail(absl::StrCat("unexpected ", shown, ", ", exp));
+    return Fail(pos, absl::StrCat("unexpected ", shown, ", ", exp));
   }
 
-  void SkipWhitespace() {
-    while (!AtEnd()) {
-      const char c = text_[pos_];
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return;
-      ++pos_;
-    }
-  }
-
-  bool ParseValue(JsonValue& out, int depth) {
-    switch (Peek()) {
-      case '{':
-        return ParseObject(out, depth + 1);
-      case '[':
-        return ParseArray(out, depth + 1);
-      case '"': {
-        std::string s;
-        if (!ParseString(s)) return false;
-        out = JsonValue::String(std::move(s));
-        return true;
-      }
-      case 't':
-        return ParseLiteral("true", JsonValue::Bool(true), out);
-      case 'f':
-        return ParseLiteral("false", JsonValue::Bool(false), out);
-      case 'n':
-        return ParseLiteral("null", JsonValue(), out);
-      default:
-        if (Peek() == '-' || IsDigit(Peek())) return ParseNumber(out);
-        return FailUnexpected("expected a value");
-    }
-  }
-
-  bool ParseLiteral(std::string_view word, JsonValue value, JsonValue& out) {
-    if (text_.substr(pos_, word.size()) != word) {
-      return Fail("invalid literal (expected true, false or null)");
-    }
-    pos_ += word.size();
-    out = std::move(value);
-    return true;
-  }
-
-  bool EnterContainer(int depth) {
-    if (depth > kMaxJsonDepth) {
-      return Fail(
-          absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels"));
-    }
-    ++pos_;  // '[' or '{'
-    SkipWhitespace();
-    return true;
-  }
-
-  bool ParseArray(JsonValue& out, int depth) {
-    if (!EnterContainer(depth)) return false;
-    JsonValue::Array elements;
-    if (Peek() == ']') {
-      ++pos_;
-      out = JsonValue::MakeArray(std::move(elements));
-      return true;
-    }
-    while (true) {
-      elements.emplace_back();
-      if (!ParseValue(elements.back(), depth)) return false;
-      SkipWhitespace();
-      if (Peek() == ',') {
-        ++pos_;
-        SkipWhitespace();
-        if (Peek() == ']') return Fail("trailing comma in array");
-      } else if (Peek() == ']') {
-        ++pos_;
-        out = JsonValue::MakeArray(std::move(elements));
-        return true;
-      } else {
-        return FailUnexpected("expected ',' or ']' in array");
-      }
-    }
-  }
-
-  bool ParseObject(JsonValue& out, int depth) {
-    if (!EnterContainer(depth)) return false;
-    JsonValue::Object members;
-    if (Peek() == '}') {
-      ++pos_;
-      out = JsonValue::MakeObject(std::move(members));
-      return true;
-    }
-    while (true) {
-      if (Peek() != '"') return FailUnexpected("expected a member name");
-      members.emplace_back();
-      if (!ParseString(members.back().first)) return false;
-      SkipWhitespace();
-      if (Peek() != ':') return FailUnexpected("expected ':' after name");
-      ++pos_;
-      SkipWhitespace();
-      if (!ParseValue(members.back().second, depth)) return false;
-      SkipWhitespace();
-      if (Peek() == ',') {
-        ++pos_;
-        SkipWhitespace();
-        if (Peek() == '}') return Fail("trailing comma in object");
-      } else if (Peek() == '}') {
-        ++pos_;
-        out = JsonValue::MakeObject(std::move(members));
-        return true;
-      } else {
-        return FailUnexpected("expected ',' or '}' in object");
-      }
-    }
-  }
-
-  // Reads the four hex digits of a \u escape at `pos_`.
-  bool ParseHex4(uint32_t& out) {
-    out = 0;
-    for (int i = 0; i < 4; ++i, ++pos_) {
-      const char c = Peek();
-      uint32_t digit;
-      if (IsDigit(c)) {
-        digit = static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        digit = static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        digit = static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        return FailUnexpected("expected 4 hex digits after \\u");
-      }
-      out = out * 16 + digit;
+  bool Add(JsonValue value, size_t end) {
+    last_ = Last::kValue;
+    last_end_ = end;
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      done_ = true;
+    } else if (stack_.back().is_object) {
+      Frame& top = stack_.back();
+      top.members.emplace_back(std::move(top.key), std::move(value));
+    } else {
+      stack_.back().elements.push_back(std::move(value));
     }
     return true;
   }
 
-  // Reads a \u escape (and its low surrogate, if any); `pos_` is at 'u'.
-  bool ParseUnicodeEscape(std::string& out) {
-    const size_t start = pos_ - 1;
-    ++pos_;
-    uint32_t code;
-    if (!ParseHex4(code)) return false;
-    if (code >= 0xDC00 && code <= 0xDFFF) {
-      pos_ = start;
-      return Fail("unpaired low surrogate in \\u escape");
+  // nlohmann reports "0" and "-0" alike as the integer 0, and a leading zero
+  // ("01") only as an unexpected next token; the text tells them apart.
+  bool Zero() {
+    const size_t end = NumberEnd();
+    if (end >= 2 && IsDigit(text_[end - 2])) {
+      return Fail(end - 1, "leading zero in number");
     }
-    if (code >= 0xD800 && code <= 0xDBFF) {
-      if (text_.substr(pos_, 2) != "\\u") {
-        pos_ = start;
-        return Fail("unpaired high surrogate in \\u escape");
-      }
-      pos_ += 2;
-      uint32_t low;
-      if (!ParseHex4(low)) return false;
-      if (low < 0xDC00 || low > 0xDFFF) {
-        pos_ = start;
-        return Fail("unpaired high surrogate in \\u escape");
-      }
-      code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+    const bool negative = end >= 2 && text_[end - 2] == '-';
+    return Add(negative ? JsonValue::Number(-0.0) : JsonValue::Int(0), end);
+  }
+
+  // The check runs before nlohmann's parser goes one level deeper, and that
+  // parser keeps its own stack on the heap, so hostile depth cannot
+  // overflow the call stack.
+  bool Open(bool is_object) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Fail(taken_ - 1, absl::StrCat("nesting deeper than ",
+                                           kMaxJsonDepth, " levels"));
     }
-    AppendUtf8(code, out);
+    stack_.push_back(Frame{is_object, {}, {}, {}});
+    last_ = Last::kOpen;
+    last_end_ = taken_;
     return true;
   }
 
-  bool ParseString(std::string& out) {
-    ++pos_;  // opening quote
-    while (true) {
-      const size_t run_start = pos_;
-      while (!AtEnd()) {
-        const unsigned char c = static_cast<unsigned char>(text_[pos_]);
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        if (c < 0x80) {
-          ++pos_;
-          continue;
-        }
-        const size_t length = Utf8SequenceLength(text_, pos_);
-        if (length == 0) return Fail("invalid UTF-8 in string");
-        pos_ += length;
-      }
-      out.append(text_.substr(run_start, pos_ - run_start));
-      if (AtEnd()) return Fail("unterminated string");
-      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (c < 0x20) {
-        return Fail(
-            absl::StrFormat("unescaped control character U+%04X in string", c));
-      }
-      ++pos_;  // backslash
-      if (Peek() == 'u') {
-        if (!ParseUnicodeEscape(out)) return false;
-        continue;
-      }
-      const size_t escape = kEscapeLetters.find(Peek());
-      if (escape == std::string_view::npos) {
-        return FailUnexpected("invalid escape in string");
-      }
-      out.push_back(kEscapedBytes[escape]);
-      ++pos_;
-    }
+  bool Close() {
+    Frame frame = std::move(stack_.back());
+    stack_.pop_back();
+    return Add(frame.is_object ? JsonValue::MakeObject(std::move(frame.members))
+                               : JsonValue::MakeArray(std::move(frame.elements)),
+               taken_);
   }
 
-  // Skips one or more digits; false if there are none.
-  bool SkipDigits() {
-    const size_t start = pos_;
-    while (IsDigit(Peek())) ++pos_;
-    return pos_ > start;
-  }
-
-  bool ParseNumber(JsonValue& out) {
-    const size_t start = pos_;
-    const bool negative = Peek() == '-';
-    if (negative) ++pos_;
-    const size_t int_start = pos_;
-    if (Peek() == '0') {
-      ++pos_;
-      if (IsDigit(Peek())) return Fail("leading zero in number");
-    } else if (!SkipDigits()) {
-      return FailUnexpected("expected a digit");
-    }
-    const size_t int_end = pos_;
-    bool integer = true;
-    if (Peek() == '.') {
-      ++pos_;
-      integer = false;
-      if (!SkipDigits()) return FailUnexpected("expected a digit after '.'");
-    }
-    const size_t frac_end = pos_;
-    int64_t exponent = 0;
-    if (Peek() == 'e' || Peek() == 'E') {
-      ++pos_;
-      integer = false;
-      bool negative_exponent = false;
-      if (Peek() == '+' || Peek() == '-') {
-        negative_exponent = Peek() == '-';
-        ++pos_;
-      }
-      if (!IsDigit(Peek())) return FailUnexpected("expected an exponent");
-      for (; IsDigit(Peek()); ++pos_) {
-        exponent = std::min<int64_t>(exponent * 10 + (Peek() - '0'), 1 << 30);
-      }
-      if (negative_exponent) exponent = -exponent;
-    }
-    const char* first = text_.data() + start;
-    const char* last = text_.data() + pos_;
-    if (integer) {
-      int64_t exact;
-      const auto [ptr, ec] = std::from_chars(first, last, exact);
-      if (ec == std::errc() && ptr == last && !(negative && exact == 0)) {
-        out = JsonValue::Int(exact);
-        return true;
-      }
-    }
-    double value;
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    if (ec == std::errc::result_out_of_range) {
-      // Tell underflow from overflow by the decimal exponent of the first
-      // significant digit (the literal is not all zeros, or it would fit).
-      int64_t magnitude = exponent;
-      if (text_[int_start] != '0') {
-        magnitude += static_cast<int64_t>(int_end - int_start) - 1;
-      } else {
-        size_t i = int_end + 1;  // past the '.'
-        while (i < frac_end && text_[i] == '0') ++i;
-        magnitude -= static_cast<int64_t>(i - int_end);
-      }
-      if (magnitude >= 0) {
-        pos_ = start;
-        return Fail("number too large for a double");
-      }
-      value = negative ? -0.0 : 0.0;
-    } else if (ec != std::errc() || ptr != last) {
-      pos_ = start;
-      return Fail("malformed number");  // not expected after the checks above
-    }
-    out = JsonValue::Number(value);
-    return true;
-  }
+  bool FailInString(size_t stop, const nlohmann::json::exception& error);
+  size_t InvalidUtf8Start(size_t stop) const;
 
   std::string_view text_;
-  size_t pos_ = 0;
+  size_t taken_ = 0;     // bytes the lexer has taken
+  size_t last_end_ = 0;  // where the last event's token ends
+  Last last_ = Last::kOpen;
+  bool done_ = false;  // the top-level value is complete
+  std::vector<Frame> stack_;
+  JsonValue root_;
   absl::Status error_;
 };
+
+// nlohmann's messages and positions differ from ours, so the error is named
+// anew: what was expected follows from the events so far, where the failing
+// token starts from the end of the last one, and what went wrong inside a
+// string, number or literal from the lexer's message and the bytes.
+bool TreeBuilder::parse_error(size_t position, const std::string&,
+                              const nlohmann::json::exception& error) {
+  const size_t stop = position - 1;  // the byte the lexer failed on
+  size_t at = SkipWhitespace(last_end_);
+  if (done_) return Fail(at, "unexpected content after the document");
+  bool want_key = last_ == Last::kOpen && !stack_.empty() &&
+                  stack_.back().is_object;
+  if (last_ == Last::kKey) {
+    if (Byte(at) != ':') return FailUnexpected(at, "expected ':' after name");
+    at = SkipWhitespace(at + 1);
+  } else if (last_ == Last::kValue) {  // inside a container: not `done_`
+    const bool in_object = stack_.back().is_object;
+    if (Byte(at) != ',') {
+      return FailUnexpected(at, in_object ? "expected ',' or '}' in object"
+                                          : "expected ',' or ']' in array");
+    }
+    at = SkipWhitespace(at + 1);
+    if (Byte(at) == (in_object ? '}' : ']')) {
+      return Fail(at, in_object ? "trailing comma in object"
+                                : "trailing comma in array");
+    }
+    want_key = in_object;
+  }
+  const char first = Byte(at);
+  if (first == '"') return FailInString(stop, error);
+  if (want_key) return FailUnexpected(at, "expected a member name");
+  if (first == 't' || first == 'f' || first == 'n') {
+    return Fail(at, "invalid literal (expected true, false or null)");
+  }
+  if (first != '-' && !IsDigit(first)) {
+    return FailUnexpected(at, "expected a value");
+  }
+  if (error.id == 406) return Fail(at, "number too large for a double");
+  if (text_[stop - 1] == '.') {
+    return FailUnexpected(stop, "expected a digit after '.'");
+  }
+  return FailUnexpected(stop, stop - 1 == at ? "expected a digit"  // after '-'
+                                             : "expected an exponent");
+}
+
+bool TreeBuilder::FailInString(size_t stop,
+                               const nlohmann::json::exception& error) {
+  // The lexer's message comes before the bytes it quotes, so the first match
+  // is its own.
+  const std::string_view what = error.what();
+  const size_t found = what.find("invalid string: ");
+  const std::string_view problem =
+      found == std::string_view::npos ? "" : what.substr(found + 16);
+  if (problem.starts_with("missing closing quote")) {
+    return Fail(stop, "unterminated string");
+  }
+  if (problem.starts_with("control character")) {
+    return Fail(stop, absl::StrFormat("unescaped control character U+%04X in "
+                                      "string",
+                                      static_cast<unsigned char>(Byte(stop))));
+  }
+  if (problem.starts_with("ill-formed UTF-8")) {
+    return Fail(InvalidUtf8Start(stop), "invalid UTF-8 in string");
+  }
+  if (problem.starts_with("'\\u' must be followed by 4 hex digits")) {
+    return FailUnexpected(stop, "expected 4 hex digits after \\u");
+  }
+  if (problem.starts_with("surrogate U+DC00..U+DFFF")) {
+    // Stopped on the last hex digit of "\uDC00".
+    return Fail(stop - 5, "unpaired low surrogate in \\u escape");
+  }
+  if (problem.starts_with("surrogate U+D800..U+DBFF")) {
+    // Stopped after "\uD83D" on the byte that is no backslash, on the one
+    // after a backslash that is no 'u', or on the last hex digit of a second
+    // escape that is no low surrogate; the error names the first escape.
+    const size_t start = text_[stop - 1] == '\\'   ? stop - 7
+                         : text_[stop - 5] == '\\' ? stop - 11
+                                                   : stop - 6;
+    return Fail(start, "unpaired high surrogate in \\u escape");
+  }
+  return FailUnexpected(stop, "invalid escape in string");
+}
+
+// The lexer stops on the byte that breaks a UTF-8 sequence; the error names
+// the sequence's first byte.
+size_t TreeBuilder::InvalidUtf8Start(size_t stop) const {
+  size_t lead = stop;
+  while (lead > 0 && stop - lead < 3 &&
+         (static_cast<unsigned char>(text_[lead - 1]) & 0xC0) == 0x80) {
+    --lead;
+  }
+  if (lead > 0 && static_cast<unsigned char>(text_[lead - 1]) >= 0xC0 &&
+      Utf8SequenceLength(text_, lead - 1) == 0) {
+    return lead - 1;
+  }
+  return stop;
+}
 
 void WriteValue(const JsonValue& value, JsonWriter& writer) {
   switch (value.type()) {
@@ -550,11 +504,31 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 }
 
 absl::StatusOr<JsonValue> ParseJson(std::string_view text) {
-  return Parser(text).ParseDocument();
+  if (text.size() > kMaxJsonBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON parse error at line 1, column 1: input is ",
+                     text.size(), " bytes, more than the limit of ",
+                     kMaxJsonBytes));
+  }
+  if (text.starts_with('\xEF')) {
+    // nlohmann would skip a UTF-8 byte order mark, which RFC 8259 lets a
+    // parser reject; the files gpuscope reads never start with one.
+    return absl::InvalidArgumentError(
+        "JSON parse error at line 1, column 1: unexpected byte 0xEF, expected "
+        "a value");
+  }
+  return TreeBuilder(text).Build();
 }
 
 // ---------------------------------------------------------------------------
 // JsonWriter
+//
+// By hand, not nlohmann's `dump()`, because the bytes must stay those of
+// earlier gpuscope versions (golden files, Python tests comparing output):
+// nlohmann writes other shortest forms of doubles than std::to_chars ("-0.0",
+// "1.0", "0.0001" for "-0", "1", "1e-04"), replaces a truncated multi-byte
+// sequence with one U+FFFD where we replace each byte, and serializes a whole
+// tree where JsonWriter streams.
 
 JsonWriter::JsonWriter(int indent) : indent_(indent > 0 ? indent : 0) {}
 
@@ -618,6 +592,10 @@ void JsonWriter::Key(std::string_view key) {
 }
 
 void JsonWriter::AppendQuoted(std::string_view text) {
+  // The two-character escapes: the byte, and at the same index, the letter
+  // after the backslash.
+  static constexpr std::string_view kEscapedBytes = "\"\\\b\f\n\r\t";
+  static constexpr std::string_view kEscapeLetters = "\"\\bfnrt";
   static constexpr char kHex[] = "0123456789abcdef";
   out_.push_back('"');
   for (size_t i = 0; i < text.size();) {
