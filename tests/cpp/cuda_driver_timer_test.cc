@@ -219,7 +219,15 @@ TEST(CudaDriverTimerTest, ADriverThatFailsMeansHostAndNamesTheError) {
   fake_cuda_fail_version(0);
   EXPECT_EQ(session.source(), Source::kHost);
   EXPECT_THAT(session.Summarize().source_reason,
-              HasSubstr("cuDriverGetVersion(&version) failed: CUDA_ERROR_NO_DEVICE"));
+              HasSubstr("cuDriverGetVersion(&version) failed: CUDA_ERROR_NO_DEVICE at cuda_driver_timer.cc:"));
+}
+
+TEST(CudaDriverTimerTest, AnErrorTheDriverCannotNameIsGivenByNumber) {
+  fake_cuda_fail_version(12345);  // cuGetErrorName refuses it, as the driver does an unknown code
+  Session session;
+  fake_cuda_fail_version(0);
+  EXPECT_EQ(session.source(), Source::kHost);
+  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("cuDriverGetVersion(&version) failed: CUDA error 12345 at "));
 }
 
 }  // namespace
