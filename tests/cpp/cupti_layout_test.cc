@@ -120,7 +120,8 @@ TEST(CuptiLayoutTest, SubscriberParametersAreThirteenOhsThenTheSharingFlag) {
   EXPECT_EQ(cupti::kSubscriberParamsSize130, 4 * sizeof(void*));
   EXPECT_GT(cupti::kSubscriberParamsSize132, cupti::kSubscriberParamsSize130);
 #if CUPTI_API_VERSION >= 130000
-  EXPECT_EQ(cupti::kSubscriberParamsSize130, offsetof(CUpti_SubscriberParams, oldSubscriberSize) + sizeof(size_t));
+  EXPECT_EQ(cupti::kSubscriberParamsSize130,
+            offsetof(CUpti_SubscriberParams, oldSubscriberSize) + sizeof(size_t));
 #endif
 }
 

@@ -260,7 +260,8 @@ class CudaDriverTimer final : public DeviceTimer {
       }
       // A sticky error (an illegal address, a destroyed context) fails every
       // call from then on: probe with the calibration event.
-      if (const CUresult r = d_->EventQuery(c->calib_event); r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
+      if (const CUresult r = d_->EventQuery(c->calib_event);
+          r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
         error_ = GPUSCOPE_CU_CALL(*d_, EventQuery(c->calib_event));
         return error_;
       }
@@ -391,13 +392,16 @@ class CudaDriverTimer final : public DeviceTimer {
     int device = -1;
     if (absl::Status s = GPUSCOPE_CU_CALL(*d_, CtxGetDevice(&device)); !s.ok()) return s;
     c.device.store(device, std::memory_order_relaxed);
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, StreamCreate(&c.stream, CU_STREAM_NON_BLOCKING)); !s.ok()) {
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, StreamCreate(&c.stream, CU_STREAM_NON_BLOCKING));
+        !s.ok()) {
       return s;
     }
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.calib_event, CU_EVENT_DEFAULT)); !s.ok()) {
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.calib_event, CU_EVENT_DEFAULT));
+        !s.ok()) {
       return s;
     }
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.spare_event, CU_EVENT_DEFAULT)); !s.ok()) {
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.spare_event, CU_EVENT_DEFAULT));
+        !s.ok()) {
       return s;
     }
     if (absl::Status s = Calibrate(c); !s.ok()) return s;

@@ -45,7 +45,8 @@ struct CuptiApi {
   cupti::SubscribeV2Fn SubscribeV2 = nullptr;  // optional
   decltype(&cuptiUnsubscribe) Unsubscribe = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
-  decltype(&cuptiActivityRegisterTimestampCallback) ActivityRegisterTimestampCallback = nullptr;  // optional
+  // Optional, as SubscribeV2.
+  decltype(&cuptiActivityRegisterTimestampCallback) ActivityRegisterTimestampCallback = nullptr;
   decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
   decltype(&cuptiActivityDisable) ActivityDisable = nullptr;
   decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
@@ -58,15 +59,18 @@ struct CuptiApi {
 // the library is not loaded or cannot name it.
 std::string CuptiResultName(const CuptiApi& api, CUptiResult r) {
   const char* name = nullptr;
-  if (api.GetResultString != nullptr && api.GetResultString(r, &name) == CUPTI_SUCCESS && name != nullptr) {
+  if (api.GetResultString != nullptr && api.GetResultString(r, &name) == CUPTI_SUCCESS &&
+      name != nullptr) {
     return name;
   }
   return UnnamedVendorError("CUPTI", r);
 }
 
 // A failed CUPTI call in the convention of backends/vendor_status.h.
-absl::Status CuptiStatus(const CuptiApi& api, CUptiResult r, absl::string_view call, const char* file, int line,
-                         absl::StatusCode code = absl::StatusCode::kInternal, absl::string_view hint = "") {
+absl::Status CuptiStatus(const CuptiApi& api, CUptiResult r, absl::string_view call,
+                         const char* file, int line,
+                         absl::StatusCode code = absl::StatusCode::kInternal,
+                         absl::string_view hint = "") {
   if (r == CUPTI_SUCCESS) return absl::OkStatus();
   return VendorCallError(code, call, CuptiResultName(api, r), hint, file, line);
 }
@@ -79,17 +83,17 @@ absl::Status CuptiStatus(const CuptiApi& api, CUptiResult r, absl::string_view c
 
 absl::StatusOr<CuptiApi> BindCupti(const DynLib& lib) {
   CuptiApi c;
-  for (absl::Status s : {lib.Bind(&c.GetVersion, {"cuptiGetVersion"}),
-                         lib.Bind(&c.GetResultString, {"cuptiGetResultString"}),
-                         lib.Bind(&c.Subscribe, {"cuptiSubscribe"}),
-                         lib.Bind(&c.Unsubscribe, {"cuptiUnsubscribe"}),
-                         lib.Bind(&c.ActivityRegisterCallbacks, {"cuptiActivityRegisterCallbacks"}),
-                         lib.Bind(&c.ActivityEnable, {"cuptiActivityEnable"}),
-                         lib.Bind(&c.ActivityDisable, {"cuptiActivityDisable"}),
-                         lib.Bind(&c.ActivityFlushAll, {"cuptiActivityFlushAll"}),
-                         lib.Bind(&c.ActivityGetNextRecord, {"cuptiActivityGetNextRecord"}),
-                         lib.Bind(&c.ActivityGetNumDroppedRecords, {"cuptiActivityGetNumDroppedRecords"}),
-                         lib.Bind(&c.GetTimestamp, {"cuptiGetTimestamp"})}) {
+  for (absl::Status s :
+       {lib.Bind(&c.GetVersion, {"cuptiGetVersion"}),
+        lib.Bind(&c.GetResultString, {"cuptiGetResultString"}),
+        lib.Bind(&c.Subscribe, {"cuptiSubscribe"}), lib.Bind(&c.Unsubscribe, {"cuptiUnsubscribe"}),
+        lib.Bind(&c.ActivityRegisterCallbacks, {"cuptiActivityRegisterCallbacks"}),
+        lib.Bind(&c.ActivityEnable, {"cuptiActivityEnable"}),
+        lib.Bind(&c.ActivityDisable, {"cuptiActivityDisable"}),
+        lib.Bind(&c.ActivityFlushAll, {"cuptiActivityFlushAll"}),
+        lib.Bind(&c.ActivityGetNextRecord, {"cuptiActivityGetNextRecord"}),
+        lib.Bind(&c.ActivityGetNumDroppedRecords, {"cuptiActivityGetNumDroppedRecords"}),
+        lib.Bind(&c.GetTimestamp, {"cuptiGetTimestamp"})}) {
     if (!s.ok()) return s;
   }
   (void)lib.Bind(&c.SubscribeV2, {"cuptiSubscribe_v2"});
@@ -145,9 +149,9 @@ constexpr int64_t kFlushIntervalNs = 20'000'000;
 constexpr int64_t kMinSettleNs = 1'000'000;
 constexpr int64_t kMaxSettleNs = 1'000'000'000;
 constexpr size_t kCorrelationSlots = 1 << 16;
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                         CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
 // Process-wide: CUPTI's buffer callbacks are plain functions. Buffers are
 // allocated once and recycled, so the callbacks never allocate; a request
@@ -265,11 +269,13 @@ class CuptiActivity final : public ActivitySource {
     const char* call = "cuptiSubscribe";
     if (api_.SubscribeV2 != nullptr) {
       call = "cuptiSubscribe_v2";
-      cupti::SubscriberParams params{can_share ? cupti::kSubscriberParamsSize132 : cupti::kSubscriberParamsSize130,
-                                     "gpuscope", old_name, sizeof(old_name), 1};
+      cupti::SubscriberParams params{
+          can_share ? cupti::kSubscriberParamsSize132 : cupti::kSubscriberParamsSize130, "gpuscope",
+          old_name, sizeof(old_name), 1};
       auto* as_declared = reinterpret_cast<cupti::SubscribeV2Params*>(&params);
       r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
-      if (r == CUPTI_ERROR_INVALID_PARAMETER && can_share) {  // a build that does not know the field
+      // A build that does not know the field refuses 13.2's size.
+      if (r == CUPTI_ERROR_INVALID_PARAMETER && can_share) {
         params.structSize = cupti::kSubscriberParamsSize130;
         r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
       }
@@ -278,10 +284,12 @@ class CuptiActivity final : public ActivitySource {
     }
     if (r != CUPTI_SUCCESS) {
       subscriber_ = nullptr;
-      if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {  // not a fault: someone else holds CUPTI
-        return CuptiStatus(api_, r, call, __FILE__, __LINE__, absl::StatusCode::kFailedPrecondition,
-                           absl::StrCat("CUPTI is held by ",
-                                        old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
+      // Not a fault: someone else holds CUPTI, and is named.
+      if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        return CuptiStatus(
+            api_, r, call, __FILE__, __LINE__, absl::StatusCode::kFailedPrecondition,
+            absl::StrCat("CUPTI is held by ",
+                         old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
       }
       return CuptiStatus(api_, r, call, __FILE__, __LINE__);
     }
@@ -298,19 +306,22 @@ class CuptiActivity final : public ActivitySource {
     started_ = true;
     pid_ = getpid();
     dropped_at_start_ = TheHub().dropped.load(std::memory_order_relaxed);
-    timestamps_are_host_ = api_.ActivityRegisterTimestampCallback != nullptr &&
-                           api_.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS;
+    timestamps_are_host_ =
+        api_.ActivityRegisterTimestampCallback != nullptr &&
+        api_.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS;
     Calibrate();
-    if (absl::Status e = GPUSCOPE_CUPTI_CALL(api_, ActivityRegisterCallbacks(BufferRequested, BufferCompleted));
+    if (absl::Status e =
+            GPUSCOPE_CUPTI_CALL(api_, ActivityRegisterCallbacks(BufferRequested, BufferCompleted));
         !e.ok()) {
       Stop();
       return e;
     }
     for (CUpti_ActivityKind kind : kKinds) {
       // Named by the kind's number, which CUPTI's documentation lists.
-      if (absl::Status e = CuptiStatus(api_, api_.ActivityEnable(kind),
-                                       absl::StrCat("cuptiActivityEnable(", static_cast<int>(kind), ")"), __FILE__,
-                                       __LINE__);
+      if (absl::Status e =
+              CuptiStatus(api_, api_.ActivityEnable(kind),
+                          absl::StrCat("cuptiActivityEnable(", static_cast<int>(kind), ")"),
+                          __FILE__, __LINE__);
           !e.ok()) {
         Stop();
         return e;
@@ -337,7 +348,8 @@ class CuptiActivity final : public ActivitySource {
       last_flush_ns_ = now;
       recent_longest_[recent_index_++ % recent_longest_.size()] = longest_ns_;
       longest_ns_ = 0;
-      api_.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // may call BufferCompleted on this thread
+      // May call BufferCompleted on this thread.
+      api_.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       if (!timestamps_are_host_) Calibrate();
     }
     Hub& h = TheHub();
@@ -428,7 +440,8 @@ class CuptiActivity final : public ActivitySource {
 
   void Parse(const Hub::Completed& c, bool api_only, std::vector<DeviceInterval>* out) {
     CUpti_Activity* record = nullptr;
-    while (api_.ActivityGetNextRecord(c.buffer, c.valid, &record) == CUPTI_SUCCESS && record != nullptr) {
+    while (api_.ActivityGetNextRecord(c.buffer, c.valid, &record) == CUPTI_SUCCESS &&
+           record != nullptr) {
       const CUpti_ActivityKind kind = record->kind;
       if (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER) {
         if (!api_only) continue;
@@ -450,13 +463,16 @@ class CuptiActivity final : public ActivitySource {
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           const auto* m = reinterpret_cast<const cupti::MemcpyRecord*>(record);
-          const ActivityKind ak = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? ActivityKind::kMemcpyH2D
-                                  : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? ActivityKind::kMemcpyD2H
-                                                                                   : ActivityKind::kMemcpyOther;
+          const ActivityKind ak =
+              m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? ActivityKind::kMemcpyH2D
+              : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? ActivityKind::kMemcpyD2H
+                                                               : ActivityKind::kMemcpyOther;
           d = Interval(m->start, m->end, m->deviceId, m->streamId, ak);
           d.bytes = m->bytes;
-          d.pageable = (ak == ActivityKind::kMemcpyH2D && m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE) ||
-                       (ak == ActivityKind::kMemcpyD2H && m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE);
+          d.pageable =
+              (ak == ActivityKind::kMemcpyH2D &&
+               m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE) ||
+              (ak == ActivityKind::kMemcpyD2H && m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE);
           correlation = m->correlationId;
           break;
         }

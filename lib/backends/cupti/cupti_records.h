@@ -22,11 +22,11 @@
 
 namespace gpuscope::internal::cupti {
 
-using KernelRecord = CUpti_ActivityKernel4;          // CUPTI writes Kernel4 .. 10
-using MemcpyRecord = CUpti_ActivityMemcpy4;          // Memcpy4 .. 6
-using MemsetRecord = CUpti_ActivityMemset2;          // Memset2 .. 4
-using SyncRecord = CUpti_ActivitySynchronization;    // Synchronization, Synchronization2
-using ApiRecord = CUpti_ActivityAPI;                 // runtime and driver API calls
+using KernelRecord = CUpti_ActivityKernel4;        // CUPTI writes Kernel4 .. 10
+using MemcpyRecord = CUpti_ActivityMemcpy4;        // Memcpy4 .. 6
+using MemsetRecord = CUpti_ActivityMemset2;        // Memset2 .. 4
+using SyncRecord = CUpti_ActivitySynchronization;  // Synchronization, Synchronization2
+using ApiRecord = CUpti_ActivityAPI;               // runtime and driver API calls
 
 // CUPTI 13.2 added multi-subscriber support: cuptiSubscribe_v2 may share.
 inline constexpr uint32_t kFirstSharingVersion = 130200;
@@ -42,7 +42,8 @@ struct SubscriberParams {
   size_t oldSubscriberSize;
   uint8_t allowMultipleSubscribers;  // CUPTI 13.2
 };
-inline constexpr size_t kSubscriberParamsSize130 = offsetof(SubscriberParams, allowMultipleSubscribers);
+inline constexpr size_t kSubscriberParamsSize130 =
+    offsetof(SubscriberParams, allowMultipleSubscribers);
 inline constexpr size_t kSubscriberParamsSize132 = sizeof(SubscriberParams);
 
 // cuptiSubscribe_v2 (CUPTI 13; an older library lacks it): what it is
@@ -56,7 +57,7 @@ using SubscribeV2Params = SubscriberParams;
 using SubscribeV2Fn = CUptiResult(CUPTIAPI*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
                                              SubscribeV2Params*);
 
-#define GPUSCOPE_CUPTI_SAME_OFFSET(Ours, Theirs, field)                                       \
+#define GPUSCOPE_CUPTI_SAME_OFFSET(Ours, Theirs, field)                                          \
   static_assert(offsetof(Ours, field) == offsetof(Theirs, field), #Theirs "::" #field " moved"); \
   static_assert(sizeof(Ours::field) == sizeof(Theirs::field), #Theirs "::" #field " resized")
 
@@ -67,34 +68,34 @@ GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, CUpti_Activity, kind);
 GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, CUpti_Activity, kind);
 GPUSCOPE_CUPTI_SAME_OFFSET(ApiRecord, CUpti_Activity, kind);
 
-#define GPUSCOPE_CUPTI_KERNEL_FIELDS_AT_KERNEL4(Theirs)             \
-  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, start);          \
-  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, end);            \
-  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, deviceId);       \
-  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, streamId);       \
-  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, correlationId);  \
+#define GPUSCOPE_CUPTI_KERNEL_FIELDS_AT_KERNEL4(Theirs)            \
+  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, start);         \
+  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, end);           \
+  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, deviceId);      \
+  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, streamId);      \
+  GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, correlationId); \
   GPUSCOPE_CUPTI_SAME_OFFSET(KernelRecord, Theirs, name)
-#define GPUSCOPE_CUPTI_MEMCPY_FIELDS_AT_MEMCPY4(Theirs)             \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, copyKind);       \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, srcKind);        \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, dstKind);        \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, bytes);          \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, start);          \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, end);            \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, deviceId);       \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, streamId);       \
+#define GPUSCOPE_CUPTI_MEMCPY_FIELDS_AT_MEMCPY4(Theirs)       \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, copyKind); \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, srcKind);  \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, dstKind);  \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, bytes);    \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, start);    \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, end);      \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, deviceId); \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, streamId); \
   GPUSCOPE_CUPTI_SAME_OFFSET(MemcpyRecord, Theirs, correlationId)
-#define GPUSCOPE_CUPTI_MEMSET_FIELDS_AT_MEMSET2(Theirs)             \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, bytes);          \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, start);          \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, end);            \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, deviceId);       \
-  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, streamId);       \
+#define GPUSCOPE_CUPTI_MEMSET_FIELDS_AT_MEMSET2(Theirs)       \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, bytes);    \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, start);    \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, end);      \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, deviceId); \
+  GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, streamId); \
   GPUSCOPE_CUPTI_SAME_OFFSET(MemsetRecord, Theirs, correlationId)
-#define GPUSCOPE_CUPTI_SYNC_FIELDS_AT_SYNC1(Theirs)                 \
-  GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, type);             \
-  GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, start);            \
-  GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, end);              \
+#define GPUSCOPE_CUPTI_SYNC_FIELDS_AT_SYNC1(Theirs)      \
+  GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, type);  \
+  GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, start); \
+  GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, end);   \
   GPUSCOPE_CUPTI_SAME_OFFSET(SyncRecord, Theirs, streamId)
 
 GPUSCOPE_CUPTI_KERNEL_FIELDS_AT_KERNEL4(CUpti_ActivityKernel5);
@@ -123,7 +124,8 @@ static_assert(std::is_same_v<decltype(&cuptiSubscribe_v2), SubscribeV2Fn>);
 template <typename P>
 constexpr bool FlagSitsWhereGpuscopePutsIt() {
   if constexpr (requires(P p) { p.allowMultipleSubscribers; }) {
-    return offsetof(P, allowMultipleSubscribers) == offsetof(SubscriberParams, allowMultipleSubscribers);
+    return offsetof(P, allowMultipleSubscribers) ==
+           offsetof(SubscriberParams, allowMultipleSubscribers);
   }
   return true;
 }

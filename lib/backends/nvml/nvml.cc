@@ -38,9 +38,10 @@ static_assert(SameBit(kDisplayClockSetting, nvmlClocksEventReasonDisplayClockSet
 // The older names bound as fallbacks take what the newer ones take.
 static_assert(std::is_same_v<decltype(&nvmlInit), decltype(&nvmlInit_v2)>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount), decltype(&nvmlDeviceGetCount_v2)>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex), decltype(&nvmlDeviceGetHandleByIndex_v2)>);
-static_assert(
-    std::is_same_v<decltype(&nvmlSystemGetCudaDriverVersion), decltype(&nvmlSystemGetCudaDriverVersion_v2)>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex),
+                             decltype(&nvmlDeviceGetHandleByIndex_v2)>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetCudaDriverVersion),
+                             decltype(&nvmlSystemGetCudaDriverVersion_v2)>);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the old name, for drivers before 535
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons),
@@ -53,8 +54,7 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons
 // nvml.h's own enumerators, spelled as CUDA and CUPTI name theirs.
 std::string NvmlReturnName(nvmlReturn_t r) {
 #define GPUSCOPE_NVML_RETURN(name) \
-  case name:                       \
-    return #name
+  case name: return #name
   switch (r) {
     GPUSCOPE_NVML_RETURN(NVML_SUCCESS);
     GPUSCOPE_NVML_RETURN(NVML_ERROR_UNINITIALIZED);
@@ -79,8 +79,7 @@ std::string NvmlReturnName(nvmlReturn_t r) {
     GPUSCOPE_NVML_RETURN(NVML_ERROR_MEMORY);
     GPUSCOPE_NVML_RETURN(NVML_ERROR_NO_DATA);
     GPUSCOPE_NVML_RETURN(NVML_ERROR_UNKNOWN);
-    default:
-      break;  // a code newer than this list
+    default: break;  // a code newer than this list
   }
 #undef GPUSCOPE_NVML_RETURN
   return UnnamedVendorError("NVML", r);
@@ -92,7 +91,8 @@ std::string NvmlReturnName(nvmlReturn_t r) {
 absl::Status NvmlStatus(nvmlReturn_t r, const char* call, const char* file, int line) {
   if (r == NVML_SUCCESS) return absl::OkStatus();
   return VendorCallError(absl::StatusCode::kFailedPrecondition, call, NvmlReturnName(r),
-                         r == NVML_ERROR_DRIVER_NOT_LOADED ? "no NVIDIA driver is loaded" : "", file, line);
+                         r == NVML_ERROR_DRIVER_NOT_LOADED ? "no NVIDIA driver is loaded" : "",
+                         file, line);
 }
 
 // GPUSCOPE_NVML_CALL(api, Init()) calls api.Init(), reported as "nvmlInit()
@@ -194,7 +194,8 @@ Nvml::~Nvml() {
 
 std::string Nvml::driver_version() const {
   char buf[96] = {0};
-  if (api_->SystemGetDriverVersion == nullptr || api_->SystemGetDriverVersion(buf, sizeof(buf)) != NVML_SUCCESS) {
+  if (api_->SystemGetDriverVersion == nullptr ||
+      api_->SystemGetDriverVersion(buf, sizeof(buf)) != NVML_SUCCESS) {
     return "";
   }
   return buf;
@@ -202,7 +203,9 @@ std::string Nvml::driver_version() const {
 
 int Nvml::cuda_driver_version() const {
   int v = -1;
-  if (api_->SystemGetCudaDriverVersion == nullptr || api_->SystemGetCudaDriverVersion(&v) != NVML_SUCCESS) return -1;
+  if (api_->SystemGetCudaDriverVersion == nullptr ||
+      api_->SystemGetCudaDriverVersion(&v) != NVML_SUCCESS)
+    return -1;
   return v;
 }
 
@@ -230,7 +233,8 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
     return static_cast<double>(v);
   };
   char buf[96] = {0};
-  if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS) g.name = buf;
+  if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS)
+    g.name = buf;
   g.bus_id = BusId(index);
   g.sm_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_SM);
   g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_SM);
@@ -240,12 +244,14 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
   g.power_limit_w = uint_query(api_->DeviceGetEnforcedPowerLimit) / 1000.0;
   g.temperature_c = uint_query(api_->DeviceGetTemperature, NVML_TEMPERATURE_GPU);
   unsigned long long reasons = 0;
-  if (api_->DeviceGetClocksEventReasons != nullptr && api_->DeviceGetClocksEventReasons(d, &reasons) == NVML_SUCCESS) {
+  if (api_->DeviceGetClocksEventReasons != nullptr &&
+      api_->DeviceGetClocksEventReasons(d, &reasons) == NVML_SUCCESS) {
     g.clocks_event_reasons_known = true;
     g.clocks_event_reasons = reasons;
   }
   nvmlUtilization_t u{};
-  if (api_->DeviceGetUtilizationRates != nullptr && api_->DeviceGetUtilizationRates(d, &u) == NVML_SUCCESS) {
+  if (api_->DeviceGetUtilizationRates != nullptr &&
+      api_->DeviceGetUtilizationRates(d, &u) == NVML_SUCCESS) {
     g.utilization_gpu_pct = u.gpu;
     g.utilization_memory_pct = u.memory;
   }
@@ -260,15 +266,19 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
   g.pcie_width = as_int(uint_query(api_->DeviceGetCurrPcieLinkWidth));
   g.pcie_width_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkWidth));
   if (pcie_throughput) {
-    g.pcie_tx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_TX_BYTES) * 1024.0;  // KB/s
-    g.pcie_rx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_RX_BYTES) * 1024.0;
+    g.pcie_tx_bytes_per_s =
+        uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_TX_BYTES) * 1024.0;  // KB/s
+    g.pcie_rx_bytes_per_s =
+        uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_RX_BYTES) * 1024.0;
   }
   unsigned long long ecc = 0;
   if (api_->DeviceGetTotalEccErrors != nullptr) {
-    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS) {
+    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+                                      &ecc) == NVML_SUCCESS) {
       g.ecc_corrected = static_cast<int64_t>(ecc);
     }
-    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS) {
+    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                      &ecc) == NVML_SUCCESS) {
       g.ecc_uncorrected = static_cast<int64_t>(ecc);
     }
   }
@@ -278,11 +288,13 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
     g.persistence_mode = persistence;
   }
   nvmlComputeMode_t compute = NVML_COMPUTEMODE_DEFAULT;
-  if (api_->DeviceGetComputeMode != nullptr && api_->DeviceGetComputeMode(d, &compute) == NVML_SUCCESS) {
+  if (api_->DeviceGetComputeMode != nullptr &&
+      api_->DeviceGetComputeMode(d, &compute) == NVML_SUCCESS) {
     g.compute_mode = compute;
   }
   unsigned mig = 0, pending = 0;
-  if (api_->DeviceGetMigMode != nullptr && api_->DeviceGetMigMode(d, &mig, &pending) == NVML_SUCCESS) {
+  if (api_->DeviceGetMigMode != nullptr &&
+      api_->DeviceGetMigMode(d, &mig, &pending) == NVML_SUCCESS) {
     g.mig_mode = static_cast<int>(mig);
   }
   return g;

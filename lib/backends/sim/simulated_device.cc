@@ -71,7 +71,8 @@ class SimulatedTimer final : public DeviceTimer {
     switch (state_->fault.load()) {
       case SimulatedDevice::Fault::kStickyError:
         // As the CUDA timer reports a driver call failing (vendor_status.h).
-        return VendorCallError(absl::StatusCode::kInternal, "cuEventQuery", "CUDA_ERROR_ILLEGAL_ADDRESS",
+        return VendorCallError(absl::StatusCode::kInternal, "cuEventQuery",
+                               "CUDA_ERROR_ILLEGAL_ADDRESS",
                                "simulated, sticky: the context is unusable", __FILE__, __LINE__);
       case SimulatedDevice::Fault::kContextDestroyed:
         return VendorCallError(absl::StatusCode::kFailedPrecondition, "cuCtxPushCurrent",

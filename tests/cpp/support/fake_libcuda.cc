@@ -166,9 +166,7 @@ CUresult cuDriverGetVersion(int* version) {
 // the driver, CUDA_ERROR_INVALID_VALUE for a code it does not know.
 CUresult cuGetErrorName(CUresult r, const char** name) {
 #define FAKE_CUDA_NAME(code) \
-  case code:                 \
-    *name = #code;           \
-    return CUDA_SUCCESS
+  case code: *name = #code; return CUDA_SUCCESS
   switch (r) {
     FAKE_CUDA_NAME(CUDA_SUCCESS);
     FAKE_CUDA_NAME(CUDA_ERROR_INVALID_VALUE);
@@ -180,9 +178,7 @@ CUresult cuGetErrorName(CUresult r, const char** name) {
     FAKE_CUDA_NAME(CUDA_ERROR_ILLEGAL_ADDRESS);
     FAKE_CUDA_NAME(CUDA_ERROR_CONTEXT_IS_DESTROYED);
     FAKE_CUDA_NAME(CUDA_ERROR_UNKNOWN);
-    default:
-      *name = nullptr;
-      return CUDA_ERROR_INVALID_VALUE;
+    default: *name = nullptr; return CUDA_ERROR_INVALID_VALUE;
   }
 #undef FAKE_CUDA_NAME
 }

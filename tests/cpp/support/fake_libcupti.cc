@@ -95,8 +95,8 @@ template <typename R>
 void Emit(const R& r) {
   const CUpti_ActivityKind kind = r.kind;
   std::lock_guard<std::mutex> lock(S().mu);
-  if (S().enabled.count(kind) == 0 &&
-      !(kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && S().enabled.count(CUPTI_ACTIVITY_KIND_KERNEL))) {
+  if (S().enabled.count(kind) == 0 && !(kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+                                        S().enabled.count(CUPTI_ACTIVITY_KIND_KERNEL))) {
     return;
   }
   Pending p{kind, {}};
@@ -129,7 +129,9 @@ EXPORT int fake_cupti_finalize_calls() { return S().finalize_calls; }
 EXPORT int fake_cupti_has_callbacks() { return S().requested != nullptr ? 1 : 0; }
 EXPORT void fake_cupti_drop(size_t n) { S().dropped += n; }
 // cuptiActivityEnable answers `result` from now on (0: succeeds again).
-EXPORT void fake_cupti_fail_enable(int result) { S().enable_result = static_cast<CUptiResult>(result); }
+EXPORT void fake_cupti_fail_enable(int result) {
+  S().enable_result = static_cast<CUptiResult>(result);
+}
 EXPORT void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t end_ns) {
   CUpti_ActivityAPI a{};
   a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -187,9 +189,7 @@ EXPORT CUptiResult cuptiGetVersion(uint32_t* version) {
 // and CUPTI refuses to name it.
 EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char** s) {
 #define FAKE_CUPTI_NAME(code) \
-  case code:                  \
-    *s = #code;               \
-    return CUPTI_SUCCESS
+  case code: *s = #code; return CUPTI_SUCCESS
   switch (r) {
     FAKE_CUPTI_NAME(CUPTI_SUCCESS);
     FAKE_CUPTI_NAME(CUPTI_ERROR_INVALID_PARAMETER);
@@ -198,9 +198,7 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char** s) {
     FAKE_CUPTI_NAME(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
     FAKE_CUPTI_NAME(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
     FAKE_CUPTI_NAME(CUPTI_ERROR_UNKNOWN);
-    default:
-      *s = nullptr;
-      return CUPTI_ERROR_INVALID_PARAMETER;
+    default: *s = nullptr; return CUPTI_ERROR_INVALID_PARAMETER;
   }
 #undef FAKE_CUPTI_NAME
 }
@@ -222,18 +220,23 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_C
   std::lock_guard<std::mutex> lock(S().mu);
   ++S().subscribe_calls;
   S().last_params_size = params != nullptr ? params->structSize : 0;
-  S().last_allow_multiple = params != nullptr && params->structSize >= cupti::kSubscriberParamsSize132
-                                ? params->allowMultipleSubscribers
-                                : -1;
-  if (params != nullptr && params->structSize > cupti::kSubscriberParamsSize132) return CUPTI_ERROR_INVALID_PARAMETER;
+  S().last_allow_multiple =
+      params != nullptr && params->structSize >= cupti::kSubscriberParamsSize132
+          ? params->allowMultipleSubscribers
+          : -1;
+  if (params != nullptr && params->structSize > cupti::kSubscriberParamsSize132)
+    return CUPTI_ERROR_INVALID_PARAMETER;
   if (S().subscribed) {
-    if (params != nullptr && params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
-      std::strncpy(params->oldSubscriberName, S().subscriber_name.c_str(), params->oldSubscriberSize - 1);
+    if (params != nullptr && params->oldSubscriberName != nullptr &&
+        params->oldSubscriberSize > 0) {
+      std::strncpy(params->oldSubscriberName, S().subscriber_name.c_str(),
+                   params->oldSubscriberSize - 1);
     }
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
   S().subscribed = true;
-  S().subscriber_name = params != nullptr && params->subscriberName != nullptr ? params->subscriberName : "";
+  S().subscriber_name =
+      params != nullptr && params->subscriberName != nullptr ? params->subscriberName : "";
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&S());
   return CUPTI_SUCCESS;
 }
@@ -295,7 +298,8 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
   }
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid,
+                                              CUpti_Activity** record) {
   uint8_t* next = *record == nullptr ? buffer : reinterpret_cast<uint8_t*>(*record) + kSlot;
   if (next + kSlot > buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
   *record = reinterpret_cast<CUpti_Activity*>(next);

@@ -85,7 +85,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t* pci) 
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned* mhz) {
-  return Answer(type == NVML_CLOCK_SM ? Gpu(d)->sm_clock : type == NVML_CLOCK_MEM ? Gpu(d)->mem_clock : -1, mhz);
+  return Answer(type == NVML_CLOCK_SM    ? Gpu(d)->sm_clock
+                : type == NVML_CLOCK_MEM ? Gpu(d)->mem_clock
+                                         : -1,
+                mhz);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned* mhz) {
   return Answer(type == NVML_CLOCK_SM    ? Gpu(d)->sm_clock_max
@@ -93,11 +96,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t ty
                                          : -1,
                 mhz);
 }
-EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned* mw) { return Answer(Gpu(d)->power_mw, mw); }
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned* mw) {
+  return Answer(Gpu(d)->power_mw, mw);
+}
 EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned* mw) {
   return Answer(Gpu(d)->power_limit_mw, mw);
 }
-EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor, unsigned* c) {
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor,
+                                             unsigned* c) {
   return Answer(sensor == NVML_TEMPERATURE_GPU ? Gpu(d)->temperature : -1, c);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long* r) {
@@ -122,17 +128,25 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned
 EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned* v) {
   return Answer(Gpu(d)->pcie_gen_max, v);
 }
-EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned* v) { return Answer(Gpu(d)->pcie_width, v); }
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned* v) {
+  return Answer(Gpu(d)->pcie_width, v);
+}
 EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned* v) {
   return Answer(Gpu(d)->pcie_width_max, v);
 }
-EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, nvmlPcieUtilCounter_t counter, unsigned* kbps) {
-  return Answer(counter == NVML_PCIE_UTIL_TX_BYTES ? Gpu(d)->pcie_tx_kbps : Gpu(d)->pcie_rx_kbps, kbps);
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, nvmlPcieUtilCounter_t counter,
+                                                unsigned* kbps) {
+  return Answer(counter == NVML_PCIE_UTIL_TX_BYTES ? Gpu(d)->pcie_tx_kbps : Gpu(d)->pcie_rx_kbps,
+                kbps);
 }
-EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter,
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, nvmlMemoryErrorType_t type,
+                                                nvmlEccCounterType_t counter,
                                                 unsigned long long* n) {
-  if (counter != NVML_VOLATILE_ECC) return NVML_ERROR_NOT_SUPPORTED;  // gpuscope reads volatile counts
-  return Answer(type == NVML_MEMORY_ERROR_TYPE_CORRECTED ? Gpu(d)->ecc_corrected : Gpu(d)->ecc_uncorrected, n);
+  // gpuscope reads volatile counts only.
+  if (counter != NVML_VOLATILE_ECC) return NVML_ERROR_NOT_SUPPORTED;
+  return Answer(
+      type == NVML_MEMORY_ERROR_TYPE_CORRECTED ? Gpu(d)->ecc_corrected : Gpu(d)->ecc_uncorrected,
+      n);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, nvmlEnableState_t* mode) {
   return Answer(Gpu(d)->persistence, mode);
