@@ -4,7 +4,7 @@
 //   <call> failed: <the vendor's name for the code>[ (<hint>)] at <file>:<line>
 //
 //   "cuEventQuery(ev) failed: CUDA_ERROR_ILLEGAL_ADDRESS at cuda_driver_timer.cc:231"
-//   "nvmlInit failed: NVML_ERROR_DRIVER_NOT_LOADED (no NVIDIA driver is loaded) at nvml.cc:140"
+//   "nvmlInit() failed: NVML_ERROR_DRIVER_NOT_LOADED (no NVIDIA driver is loaded) at nvml.cc:140"
 //
 // Each backend names its vendor's codes with the vendor's own words
 // (cuGetErrorName, cuptiGetResultString, NVML's enumerators from nvml.h),

@@ -7,9 +7,9 @@
 // 13: CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, ...; CUPTI 12: Kernel8
 // or 9, Memcpy5), and which one arrives depends on the library found at run
 // time, not on the header built against. gpuscope reads every version
-// through the oldest one it may receive: the fields it reads sit at the same
-// offsets in all of them, which the static_asserts below hold every version
-// the header defines to.
+// through the oldest one it may receive: the fields it reads have the same
+// offsets and widths in all of them, which the static_asserts below hold
+// every version the header defines to.
 
 #ifndef GPUSCOPE_LIB_BACKENDS_CUPTI_CUPTI_RECORDS_H_
 #define GPUSCOPE_LIB_BACKENDS_CUPTI_CUPTI_RECORDS_H_
