@@ -1,16 +1,16 @@
 // The backend seams: the source ladder, the annotator a session drives, and
 // sessions built on injected backends.
 
-#include "session/sources.h"
-
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "session/session_impl.h"
+#include "backends/vendor_status.h"
 #include "fakes/fake_backends.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "session/session_impl.h"
+#include "session/sources.h"
 #include "test_util.h"
 
 namespace gpuscope {
@@ -60,6 +60,26 @@ TEST(SourceLadderTest, NoGpuBackendsMeansHost) {
   const internal::SourceChoice c = internal::SelectSource(b);
   EXPECT_EQ(c.source, Source::kHost);
   EXPECT_THAT(c.reason, HasSubstr("no GPU idle"));
+}
+
+// The one convention every vendor call's failure follows (CUDA, CUPTI,
+// NVML): the call, the vendor's name for the error, an optional hint, and
+// the file (not the build machine's path) and line.
+TEST(VendorStatusTest, NamesTheCallTheVendorsErrorAndWhere) {
+  const absl::Status plain = internal::VendorCallError(
+      absl::StatusCode::kInternal, "cuEventQuery(ev)", "CUDA_ERROR_ILLEGAL_ADDRESS", "",
+      "/home/build/gpuscope/lib/backends/cuda/cuda_driver_timer.cc", 231);
+  EXPECT_EQ(plain.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(plain.message(),
+            "cuEventQuery(ev) failed: CUDA_ERROR_ILLEGAL_ADDRESS at cuda_driver_timer.cc:231");
+  const absl::Status hinted = internal::VendorCallError(
+      absl::StatusCode::kFailedPrecondition, "nvmlInit()", "NVML_ERROR_DRIVER_NOT_LOADED",
+      "no NVIDIA driver is loaded", "nvml.cc", 7);
+  EXPECT_EQ(hinted.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      hinted.message(),
+      "nvmlInit() failed: NVML_ERROR_DRIVER_NOT_LOADED (no NVIDIA driver is loaded) at nvml.cc:7");
+  EXPECT_EQ(internal::UnnamedVendorError("CUPTI", 12345), "CUPTI error 12345");
 }
 
 TEST(SessionBackendsTest, SessionReportsTheSourceItsBackendsGive) {

@@ -218,8 +218,21 @@ TEST(CudaDriverTimerTest, ADriverThatFailsMeansHostAndNamesTheError) {
   Session session;
   fake_cuda_fail_version(0);
   EXPECT_EQ(session.source(), Source::kHost);
+  EXPECT_THAT(
+      session.Summarize().source_reason,
+      HasSubstr(
+          "cuDriverGetVersion(&version) failed: CUDA_ERROR_NO_DEVICE at cuda_driver_timer.cc:"));
+}
+
+TEST(CudaDriverTimerTest, AnErrorTheDriverCannotNameIsGivenByNumber) {
+  // A code newer than the driver's names (within CUresult's range):
+  // cuGetErrorName refuses it, as the driver does a code it does not know.
+  fake_cuda_fail_version(1000);
+  Session session;
+  fake_cuda_fail_version(0);
+  EXPECT_EQ(session.source(), Source::kHost);
   EXPECT_THAT(session.Summarize().source_reason,
-              HasSubstr("cuDriverGetVersion(&version) failed: CUDA_ERROR_NO_DEVICE"));
+              HasSubstr("cuDriverGetVersion(&version) failed: CUDA error 1000 at "));
 }
 
 }  // namespace

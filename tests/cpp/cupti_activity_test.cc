@@ -28,6 +28,7 @@ const char* fake_cupti_subscriber_name();
 int fake_cupti_enabled_kinds();
 int fake_cupti_finalize_calls();
 void fake_cupti_drop(size_t n);
+void fake_cupti_fail_enable(int result);
 void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t end_ns);
 void fake_cupti_set_kernel_name(const char* name);
 void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, uint32_t stream,
@@ -138,9 +139,32 @@ TEST(CuptiActivityTest, AProfilerHoldingCuptiMeansEventsAndItIsNamed) {
   fake_cupti_hold("CUPTI for torch.profiler");
   Session session(Options{.flush_interval_ms = 1, .stream = 0});
   EXPECT_EQ(session.source(), Source::kEvents);
-  EXPECT_THAT(session.Summarize().source_reason,
-              HasSubstr("MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI is held by CUPTI for torch.profiler"));
+  EXPECT_THAT(
+      session.Summarize().source_reason,
+      HasSubstr("MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (CUPTI is held by CUPTI for torch.profiler)"));
   fake_cupti_release();
+}
+
+TEST(CuptiActivityTest, AFailedCallIsNamedInCuptisWordsAndLeavesCuptiAsItWas) {
+  fake_cuda_create_context();
+  fake_cupti_fail_enable(15);  // CUPTI_ERROR_NOT_INITIALIZED
+  {
+    Session session(Options{.flush_interval_ms = 1, .stream = 0});
+    EXPECT_EQ(session.source(), Source::kEvents);
+    // The call (with the kind it enabled), CUPTI's name for the error, and
+    // where: the convention every vendor call follows.
+    EXPECT_THAT(
+        session.Summarize().source_reason,
+        HasSubstr(
+            "cuptiActivityEnable(10) failed: CUPTI_ERROR_NOT_INITIALIZED at cupti_activity.cc:"));
+    EXPECT_EQ(fake_cupti_subscribed(), 0) << "a start that failed half way unsubscribes";
+    EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
+  }
+  fake_cupti_fail_enable(12345);  // a code CUPTI cannot name: its number
+  Session unnamed(Options{.flush_interval_ms = 1, .stream = 0});
+  EXPECT_THAT(unnamed.Summarize().source_reason,
+              HasSubstr("cuptiActivityEnable(10) failed: CUPTI error 12345 at "));
+  fake_cupti_fail_enable(0);
 }
 
 TEST(CuptiActivityTest, AnInjectedProfilerIsLeftAlone) {

@@ -1,12 +1,16 @@
-// gpuscope reads CUPTI's activity records through its own declarations
-// (backends/cupti_records.h) so that building needs no CUPTI header. Where
-// the header is installed, this test holds them to it: every field gpuscope
-// reads sits where CUPTI writes it, in every record version this header
-// defines that gpuscope may receive, and the enum values agree.
+// gpuscope reads every version of a CUPTI activity record through the
+// oldest one it may receive (backends/cupti/cupti_records.h), whichever
+// version the CUPTI found at run time writes. The static_asserts there hold
+// each field gpuscope reads to the same offset and width in every version
+// the header defines, in every build; this test is the run-time view of the
+// same promise: a record written as each version CUPTI 12 and 13 write reads
+// back, through gpuscope's types, as the values written.
 
 #include <cupti.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "backends/cupti/cupti_records.h"
 #include "gtest/gtest.h"
@@ -14,61 +18,111 @@
 namespace gpuscope::internal {
 namespace {
 
-#define SAME_OFFSET(Ours, field, Theirs, their_field) \
-  static_assert(offsetof(cupti::Ours, field) == offsetof(Theirs, their_field), #Theirs "." #their_field)
+constexpr uint64_t kStart = 0x0123'4567'89ab'cdefULL;
+constexpr uint64_t kEnd = 0x0fed'cba9'8765'4321ULL;
+constexpr uint32_t kDevice = 0xd0d0d0d0u;
+constexpr uint32_t kStream = 0x5a5a5a5au;
+constexpr uint32_t kCorrelation = 0xc0ffee01u;
 
-SAME_OFFSET(KernelRecord, start, CUpti_ActivityKernel4, start);
-SAME_OFFSET(KernelRecord, end, CUpti_ActivityKernel4, end);
-SAME_OFFSET(KernelRecord, device_id, CUpti_ActivityKernel4, deviceId);
-SAME_OFFSET(KernelRecord, stream_id, CUpti_ActivityKernel4, streamId);
-SAME_OFFSET(KernelRecord, correlation_id, CUpti_ActivityKernel4, correlationId);
-SAME_OFFSET(KernelRecord, name, CUpti_ActivityKernel4, name);
-SAME_OFFSET(KernelRecord, name, CUpti_ActivityKernel9, name);
-SAME_OFFSET(KernelRecord, name, CUpti_ActivityKernel10, name);
-SAME_OFFSET(KernelRecord, correlation_id, CUpti_ActivityKernel9, correlationId);
-SAME_OFFSET(KernelRecord, stream_id, CUpti_ActivityKernel9, streamId);
-SAME_OFFSET(MemcpyRecord, copy_kind, CUpti_ActivityMemcpy5, copyKind);
-SAME_OFFSET(MemcpyRecord, src_kind, CUpti_ActivityMemcpy5, srcKind);
-SAME_OFFSET(MemcpyRecord, dst_kind, CUpti_ActivityMemcpy5, dstKind);
-SAME_OFFSET(MemcpyRecord, bytes, CUpti_ActivityMemcpy5, bytes);
-SAME_OFFSET(MemcpyRecord, start, CUpti_ActivityMemcpy5, start);
-SAME_OFFSET(MemcpyRecord, end, CUpti_ActivityMemcpy5, end);
-SAME_OFFSET(MemcpyRecord, device_id, CUpti_ActivityMemcpy5, deviceId);
-SAME_OFFSET(MemcpyRecord, stream_id, CUpti_ActivityMemcpy5, streamId);
-SAME_OFFSET(MemcpyRecord, correlation_id, CUpti_ActivityMemcpy5, correlationId);
-SAME_OFFSET(MemsetRecord, bytes, CUpti_ActivityMemset4, bytes);
-SAME_OFFSET(MemsetRecord, start, CUpti_ActivityMemset4, start);
-SAME_OFFSET(MemsetRecord, device_id, CUpti_ActivityMemset4, deviceId);
-SAME_OFFSET(MemsetRecord, stream_id, CUpti_ActivityMemset4, streamId);
-SAME_OFFSET(MemsetRecord, correlation_id, CUpti_ActivityMemset4, correlationId);
-SAME_OFFSET(SyncRecord, start, CUpti_ActivitySynchronization, start);
-SAME_OFFSET(SyncRecord, end, CUpti_ActivitySynchronization, end);
-SAME_OFFSET(SyncRecord, stream_id, CUpti_ActivitySynchronization, streamId);
-SAME_OFFSET(ApiRecord, start, CUpti_ActivityAPI, start);
-SAME_OFFSET(ApiRecord, correlation_id, CUpti_ActivityAPI, correlationId);
+// The first bytes of `record` as gpuscope's type sees them (copied: the
+// buffers CUPTI fills are bytes to the compiler, and so is this).
+template <typename Ours, typename Theirs>
+Ours ReadAs(const Theirs& record) {
+  static_assert(sizeof(Ours) <= sizeof(Theirs), "a newer version only appends");
+  Ours ours;
+  std::memcpy(&ours, &record, sizeof(ours));
+  return ours;
+}
+
+template <typename Theirs>
+void ExpectKernelReadsBack() {
+  static const char kName[] = "ampere_sgemm_128x64_nn";
+  Theirs r{};
+  r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  r.start = kStart;
+  r.end = kEnd;
+  r.deviceId = kDevice;
+  r.streamId = kStream;
+  r.correlationId = kCorrelation;
+  r.name = kName;
+  const cupti::KernelRecord ours = ReadAs<cupti::KernelRecord>(r);
+  EXPECT_EQ(ours.kind, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  EXPECT_EQ(ours.start, kStart);
+  EXPECT_EQ(ours.end, kEnd);
+  EXPECT_EQ(ours.deviceId, kDevice);
+  EXPECT_EQ(ours.streamId, kStream);
+  EXPECT_EQ(ours.correlationId, kCorrelation);
+  EXPECT_EQ(ours.name, kName);
+}
+
+template <typename Theirs>
+void ExpectMemcpyReadsBack() {
+  Theirs r{};
+  r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  r.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  r.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  r.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  r.bytes = kEnd;
+  r.start = kStart;
+  r.end = kEnd;
+  r.deviceId = kDevice;
+  r.streamId = kStream;
+  r.correlationId = kCorrelation;
+  const cupti::MemcpyRecord ours = ReadAs<cupti::MemcpyRecord>(r);
+  EXPECT_EQ(ours.kind, CUPTI_ACTIVITY_KIND_MEMCPY);
+  EXPECT_EQ(ours.copyKind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+  EXPECT_EQ(ours.srcKind, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE);
+  EXPECT_EQ(ours.dstKind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+  EXPECT_EQ(ours.bytes, kEnd);
+  EXPECT_EQ(ours.start, kStart);
+  EXPECT_EQ(ours.end, kEnd);
+  EXPECT_EQ(ours.deviceId, kDevice);
+  EXPECT_EQ(ours.streamId, kStream);
+  EXPECT_EQ(ours.correlationId, kCorrelation);
+}
+
+template <typename Theirs>
+void ExpectSyncReadsBack() {
+  Theirs r{};
+  r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  r.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
+  r.start = kStart;
+  r.end = kEnd;
+  r.streamId = kStream;
+  const cupti::SyncRecord ours = ReadAs<cupti::SyncRecord>(r);
+  EXPECT_EQ(ours.kind, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  EXPECT_EQ(ours.type, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT);
+  EXPECT_EQ(ours.start, kStart);
+  EXPECT_EQ(ours.end, kEnd);
+  EXPECT_EQ(ours.streamId, kStream);
+}
+
+TEST(CuptiLayoutTest, EveryKernelRecordVersionReadsBack) {
+  ExpectKernelReadsBack<CUpti_ActivityKernel8>();  // CUPTI 12.0
+  ExpectKernelReadsBack<CUpti_ActivityKernel9>();  // CUPTI 12.x
 #if CUPTI_API_VERSION >= 130000
-SAME_OFFSET(KernelRecord, correlation_id, CUpti_ActivityKernel10, correlationId);
-SAME_OFFSET(KernelRecord, stream_id, CUpti_ActivityKernel10, streamId);
-SAME_OFFSET(MemcpyRecord, correlation_id, CUpti_ActivityMemcpy6, correlationId);
-SAME_OFFSET(MemcpyRecord, stream_id, CUpti_ActivityMemcpy6, streamId);
-SAME_OFFSET(SyncRecord, stream_id, CUpti_ActivitySynchronization2, streamId);
+  ExpectKernelReadsBack<CUpti_ActivityKernel10>();  // CUPTI 13
 #endif
+}
 
-TEST(CuptiLayoutTest, KindsAndValuesAgreeWithTheHeader) {
-  EXPECT_EQ(cupti::kMemcpy, CUPTI_ACTIVITY_KIND_MEMCPY);
-  EXPECT_EQ(cupti::kMemset, CUPTI_ACTIVITY_KIND_MEMSET);
-  EXPECT_EQ(cupti::kKernel, CUPTI_ACTIVITY_KIND_KERNEL);
-  EXPECT_EQ(cupti::kConcurrentKernel, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  EXPECT_EQ(cupti::kDriver, CUPTI_ACTIVITY_KIND_DRIVER);
-  EXPECT_EQ(cupti::kRuntime, CUPTI_ACTIVITY_KIND_RUNTIME);
-  EXPECT_EQ(cupti::kSynchronization, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  EXPECT_EQ(cupti::kHtoD, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
-  EXPECT_EQ(cupti::kDtoH, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH);
-  EXPECT_EQ(cupti::kMemoryPageable, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE);
-  EXPECT_EQ(cupti::kSyncStreamWaitEvent, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT);
-  EXPECT_EQ(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, 39);
-  EXPECT_EQ(CUPTI_ERROR_MAX_LIMIT_REACHED, 12);
-  EXPECT_EQ(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, 1);
+TEST(CuptiLayoutTest, EveryMemcpyAndSyncRecordVersionReadsBack) {
+  ExpectMemcpyReadsBack<CUpti_ActivityMemcpy5>();
+  ExpectSyncReadsBack<CUpti_ActivitySynchronization>();
+#if CUPTI_API_VERSION >= 130000
+  ExpectMemcpyReadsBack<CUpti_ActivityMemcpy6>();
+  ExpectSyncReadsBack<CUpti_ActivitySynchronization2>();
+#endif
+}
+
+TEST(CuptiLayoutTest, SubscriberParametersAreThirteenOhsThenTheSharingFlag) {
+  // 13.0 reads the four fields up to oldSubscriberSize; 13.2 reads the flag
+  // right after them (the size gpuscope passes says which).
+  EXPECT_EQ(cupti::kSubscriberParamsSize130, 4 * sizeof(void*));
+  EXPECT_GT(cupti::kSubscriberParamsSize132, cupti::kSubscriberParamsSize130);
+#if CUPTI_API_VERSION >= 130000
+  EXPECT_EQ(cupti::kSubscriberParamsSize130,
+            offsetof(CUpti_SubscriberParams, oldSubscriberSize) + sizeof(size_t));
+#endif
 }
 
 }  // namespace

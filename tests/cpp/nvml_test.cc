@@ -108,6 +108,23 @@ TEST(NvmlTest, InitFailureSaysWhyAndClosingShutsDown) {
   EXPECT_EQ(fake_nvml_inits(), 0) << "every nvmlInit is shut down";
 }
 
+TEST(NvmlTest, AFailedCallIsNamedInNvmlsWordsAndWhere) {
+  fake_nvml_fail_init(18);  // NVML_ERROR_LIB_RM_VERSION_MISMATCH: a driver upgraded under the job
+  absl::StatusOr<std::unique_ptr<Nvml>> mismatched = Nvml::Open();
+  fake_nvml_fail_init(1000);  // a code newer than gpuscope's names (within nvmlReturn_t's range)
+  absl::StatusOr<std::unique_ptr<Nvml>> unnamed = Nvml::Open();
+  fake_nvml_fail_init(0);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_EQ(mismatched.status().code(), absl::StatusCode::kFailedPrecondition)
+      << "NVML is unusable here";
+  EXPECT_THAT(mismatched.status().message(),
+              HasSubstr("nvmlInit() failed: NVML_ERROR_LIB_RM_VERSION_MISMATCH at nvml.cc:"));
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_THAT(unnamed.status().message(),
+              HasSubstr("nvmlInit() failed: NVML error 1000 at nvml.cc:"));
+  EXPECT_EQ(fake_nvml_inits(), 0);
+}
+
 TEST(NvmlTest, AMissingLibraryIsNotFound) {
   setenv("GPUSCOPE_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
   absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open();

@@ -4,60 +4,62 @@
 #include <array>
 #include <atomic>
 #include <cmath>
-#include <memory>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
+
+// The driver's types and entry points from its own headers; the library is
+// still only dlopen()ed, never linked.
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "backends/host/clock.h"
 #include "backends/cuda/lane_table.h"
 #include "backends/cuda/marker_pool.h"
-#include "base/spsc_queue.h"
+#include "backends/host/clock.h"
+#include "backends/vendor_status.h"
 #include "base/dynlib.h"
 #include "base/log.h"
+#include "base/spsc_queue.h"
 
 namespace gpuscope::internal {
 namespace {
 
-// The driver API types and values used here, declared locally (values as in
-// cuda.h of CUDA 12 and 13) so that building needs no CUDA header.
-using CUresult = int;
-struct CUctx_st;
-using CUcontext = CUctx_st*;
-struct CUevent_st;
-using CUevent = CUevent_st*;
-struct CUstream_st;
-using CUstream = CUstream_st*;
-constexpr CUresult kCudaSuccess = 0;
-constexpr CUresult kCudaErrorNotReady = 600;
-constexpr CUresult kCudaNotInitialized = 3;
-constexpr unsigned kEventDefault = 0;       // CU_EVENT_DEFAULT: timing enabled
-constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
-
+// The entry points, each typed by cudaTypedefs.h's PFN_<name>_v<version> for
+// the exact symbol bound below, not by decltype(&cuX): cuda.h maps names
+// onto other entry points (cuCtxCreate is cuCtxCreate_v4, with another
+// signature; cuEventRecord becomes cuEventRecord_ptsz when per-thread
+// default streams are on), so decltype would follow the header's choice,
+// not the symbol looked up. Where a _v2 is bound, the older name is the
+// fallback for older drivers, with the same signature.
 struct Driver {
-  CUresult (*DriverGetVersion)(int*) = nullptr;
-  CUresult (*GetErrorName)(CUresult, const char**) = nullptr;
-  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
-  CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
-  CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
-  CUresult (*CtxGetDevice)(int*) = nullptr;
-  CUresult (*StreamGetCtx)(CUstream, CUcontext*) = nullptr;
-  CUresult (*EventCreate)(CUevent*, unsigned) = nullptr;
-  CUresult (*EventDestroy)(CUevent) = nullptr;
-  CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
-  CUresult (*EventQuery)(CUevent) = nullptr;
-  CUresult (*EventElapsedTime)(float*, CUevent, CUevent) = nullptr;
-  CUresult (*StreamCreate)(CUstream*, unsigned) = nullptr;
-  CUresult (*StreamDestroy)(CUstream) = nullptr;
-  CUresult (*DeviceGetCount)(int*) = nullptr;
-  CUresult (*DeviceGet)(int*, int) = nullptr;
-  CUresult (*DevicePrimaryCtxGetState)(int, unsigned*, int*) = nullptr;
-  CUresult (*DeviceGetPCIBusId)(char*, int, int) = nullptr;
+  PFN_cuDriverGetVersion_v2020 DriverGetVersion = nullptr;
+  PFN_cuGetErrorName_v6000 GetErrorName = nullptr;
+  PFN_cuCtxGetCurrent_v4000 CtxGetCurrent = nullptr;
+  PFN_cuCtxPushCurrent_v4000 CtxPushCurrent = nullptr;
+  PFN_cuCtxPopCurrent_v4000 CtxPopCurrent = nullptr;
+  PFN_cuCtxGetDevice_v2000 CtxGetDevice = nullptr;
+  PFN_cuStreamGetCtx_v9020 StreamGetCtx = nullptr;
+  PFN_cuEventCreate_v2000 EventCreate = nullptr;
+  PFN_cuEventDestroy_v4000 EventDestroy = nullptr;
+  PFN_cuEventRecord_v2000 EventRecord = nullptr;
+  PFN_cuEventQuery_v2000 EventQuery = nullptr;
+  PFN_cuEventElapsedTime_v2000 EventElapsedTime = nullptr;
+  PFN_cuStreamCreate_v2000 StreamCreate = nullptr;
+  PFN_cuStreamDestroy_v4000 StreamDestroy = nullptr;
+  PFN_cuDeviceGetCount_v2000 DeviceGetCount = nullptr;
+  PFN_cuDeviceGet_v2000 DeviceGet = nullptr;
+  PFN_cuDevicePrimaryCtxGetState_v7000 DevicePrimaryCtxGetState = nullptr;
+  PFN_cuDeviceGetPCIBusId_v4010 DeviceGetPCIBusId = nullptr;
 };
+#if CUDA_VERSION >= 12080  // the header has cuEventElapsedTime_v2, bound first: the same signature
+static_assert(std::is_same_v<PFN_cuEventElapsedTime_v12080, PFN_cuEventElapsedTime_v2000>);
+#endif
 
 absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
   Driver d;
@@ -104,21 +106,23 @@ absl::StatusOr<const Driver*> LoadDriver() {
   return *loaded;
 }
 
-std::string ErrorName(const Driver& d, CUresult r) {
+// The driver's name for `r` ("CUDA_ERROR_NOT_READY"), or its number when the
+// driver cannot name it.
+std::string CudaErrorName(const Driver& d, CUresult r) {
   const char* name = nullptr;
-  if (d.GetErrorName(r, &name) == kCudaSuccess && name != nullptr) return name;
-  return absl::StrCat("CUDA error ", r);
+  if (d.GetErrorName(r, &name) == CUDA_SUCCESS && name != nullptr) return name;
+  return UnnamedVendorError("CUDA", r);
 }
 
-// Every driver call that can fail goes through here: a Status naming the
-// call, the error and where (house rule 5).
+// Every driver call that can fail goes through GPUSCOPE_CU_CALL, in the
+// convention of backends/vendor_status.h.
 absl::Status CuStatus(const Driver& d, CUresult r, const char* call, const char* file, int line) {
-  if (r == kCudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s failed: %s at %s:%d", call, ErrorName(d, r), file, line));
+  if (r == CUDA_SUCCESS) return absl::OkStatus();
+  return VendorCallError(absl::StatusCode::kInternal, call, CudaErrorName(d, r), "", file, line);
 }
 
 // GPUSCOPE_CU_CALL(d, EventQuery(ev)) calls d.EventQuery(ev), reported as
-// "cuEventQuery(ev) failed: CUDA_ERROR_... at file:line".
+// "cuEventQuery(ev) failed: CUDA_ERROR_... at cuda_driver_timer.cc:<line>".
 #define GPUSCOPE_CU_CALL(driver, call) \
   ::gpuscope::internal::CuStatus((driver), (driver).call, "cu" #call, __FILE__, __LINE__)
 
@@ -189,7 +193,7 @@ class CudaDriverTimer final : public DeviceTimer {
     c->pool[id].lane = lane;
     const uint32_t slot = (static_cast<uint32_t>(index) << kSlotBits) | id;
     const CUresult r = d_->EventRecord(c->pool[id].event, reinterpret_cast<CUstream>(stream));
-    if (r != kCudaSuccess) {
+    if (r != CUDA_SUCCESS) {
       last_record_error_.store(r, std::memory_order_relaxed);
       ForgetStream(stream);  // a stale handle (destroyed, reused elsewhere): ask again next time
       failed_.TryPush(slot);  // back to the pool through the background side
@@ -219,8 +223,8 @@ class CudaDriverTimer final : public DeviceTimer {
     }
     const CUevent ev = c.pool[Index(slot)].event;
     const CUresult r = d_->EventQuery(ev);
-    if (r == kCudaErrorNotReady) return MarkerState::kPending;
-    if (r != kCudaSuccess) {
+    if (r == CUDA_ERROR_NOT_READY) return MarkerState::kPending;
+    if (r != CUDA_SUCCESS) {
       error_ = GPUSCOPE_CU_CALL(*d_, EventQuery(ev));
       return MarkerState::kLost;
     }
@@ -256,7 +260,8 @@ class CudaDriverTimer final : public DeviceTimer {
       }
       // A sticky error (an illegal address, a destroyed context) fails every
       // call from then on: probe with the calibration event.
-      if (const CUresult r = d_->EventQuery(c->calib_event); r != kCudaSuccess && r != kCudaErrorNotReady) {
+      if (const CUresult r = d_->EventQuery(c->calib_event);
+          r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY) {
         error_ = GPUSCOPE_CU_CALL(*d_, EventQuery(c->calib_event));
         return error_;
       }
@@ -285,7 +290,7 @@ class CudaDriverTimer final : public DeviceTimer {
     recorded_at_last_pass_ = recorded;
     if (failing_passes_ >= 3) {
       error_ = absl::FailedPreconditionError(absl::StrCat(
-          "cuEventRecord keeps failing (", ErrorName(*d_, last_record_error_.load()),
+          "cuEventRecord keeps failing (", CudaErrorName(*d_, last_record_error_.load()),
           "): was a stream destroyed, or its context?"));
       return error_;
     }
@@ -350,12 +355,12 @@ class CudaDriverTimer final : public DeviceTimer {
     if (d_ == nullptr) return nullptr;
     CUcontext ctx = nullptr;
     if (IsDefaultStream(stream)) {
-      return d_->CtxGetCurrent(&ctx) == kCudaSuccess ? ctx : nullptr;
+      return d_->CtxGetCurrent(&ctx) == CUDA_SUCCESS ? ctx : nullptr;
     }
     for (const StreamContext& known : stream_ctx_) {
       if (known.ctx != nullptr && known.stream == stream) return known.ctx;
     }
-    if (d_->StreamGetCtx(reinterpret_cast<CUstream>(stream), &ctx) != kCudaSuccess) return nullptr;
+    if (d_->StreamGetCtx(reinterpret_cast<CUstream>(stream), &ctx) != CUDA_SUCCESS) return nullptr;
     stream_ctx_[next_stream_ctx_] = {stream, ctx};
     next_stream_ctx_ = (next_stream_ctx_ + 1) % stream_ctx_.size();
     return ctx;
@@ -379,7 +384,7 @@ class CudaDriverTimer final : public DeviceTimer {
     return contexts_met_++;
   }
 
-  bool CreateEvent(CUevent* e) { return d_->EventCreate(e, kEventDefault) == kCudaSuccess; }
+  bool CreateEvent(CUevent* e) { return d_->EventCreate(e, CU_EVENT_DEFAULT) == CUDA_SUCCESS; }
 
   absl::Status Arm(ContextTimer& c) {
     ScopedContext in(*d_, c.ctx);
@@ -387,13 +392,16 @@ class CudaDriverTimer final : public DeviceTimer {
     int device = -1;
     if (absl::Status s = GPUSCOPE_CU_CALL(*d_, CtxGetDevice(&device)); !s.ok()) return s;
     c.device.store(device, std::memory_order_relaxed);
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, StreamCreate(&c.stream, kStreamNonBlocking)); !s.ok()) {
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, StreamCreate(&c.stream, CU_STREAM_NON_BLOCKING));
+        !s.ok()) {
       return s;
     }
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.calib_event, kEventDefault)); !s.ok()) {
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.calib_event, CU_EVENT_DEFAULT));
+        !s.ok()) {
       return s;
     }
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.spare_event, kEventDefault)); !s.ok()) {
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventCreate(&c.spare_event, CU_EVENT_DEFAULT));
+        !s.ok()) {
       return s;
     }
     if (absl::Status s = Calibrate(c); !s.ok()) return s;
@@ -412,15 +420,15 @@ class CudaDriverTimer final : public DeviceTimer {
   absl::Status Calibrate(ContextTimer& c) {
     const int64_t before = ReadMonotonicNs();
     if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventRecord(c.spare_event, c.stream)); !s.ok()) return s;
-    CUresult r = kCudaErrorNotReady;
+    CUresult r = CUDA_ERROR_NOT_READY;
     int64_t after = before;
-    while ((r = d_->EventQuery(c.spare_event)) == kCudaErrorNotReady) {
+    while ((r = d_->EventQuery(c.spare_event)) == CUDA_ERROR_NOT_READY) {
       after = ReadMonotonicNs();
       if (after - before > kCalibrationTimeoutNs) {
         return absl::DeadlineExceededError("calibration event did not complete within 20 ms");
       }
     }
-    if (r != kCudaSuccess) return GPUSCOPE_CU_CALL(*d_, EventQuery(c.spare_event));
+    if (r != CUDA_SUCCESS) return GPUSCOPE_CU_CALL(*d_, EventQuery(c.spare_event));
     after = ReadMonotonicNs();
     std::swap(c.calib_event, c.spare_event);
     c.calib_host_ns = before + (after - before) / 2;
@@ -441,7 +449,7 @@ class CudaDriverTimer final : public DeviceTimer {
   std::array<CUcontext, kMaxContexts> met_{};
   int contexts_met_ = 0;
   std::atomic<uint64_t> recorded_{0};  // written by the recording thread only
-  std::atomic<CUresult> last_record_error_{kCudaSuccess};
+  std::atomic<CUresult> last_record_error_{CUDA_SUCCESS};
   LaneTable lanes_;
 
   // Handed from the recording thread to the background side, and back.
@@ -470,7 +478,7 @@ absl::Status CudaInitializedInProcess() {
   absl::StatusOr<const Driver*> d = LoadDriver();
   if (!d.ok()) return d.status();
   CUcontext ctx = nullptr;
-  if ((*d)->CtxGetCurrent(&ctx) == kCudaNotInitialized) {
+  if ((*d)->CtxGetCurrent(&ctx) == CUDA_ERROR_NOT_INITIALIZED) {
     return absl::FailedPreconditionError(
         "CUDA was not initialized in this process when the session started (create the session "
         "after the framework has used the GPU, e.g. after model.cuda())");
@@ -489,9 +497,9 @@ absl::StatusOr<std::vector<std::string>> ProcessCudaDeviceBusIds() {
     unsigned flags = 0;
     int active = 0;
     char bus_id[32] = {0};
-    if (d.DeviceGet(&device, ordinal) != kCudaSuccess ||
-        d.DevicePrimaryCtxGetState(device, &flags, &active) != kCudaSuccess || active == 0 ||
-        d.DeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device) != kCudaSuccess) {
+    if (d.DeviceGet(&device, ordinal) != CUDA_SUCCESS ||
+        d.DevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0 ||
+        d.DeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device) != CUDA_SUCCESS) {
       continue;
     }
     ids.emplace_back(bus_id);

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,9 +22,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "backends/host/clock.h"
 #include "backends/cuda/cuda_driver_timer.h"
+#include "backends/cupti/cupti_records.h"  // cupti.h, and the layouts read through it
+#include "backends/host/clock.h"
 #include "backends/kernel_names.h"
+#include "backends/vendor_status.h"
 #include "base/dynlib.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -32,66 +34,70 @@
 namespace gpuscope::internal {
 namespace {
 
-// The CUPTI API subset, declared locally (values as in cupti_result.h and
-// cupti_activity.h of CUDA 12 and 13) so that building needs no header.
-using CUptiResult = int;
-constexpr CUptiResult kSuccess = 0;
-constexpr CUptiResult kMaxLimitReached = 12;
-constexpr CUptiResult kMultipleSubscribers = 39;
-constexpr uint32_t kFlushForced = 1;
-using Subscriber = void*;
-using CallbackFn = void (*)(void* userdata, int domain, uint32_t cbid, const void* data);
-using BufferRequestedFn = void (*)(uint8_t** buffer, size_t* size, size_t* max_records);
-using BufferCompletedFn = void (*)(void* ctx, uint32_t stream_id, uint8_t* buffer, size_t size,
-                                   size_t valid_size);
-using TimestampFn = uint64_t (*)();
-
-// CUpti_SubscriberParams: CUPTI 13.0 has the first four fields, 13.2
-// appends allowMultipleSubscribers; structSize says which are there.
-struct SubscriberParams {
-  size_t struct_size;
-  const char* subscriber_name;
-  char* old_subscriber_name;
-  size_t old_subscriber_size;
-  uint8_t allow_multiple_subscribers;
-};
-constexpr size_t kSubscriberParamsSize130 = offsetof(SubscriberParams, allow_multiple_subscribers);
-constexpr size_t kSubscriberParamsSize132 = sizeof(SubscriberParams);
-constexpr CUptiResult kInvalidParameter = 1;
-
+// The entry points, typed by cupti.h's declarations. cuptiSubscribe_v2
+// (CUPTI 13) and the timestamp callback are optional: an older library lacks
+// them, and gpuscope then subscribes the old way and calibrates CUPTI's
+// clock itself.
 struct CuptiApi {
-  CUptiResult (*GetVersion)(uint32_t*) = nullptr;
-  CUptiResult (*GetResultString)(CUptiResult, const char**) = nullptr;
-  CUptiResult (*Subscribe)(Subscriber*, CallbackFn, void*) = nullptr;
-  CUptiResult (*SubscribeV2)(Subscriber*, CallbackFn, void*, SubscriberParams*) = nullptr;  // optional
-  CUptiResult (*Unsubscribe)(Subscriber) = nullptr;
-  CUptiResult (*RegisterCallbacks)(BufferRequestedFn, BufferCompletedFn) = nullptr;
-  CUptiResult (*RegisterTimestampCallback)(TimestampFn) = nullptr;  // optional
-  CUptiResult (*Enable)(uint32_t) = nullptr;
-  CUptiResult (*Disable)(uint32_t) = nullptr;
-  CUptiResult (*FlushAll)(uint32_t) = nullptr;
-  CUptiResult (*GetNextRecord)(uint8_t*, size_t, void**) = nullptr;
-  CUptiResult (*GetNumDroppedRecords)(void*, uint32_t, size_t*) = nullptr;
-  CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
+  decltype(&cuptiGetVersion) GetVersion = nullptr;
+  decltype(&cuptiGetResultString) GetResultString = nullptr;
+  decltype(&cuptiSubscribe) Subscribe = nullptr;
+  cupti::SubscribeV2Fn SubscribeV2 = nullptr;  // optional
+  decltype(&cuptiUnsubscribe) Unsubscribe = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
+  // Optional, as SubscribeV2.
+  decltype(&cuptiActivityRegisterTimestampCallback) ActivityRegisterTimestampCallback = nullptr;
+  decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
+  decltype(&cuptiActivityDisable) ActivityDisable = nullptr;
+  decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
+  decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) ActivityGetNumDroppedRecords = nullptr;
+  decltype(&cuptiGetTimestamp) GetTimestamp = nullptr;
 };
+
+// CUPTI's name for `r` ("CUPTI_ERROR_INVALID_PARAMETER"), or its number when
+// the library is not loaded or cannot name it.
+std::string CuptiResultName(const CuptiApi& api, CUptiResult r) {
+  const char* name = nullptr;
+  if (api.GetResultString != nullptr && api.GetResultString(r, &name) == CUPTI_SUCCESS &&
+      name != nullptr) {
+    return name;
+  }
+  return UnnamedVendorError("CUPTI", r);
+}
+
+// A failed CUPTI call in the convention of backends/vendor_status.h.
+absl::Status CuptiStatus(const CuptiApi& api, CUptiResult r, absl::string_view call,
+                         const char* file, int line,
+                         absl::StatusCode code = absl::StatusCode::kInternal,
+                         absl::string_view hint = "") {
+  if (r == CUPTI_SUCCESS) return absl::OkStatus();
+  return VendorCallError(code, call, CuptiResultName(api, r), hint, file, line);
+}
+
+// GPUSCOPE_CUPTI_CALL(api, ActivityFlushAll(0)) calls api.ActivityFlushAll(0),
+// reported as "cuptiActivityFlushAll(0) failed: CUPTI_ERROR_... at
+// cupti_activity.cc:<line>".
+#define GPUSCOPE_CUPTI_CALL(api, call) \
+  ::gpuscope::internal::CuptiStatus((api), (api).call, "cupti" #call, __FILE__, __LINE__)
 
 absl::StatusOr<CuptiApi> BindCupti(const DynLib& lib) {
   CuptiApi c;
-  for (absl::Status s : {lib.Bind(&c.GetVersion, {"cuptiGetVersion"}),
-                         lib.Bind(&c.GetResultString, {"cuptiGetResultString"}),
-                         lib.Bind(&c.Subscribe, {"cuptiSubscribe"}),
-                         lib.Bind(&c.Unsubscribe, {"cuptiUnsubscribe"}),
-                         lib.Bind(&c.RegisterCallbacks, {"cuptiActivityRegisterCallbacks"}),
-                         lib.Bind(&c.Enable, {"cuptiActivityEnable"}),
-                         lib.Bind(&c.Disable, {"cuptiActivityDisable"}),
-                         lib.Bind(&c.FlushAll, {"cuptiActivityFlushAll"}),
-                         lib.Bind(&c.GetNextRecord, {"cuptiActivityGetNextRecord"}),
-                         lib.Bind(&c.GetNumDroppedRecords, {"cuptiActivityGetNumDroppedRecords"}),
-                         lib.Bind(&c.GetTimestamp, {"cuptiGetTimestamp"})}) {
+  for (absl::Status s :
+       {lib.Bind(&c.GetVersion, {"cuptiGetVersion"}),
+        lib.Bind(&c.GetResultString, {"cuptiGetResultString"}),
+        lib.Bind(&c.Subscribe, {"cuptiSubscribe"}), lib.Bind(&c.Unsubscribe, {"cuptiUnsubscribe"}),
+        lib.Bind(&c.ActivityRegisterCallbacks, {"cuptiActivityRegisterCallbacks"}),
+        lib.Bind(&c.ActivityEnable, {"cuptiActivityEnable"}),
+        lib.Bind(&c.ActivityDisable, {"cuptiActivityDisable"}),
+        lib.Bind(&c.ActivityFlushAll, {"cuptiActivityFlushAll"}),
+        lib.Bind(&c.ActivityGetNextRecord, {"cuptiActivityGetNextRecord"}),
+        lib.Bind(&c.ActivityGetNumDroppedRecords, {"cuptiActivityGetNumDroppedRecords"}),
+        lib.Bind(&c.GetTimestamp, {"cuptiGetTimestamp"})}) {
     if (!s.ok()) return s;
   }
   (void)lib.Bind(&c.SubscribeV2, {"cuptiSubscribe_v2"});
-  (void)lib.Bind(&c.RegisterTimestampCallback, {"cuptiActivityRegisterTimestampCallback"});
+  (void)lib.Bind(&c.ActivityRegisterTimestampCallback, {"cuptiActivityRegisterTimestampCallback"});
   return c;
 }
 
@@ -143,8 +149,9 @@ constexpr int64_t kFlushIntervalNs = 20'000'000;
 constexpr int64_t kMinSettleNs = 1'000'000;
 constexpr int64_t kMaxSettleNs = 1'000'000'000;
 constexpr size_t kCorrelationSlots = 1 << 16;
-constexpr uint32_t kKinds[] = {cupti::kConcurrentKernel, cupti::kMemcpy, cupti::kMemset,
-                               cupti::kSynchronization, cupti::kRuntime, cupti::kDriver};
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
 // Process-wide: CUPTI's buffer callbacks are plain functions. Buffers are
 // allocated once and recycled, so the callbacks never allocate; a request
@@ -162,7 +169,7 @@ struct Hub {
   size_t completed_count = 0;
   uint64_t refused = 0;  // requests that found no free buffer
   // cuptiActivityGetNumDroppedRecords while a session owns CUPTI, else null.
-  CUptiResult (*get_dropped)(void*, uint32_t, size_t*) = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) get_dropped = nullptr;
   std::atomic<uint64_t> dropped{0};
 
   uint8_t* Buffer(size_t i) { return storage.get() + i * kBufferBytes; }
@@ -192,15 +199,15 @@ void BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   ++h.refused;
 }
 
-void BufferCompleted(void* ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid) {
+void BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t, size_t valid) {
   Hub& h = TheHub();
-  CUptiResult (*get_dropped)(void*, uint32_t, size_t*) = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) get_dropped = nullptr;
   {
     std::lock_guard<std::mutex> lock(h.mu);
     get_dropped = h.get_dropped;
   }
   size_t dropped = 0;
-  if (get_dropped != nullptr && get_dropped(ctx, stream_id, &dropped) == kSuccess) {
+  if (get_dropped != nullptr && get_dropped(ctx, stream_id, &dropped) == CUPTI_SUCCESS) {
     h.dropped.fetch_add(dropped, std::memory_order_relaxed);
   }
   if (buffer == nullptr) return;
@@ -217,7 +224,7 @@ void BufferCompleted(void* ctx, uint32_t stream_id, uint8_t* buffer, size_t, siz
 
 uint64_t MonotonicTimestamp() { return static_cast<uint64_t>(ReadMonotonicNs()); }
 
-void IgnoreCallback(void*, int, uint32_t, const void*) {}
+void IgnoreCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 class CuptiActivity final : public ActivitySource {
  public:
@@ -257,27 +264,34 @@ class CuptiActivity final : public ActivitySource {
           "gpuscope takes it only when asked (Options::cupti = Cupti::kOn, cupti=True, "
           "GPUSCOPE_CUPTI=on), so that torch.profiler keeps recording GPU events"));
     }
-    CUptiResult r = kSuccess;
+    CUptiResult r = CUPTI_SUCCESS;
     char old_name[256] = {0};
+    const char* call = "cuptiSubscribe";
     if (api_.SubscribeV2 != nullptr) {
-      SubscriberParams params{can_share ? kSubscriberParamsSize132 : kSubscriberParamsSize130, "gpuscope",
-                              old_name, sizeof(old_name), 1};
-      r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, &params);
-      if (r == kInvalidParameter && can_share) {  // a build that does not know the field
-        params.struct_size = kSubscriberParamsSize130;
-        r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, &params);
+      call = "cuptiSubscribe_v2";
+      cupti::SubscriberParams params{
+          can_share ? cupti::kSubscriberParamsSize132 : cupti::kSubscriberParamsSize130, "gpuscope",
+          old_name, sizeof(old_name), 1};
+      auto* as_declared = reinterpret_cast<cupti::SubscribeV2Params*>(&params);
+      r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
+      // A build that does not know the field refuses 13.2's size.
+      if (r == CUPTI_ERROR_INVALID_PARAMETER && can_share) {
+        params.structSize = cupti::kSubscriberParamsSize130;
+        r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
       }
     } else {
       r = api_.Subscribe(&subscriber_, IgnoreCallback, nullptr);
     }
-    if (r != kSuccess) {
+    if (r != CUPTI_SUCCESS) {
       subscriber_ = nullptr;
-      if (r == kMultipleSubscribers) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI is held by ",
-            old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
+      // Not a fault: someone else holds CUPTI, and is named.
+      if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        return CuptiStatus(
+            api_, r, call, __FILE__, __LINE__, absl::StatusCode::kFailedPrecondition,
+            absl::StrCat("CUPTI is held by ",
+                         old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
       }
-      return Error("cuptiSubscribe", r);
+      return CuptiStatus(api_, r, call, __FILE__, __LINE__);
     }
     {
       Hub& h = TheHub();
@@ -285,24 +299,30 @@ class CuptiActivity final : public ActivitySource {
       // Buffers CUPTI may still hold from an earlier session stay in use.
       if (h.storage == nullptr) h.storage.reset(new uint8_t[kBuffers * kBufferBytes]);
       h.completed_count = 0;
-      h.get_dropped = api_.GetNumDroppedRecords;
+      h.get_dropped = api_.ActivityGetNumDroppedRecords;
       h.active = true;
     }
     owner_ = true;
     started_ = true;
     pid_ = getpid();
     dropped_at_start_ = TheHub().dropped.load(std::memory_order_relaxed);
-    timestamps_are_host_ = api_.RegisterTimestampCallback != nullptr &&
-                           api_.RegisterTimestampCallback(MonotonicTimestamp) == kSuccess;
+    timestamps_are_host_ =
+        api_.ActivityRegisterTimestampCallback != nullptr &&
+        api_.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS;
     Calibrate();
-    if (CUptiResult rc = api_.RegisterCallbacks(BufferRequested, BufferCompleted); rc != kSuccess) {
-      absl::Status e = Error("cuptiActivityRegisterCallbacks", rc);
+    if (absl::Status e =
+            GPUSCOPE_CUPTI_CALL(api_, ActivityRegisterCallbacks(BufferRequested, BufferCompleted));
+        !e.ok()) {
       Stop();
       return e;
     }
-    for (uint32_t kind : kKinds) {
-      if (CUptiResult rc = api_.Enable(kind); rc != kSuccess) {
-        absl::Status e = Error(absl::StrCat("cuptiActivityEnable(", kind, ")").c_str(), rc);
+    for (CUpti_ActivityKind kind : kKinds) {
+      // Named by the kind's number, which CUPTI's documentation lists.
+      if (absl::Status e =
+              CuptiStatus(api_, api_.ActivityEnable(kind),
+                          absl::StrCat("cuptiActivityEnable(", static_cast<int>(kind), ")"),
+                          __FILE__, __LINE__);
+          !e.ok()) {
         Stop();
         return e;
       }
@@ -328,7 +348,8 @@ class CuptiActivity final : public ActivitySource {
       last_flush_ns_ = now;
       recent_longest_[recent_index_++ % recent_longest_.size()] = longest_ns_;
       longest_ns_ = 0;
-      api_.FlushAll(kFlushForced);  // may call BufferCompleted on this thread
+      // May call BufferCompleted on this thread.
+      api_.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       if (!timestamps_are_host_) Calibrate();
     }
     Hub& h = TheHub();
@@ -362,9 +383,9 @@ class CuptiActivity final : public ActivitySource {
     if (!owner_) return;
     owner_ = false;
     if (getpid() != pid_) return;  // a forked child: the parent's CUPTI is not ours
-    for (uint32_t kind : enabled_) api_.Disable(kind);
+    for (CUpti_ActivityKind kind : enabled_) api_.ActivityDisable(kind);
     enabled_.clear();
-    api_.FlushAll(kFlushForced);  // CUPTI hands its buffers back
+    api_.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // CUPTI hands its buffers back
     if (subscriber_ != nullptr) api_.Unsubscribe(subscriber_);
     subscriber_ = nullptr;
     Hub& h = TheHub();
@@ -394,14 +415,6 @@ class CuptiActivity final : public ActivitySource {
     return absl::NotFoundError(absl::StrCat("no CUPTI library found (", tried, ")"));
   }
 
-  absl::Status Error(const char* call, CUptiResult r) const {
-    const char* text = nullptr;
-    if (api_.GetResultString == nullptr || api_.GetResultString(r, &text) != kSuccess || text == nullptr) {
-      text = "unknown CUPTI error";
-    }
-    return absl::InternalError(absl::StrCat(call, " failed: ", text, " (", r, ")"));
-  }
-
   // Without the timestamp callback, CUPTI's clock is mapped onto
   // CLOCK_MONOTONIC by an offset taken between two reads.
   void Calibrate() {
@@ -411,7 +424,7 @@ class CuptiActivity final : public ActivitySource {
     }
     uint64_t cupti_now = 0;
     const int64_t before = ReadMonotonicNs();
-    if (api_.GetTimestamp(&cupti_now) != kSuccess) return;
+    if (api_.GetTimestamp(&cupti_now) != CUPTI_SUCCESS) return;
     const int64_t after = ReadMonotonicNs();
     offset_ns_ = before + (after - before) / 2 - static_cast<int64_t>(cupti_now);
   }
@@ -426,50 +439,56 @@ class CuptiActivity final : public ActivitySource {
   }
 
   void Parse(const Hub::Completed& c, bool api_only, std::vector<DeviceInterval>* out) {
-    void* record = nullptr;
-    while (api_.GetNextRecord(c.buffer, c.valid, &record) == kSuccess && record != nullptr) {
-      const uint32_t kind = *static_cast<const uint32_t*>(record);
-      if (kind == cupti::kRuntime || kind == cupti::kDriver) {
+    CUpti_Activity* record = nullptr;
+    while (api_.ActivityGetNextRecord(c.buffer, c.valid, &record) == CUPTI_SUCCESS &&
+           record != nullptr) {
+      const CUpti_ActivityKind kind = record->kind;
+      if (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER) {
         if (!api_only) continue;
-        const auto* a = static_cast<const cupti::ApiRecord*>(record);
-        launches_[a->correlation_id % kCorrelationSlots] = {a->correlation_id, Host(a->start)};
+        const auto* a = reinterpret_cast<const cupti::ApiRecord*>(record);
+        launches_[a->correlationId % kCorrelationSlots] = {a->correlationId, Host(a->start)};
         continue;
       }
       if (api_only) continue;
       DeviceInterval d;
       uint32_t correlation = 0;
       switch (kind) {
-        case cupti::kKernel:
-        case cupti::kConcurrentKernel: {
-          const auto* k = static_cast<const cupti::KernelRecord*>(record);
-          d = Interval(k->start, k->end, k->device_id, k->stream_id, ActivityKind::kKernel);
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          const auto* k = reinterpret_cast<const cupti::KernelRecord*>(record);
+          d = Interval(k->start, k->end, k->deviceId, k->streamId, ActivityKind::kKernel);
           d.kernel_class = ClassOf(k->name);
-          correlation = k->correlation_id;
+          correlation = k->correlationId;
           break;
         }
-        case cupti::kMemcpy: {
-          const auto* m = static_cast<const cupti::MemcpyRecord*>(record);
-          const ActivityKind ak = m->copy_kind == cupti::kHtoD   ? ActivityKind::kMemcpyH2D
-                                  : m->copy_kind == cupti::kDtoH ? ActivityKind::kMemcpyD2H
-                                                                 : ActivityKind::kMemcpyOther;
-          d = Interval(m->start, m->end, m->device_id, m->stream_id, ak);
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          const auto* m = reinterpret_cast<const cupti::MemcpyRecord*>(record);
+          const ActivityKind ak =
+              m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? ActivityKind::kMemcpyH2D
+              : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? ActivityKind::kMemcpyD2H
+                                                               : ActivityKind::kMemcpyOther;
+          d = Interval(m->start, m->end, m->deviceId, m->streamId, ak);
           d.bytes = m->bytes;
-          d.pageable = (ak == ActivityKind::kMemcpyH2D && m->src_kind == cupti::kMemoryPageable) ||
-                       (ak == ActivityKind::kMemcpyD2H && m->dst_kind == cupti::kMemoryPageable);
-          correlation = m->correlation_id;
+          d.pageable =
+              (ak == ActivityKind::kMemcpyH2D &&
+               m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE) ||
+              (ak == ActivityKind::kMemcpyD2H && m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE);
+          correlation = m->correlationId;
           break;
         }
-        case cupti::kMemset: {
-          const auto* m = static_cast<const cupti::MemsetRecord*>(record);
-          d = Interval(m->start, m->end, m->device_id, m->stream_id, ActivityKind::kMemset);
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          const auto* m = reinterpret_cast<const cupti::MemsetRecord*>(record);
+          d = Interval(m->start, m->end, m->deviceId, m->streamId, ActivityKind::kMemset);
           d.bytes = m->bytes;
-          correlation = m->correlation_id;
+          correlation = m->correlationId;
           break;
         }
-        case cupti::kSynchronization: {
-          const auto* s = static_cast<const cupti::SyncRecord*>(record);
-          if (s->type == cupti::kSyncStreamWaitEvent) continue;  // does not block the host
-          d = Interval(s->start, s->end, 0, s->stream_id, ActivityKind::kSync);
+        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+          const auto* s = reinterpret_cast<const cupti::SyncRecord*>(record);
+          // A stream waiting on an event does not block the host; the other
+          // synchronizations (event, stream, context) do.
+          if (s->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) continue;
+          d = Interval(s->start, s->end, 0, s->streamId, ActivityKind::kSync);
           break;
         }
         default:
@@ -501,13 +520,13 @@ class CuptiActivity final : public ActivitySource {
   const Cupti mode_;
   CuptiApi api_;
   std::string path_;
-  Subscriber subscriber_ = nullptr;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
   bool owner_ = false;
   bool started_ = false;
   uint64_t dropped_at_start_ = 0;
   bool timestamps_are_host_ = false;
   int64_t offset_ns_ = 0;
-  std::vector<uint32_t> enabled_;
+  std::vector<CUpti_ActivityKind> enabled_;
   int64_t last_flush_ns_ = INT64_MIN / 2;
   int64_t horizon_ = INT64_MIN;
   uint64_t records_ = 0;

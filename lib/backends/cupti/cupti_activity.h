@@ -22,7 +22,6 @@
 #include <string>
 
 #include "backends/activity_source.h"
-#include "backends/cupti/cupti_records.h"
 #include "gpuscope/options.h"
 
 namespace gpuscope::internal {
@@ -31,7 +30,6 @@ std::unique_ptr<ActivitySource> MakeCuptiActivitySource(Cupti mode);
 
 // The mode after GPUSCOPE_CUPTI (on|off|auto) overrides Cupti::kAuto.
 Cupti EffectiveCuptiMode(Cupti requested);
-
 
 }  // namespace gpuscope::internal
 

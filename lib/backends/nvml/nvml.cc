@@ -3,93 +3,140 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
+
+// NVML's types and entry points from its own header; the library is still
+// only dlopen()ed, never linked. NVML_NO_UNVERSIONED_FUNC_DEFS keeps nvml.h
+// from renaming nvmlInit to nvmlInit_v2 and so on, so that the older names
+// bound as fallbacks are declared too, and checked below.
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <nvml.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "backends/vendor_status.h"
 #include "base/dynlib.h"
 
 namespace gpuscope::internal {
 namespace {
 
-// The NVML API subset, declared locally (values as in nvml.h of CUDA 12/13).
-using nvmlReturn = int;
-constexpr nvmlReturn kSuccess = 0;
-using Device = void*;
-constexpr unsigned kClockSm = 1;
-constexpr unsigned kClockMem = 2;
-constexpr unsigned kTemperatureGpu = 0;
-constexpr unsigned kPcieTxBytes = 0;
-constexpr unsigned kPcieRxBytes = 1;
-constexpr unsigned kErrorCorrected = 0;
-constexpr unsigned kErrorUncorrected = 1;
-constexpr unsigned kVolatileEcc = 0;
+// The interface's clocks-event reasons are NVML's bits: the mask passes
+// through unchanged. (nvml.h names the hardware ones only by their older
+// "throttle" names.)
+constexpr bool SameBit(ClocksEventReason ours, unsigned long long nvml) { return ours == nvml; }
+static_assert(SameBit(kGpuIdle, nvmlClocksEventReasonGpuIdle));
+static_assert(SameBit(kApplicationsClocksSetting, nvmlClocksEventReasonApplicationsClocksSetting));
+static_assert(SameBit(kSwPowerCap, nvmlClocksEventReasonSwPowerCap));
+static_assert(SameBit(kHwSlowdown, nvmlClocksThrottleReasonHwSlowdown));
+static_assert(SameBit(kSyncBoost, nvmlClocksEventReasonSyncBoost));
+static_assert(SameBit(kSwThermalSlowdown, nvmlClocksEventReasonSwThermalSlowdown));
+static_assert(SameBit(kHwThermalSlowdown, nvmlClocksThrottleReasonHwThermalSlowdown));
+static_assert(SameBit(kHwPowerBrakeSlowdown, nvmlClocksThrottleReasonHwPowerBrakeSlowdown));
+static_assert(SameBit(kDisplayClockSetting, nvmlClocksEventReasonDisplayClockSetting));
 
-struct Utilization {
-  unsigned gpu;
-  unsigned memory;
-};
-struct Memory {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-struct PciInfo {  // nvmlPciInfo_t (v3)
-  char bus_id_legacy[16];
-  unsigned domain;
-  unsigned bus;
-  unsigned device;
-  unsigned pci_device_id;
-  unsigned pci_subsystem_id;
-  char bus_id[32];
-};
+// The older names bound as fallbacks take what the newer ones take.
+static_assert(std::is_same_v<decltype(&nvmlInit), decltype(&nvmlInit_v2)>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount), decltype(&nvmlDeviceGetCount_v2)>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex),
+                             decltype(&nvmlDeviceGetHandleByIndex_v2)>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetCudaDriverVersion),
+                             decltype(&nvmlSystemGetCudaDriverVersion_v2)>);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the old name, for drivers before 535
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons),
+                             decltype(&nvmlDeviceGetCurrentClocksEventReasons)>);
+#pragma GCC diagnostic pop
 
-// NVML's own names for its error codes (nvmlErrorString would need a call
-// into a library that may have failed to initialize).
-const char* ReturnName(nvmlReturn r) {
+// NVML's name for `r` ("NVML_ERROR_DRIVER_NOT_LOADED"). NVML itself only
+// words its codes (nvmlErrorString: "Driver Not Loaded"), and a library
+// that failed to load or initialize is better not called, so the names are
+// nvml.h's own enumerators, spelled as CUDA and CUPTI name theirs.
+std::string NvmlReturnName(nvmlReturn_t r) {
+#define GPUSCOPE_NVML_RETURN(name) \
+  case name: return #name
   switch (r) {
-    case 1: return "NVML_ERROR_UNINITIALIZED";
-    case 2: return "NVML_ERROR_INVALID_ARGUMENT";
-    case 3: return "NVML_ERROR_NOT_SUPPORTED";
-    case 4: return "NVML_ERROR_NO_PERMISSION";
-    case 6: return "NVML_ERROR_NOT_FOUND";
-    case 9: return "NVML_ERROR_DRIVER_NOT_LOADED";
-    case 12: return "NVML_ERROR_LIBRARY_NOT_FOUND";
-    case 15: return "NVML_ERROR_GPU_IS_LOST";
-    case 18: return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
-    default: return "NVML_ERROR_UNKNOWN";
+    GPUSCOPE_NVML_RETURN(NVML_SUCCESS);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_UNINITIALIZED);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_NOT_SUPPORTED);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_NO_PERMISSION);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_ALREADY_INITIALIZED);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_NOT_FOUND);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_INSUFFICIENT_POWER);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_DRIVER_NOT_LOADED);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_TIMEOUT);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_IRQ_ISSUE);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_LIBRARY_NOT_FOUND);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_FUNCTION_NOT_FOUND);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_CORRUPTED_INFOROM);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_GPU_IS_LOST);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_RESET_REQUIRED);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_OPERATING_SYSTEM);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_IN_USE);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_MEMORY);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_NO_DATA);
+    GPUSCOPE_NVML_RETURN(NVML_ERROR_UNKNOWN);
+    default: break;  // a code newer than this list
   }
+#undef GPUSCOPE_NVML_RETURN
+  return UnnamedVendorError("NVML", r);
 }
+
+// A failed NVML call in the convention of backends/vendor_status.h. NVML
+// calls yield a Status only where NVML is being opened, so a failure means
+// NVML is unusable here (no driver, a mismatched library): FailedPrecondition.
+absl::Status NvmlStatus(nvmlReturn_t r, const char* call, const char* file, int line) {
+  if (r == NVML_SUCCESS) return absl::OkStatus();
+  return VendorCallError(absl::StatusCode::kFailedPrecondition, call, NvmlReturnName(r),
+                         r == NVML_ERROR_DRIVER_NOT_LOADED ? "no NVIDIA driver is loaded" : "",
+                         file, line);
+}
+
+// GPUSCOPE_NVML_CALL(api, Init()) calls api.Init(), reported as "nvmlInit()
+// failed: NVML_ERROR_... at nvml.cc:<line>".
+#define GPUSCOPE_NVML_CALL(api, call) \
+  ::gpuscope::internal::NvmlStatus((api).call, "nvml" #call, __FILE__, __LINE__)
 
 }  // namespace
 
+// The entry points, typed by nvml.h's declarations of the versioned names
+// bound first; an older driver's unversioned fallback takes the same (see
+// above). All but the first four are optional: a driver without one leaves
+// its field unknown.
 struct Nvml::Api {
-  nvmlReturn (*Init)() = nullptr;
-  nvmlReturn (*Shutdown)() = nullptr;
-  nvmlReturn (*DeviceGetCount)(unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetHandleByIndex)(unsigned, Device*) = nullptr;
-  // Optional: a driver without one leaves that field unknown.
-  nvmlReturn (*SystemGetDriverVersion)(char*, unsigned) = nullptr;
-  nvmlReturn (*SystemGetCudaDriverVersion)(int*) = nullptr;
-  nvmlReturn (*DeviceGetName)(Device, char*, unsigned) = nullptr;
-  nvmlReturn (*DeviceGetPciInfo)(Device, PciInfo*) = nullptr;
-  nvmlReturn (*DeviceGetClockInfo)(Device, unsigned, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetMaxClockInfo)(Device, unsigned, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetPowerUsage)(Device, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetEnforcedPowerLimit)(Device, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetTemperature)(Device, unsigned, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetClocksEventReasons)(Device, unsigned long long*) = nullptr;
-  nvmlReturn (*DeviceGetUtilizationRates)(Device, Utilization*) = nullptr;
-  nvmlReturn (*DeviceGetMemoryInfo)(Device, Memory*) = nullptr;
-  nvmlReturn (*DeviceGetCurrPcieLinkGeneration)(Device, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetMaxPcieLinkGeneration)(Device, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetCurrPcieLinkWidth)(Device, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetMaxPcieLinkWidth)(Device, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetPcieThroughput)(Device, unsigned, unsigned*) = nullptr;
-  nvmlReturn (*DeviceGetTotalEccErrors)(Device, unsigned, unsigned, unsigned long long*) = nullptr;
-  nvmlReturn (*DeviceGetPersistenceMode)(Device, int*) = nullptr;
-  nvmlReturn (*DeviceGetComputeMode)(Device, int*) = nullptr;
-  nvmlReturn (*DeviceGetMigMode)(Device, unsigned*, unsigned*) = nullptr;
+  decltype(&nvmlInit_v2) Init = nullptr;
+  decltype(&nvmlShutdown) Shutdown = nullptr;
+  decltype(&nvmlDeviceGetCount_v2) DeviceGetCount = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) DeviceGetHandleByIndex = nullptr;
+  decltype(&nvmlSystemGetDriverVersion) SystemGetDriverVersion = nullptr;
+  decltype(&nvmlSystemGetCudaDriverVersion_v2) SystemGetCudaDriverVersion = nullptr;
+  decltype(&nvmlDeviceGetName) DeviceGetName = nullptr;
+  decltype(&nvmlDeviceGetPciInfo_v3) DeviceGetPciInfo = nullptr;
+  decltype(&nvmlDeviceGetClockInfo) DeviceGetClockInfo = nullptr;
+  decltype(&nvmlDeviceGetMaxClockInfo) DeviceGetMaxClockInfo = nullptr;
+  decltype(&nvmlDeviceGetPowerUsage) DeviceGetPowerUsage = nullptr;
+  decltype(&nvmlDeviceGetEnforcedPowerLimit) DeviceGetEnforcedPowerLimit = nullptr;
+  // Deprecated in NVML 13 for nvmlDeviceGetTemperatureV, but the entry point
+  // every driver has.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  decltype(&nvmlDeviceGetTemperature) DeviceGetTemperature = nullptr;
+#pragma GCC diagnostic pop
+  decltype(&nvmlDeviceGetCurrentClocksEventReasons) DeviceGetClocksEventReasons = nullptr;
+  decltype(&nvmlDeviceGetUtilizationRates) DeviceGetUtilizationRates = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) DeviceGetMemoryInfo = nullptr;
+  decltype(&nvmlDeviceGetCurrPcieLinkGeneration) DeviceGetCurrPcieLinkGeneration = nullptr;
+  decltype(&nvmlDeviceGetMaxPcieLinkGeneration) DeviceGetMaxPcieLinkGeneration = nullptr;
+  decltype(&nvmlDeviceGetCurrPcieLinkWidth) DeviceGetCurrPcieLinkWidth = nullptr;
+  decltype(&nvmlDeviceGetMaxPcieLinkWidth) DeviceGetMaxPcieLinkWidth = nullptr;
+  decltype(&nvmlDeviceGetPcieThroughput) DeviceGetPcieThroughput = nullptr;
+  decltype(&nvmlDeviceGetTotalEccErrors) DeviceGetTotalEccErrors = nullptr;
+  decltype(&nvmlDeviceGetPersistenceMode) DeviceGetPersistenceMode = nullptr;
+  decltype(&nvmlDeviceGetComputeMode) DeviceGetComputeMode = nullptr;
+  decltype(&nvmlDeviceGetMigMode) DeviceGetMigMode = nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
@@ -130,14 +177,11 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
   (void)lib->Bind(&api->DeviceGetComputeMode, {"nvmlDeviceGetComputeMode"});
   (void)lib->Bind(&api->DeviceGetMigMode, {"nvmlDeviceGetMigMode"});
 
-  if (const nvmlReturn r = api->Init(); r != kSuccess) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("nvmlInit failed: ", ReturnName(r), r == 9 ? " (no NVIDIA driver is loaded)" : ""));
-  }
+  if (absl::Status s = GPUSCOPE_NVML_CALL(*api, Init()); !s.ok()) return s;
   unsigned count = 0;
-  if (const nvmlReturn r = api->DeviceGetCount(&count); r != kSuccess) {
+  if (absl::Status s = GPUSCOPE_NVML_CALL(*api, DeviceGetCount(&count)); !s.ok()) {
     api->Shutdown();
-    return absl::FailedPreconditionError(absl::StrCat("nvmlDeviceGetCount failed: ", ReturnName(r)));
+    return s;
   }
   lib->Leak();  // NVML stays loaded for the rest of the process
   return std::unique_ptr<Nvml>(new Nvml(api.release(), static_cast<int>(count)));
@@ -150,7 +194,8 @@ Nvml::~Nvml() {
 
 std::string Nvml::driver_version() const {
   char buf[96] = {0};
-  if (api_->SystemGetDriverVersion == nullptr || api_->SystemGetDriverVersion(buf, sizeof(buf)) != kSuccess) {
+  if (api_->SystemGetDriverVersion == nullptr ||
+      api_->SystemGetDriverVersion(buf, sizeof(buf)) != NVML_SUCCESS) {
     return "";
   }
   return buf;
@@ -158,55 +203,60 @@ std::string Nvml::driver_version() const {
 
 int Nvml::cuda_driver_version() const {
   int v = -1;
-  if (api_->SystemGetCudaDriverVersion == nullptr || api_->SystemGetCudaDriverVersion(&v) != kSuccess) return -1;
+  if (api_->SystemGetCudaDriverVersion == nullptr ||
+      api_->SystemGetCudaDriverVersion(&v) != NVML_SUCCESS)
+    return -1;
   return v;
 }
 
 std::string Nvml::BusId(int index) const {
-  Device d = nullptr;
-  PciInfo pci{};
+  nvmlDevice_t d = nullptr;
+  nvmlPciInfo_t pci{};
   if (api_->DeviceGetPciInfo == nullptr ||
-      api_->DeviceGetHandleByIndex(static_cast<unsigned>(index), &d) != kSuccess ||
-      api_->DeviceGetPciInfo(d, &pci) != kSuccess) {
+      api_->DeviceGetHandleByIndex(static_cast<unsigned>(index), &d) != NVML_SUCCESS ||
+      api_->DeviceGetPciInfo(d, &pci) != NVML_SUCCESS) {
     return "";
   }
-  pci.bus_id[sizeof(pci.bus_id) - 1] = '\0';
-  return pci.bus_id;
+  pci.busId[sizeof(pci.busId) - 1] = '\0';
+  return pci.busId;
 }
 
 GpuState Nvml::Read(int index, bool pcie_throughput) const {
   GpuState g;
   g.index = index;
-  Device d = nullptr;
-  if (api_->DeviceGetHandleByIndex(static_cast<unsigned>(index), &d) != kSuccess) return g;
+  nvmlDevice_t d = nullptr;
+  if (api_->DeviceGetHandleByIndex(static_cast<unsigned>(index), &d) != NVML_SUCCESS) return g;
   // Each query on its own: what fails stays unknown.
   const auto uint_query = [&](auto fn, auto... args) -> double {
     unsigned v = 0;
-    if (fn == nullptr || fn(d, args..., &v) != kSuccess) return kUnknownValue;
+    if (fn == nullptr || fn(d, args..., &v) != NVML_SUCCESS) return kUnknownValue;
     return static_cast<double>(v);
   };
   char buf[96] = {0};
-  if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == kSuccess) g.name = buf;
+  if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS)
+    g.name = buf;
   g.bus_id = BusId(index);
-  g.sm_clock_mhz = uint_query(api_->DeviceGetClockInfo, kClockSm);
-  g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, kClockSm);
-  g.mem_clock_mhz = uint_query(api_->DeviceGetClockInfo, kClockMem);
-  g.mem_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, kClockMem);
+  g.sm_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_SM);
+  g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_SM);
+  g.mem_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_MEM);
+  g.mem_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_MEM);
   g.power_w = uint_query(api_->DeviceGetPowerUsage) / 1000.0;          // mW
   g.power_limit_w = uint_query(api_->DeviceGetEnforcedPowerLimit) / 1000.0;
-  g.temperature_c = uint_query(api_->DeviceGetTemperature, kTemperatureGpu);
+  g.temperature_c = uint_query(api_->DeviceGetTemperature, NVML_TEMPERATURE_GPU);
   unsigned long long reasons = 0;
-  if (api_->DeviceGetClocksEventReasons != nullptr && api_->DeviceGetClocksEventReasons(d, &reasons) == kSuccess) {
+  if (api_->DeviceGetClocksEventReasons != nullptr &&
+      api_->DeviceGetClocksEventReasons(d, &reasons) == NVML_SUCCESS) {
     g.clocks_event_reasons_known = true;
     g.clocks_event_reasons = reasons;
   }
-  Utilization u{};
-  if (api_->DeviceGetUtilizationRates != nullptr && api_->DeviceGetUtilizationRates(d, &u) == kSuccess) {
+  nvmlUtilization_t u{};
+  if (api_->DeviceGetUtilizationRates != nullptr &&
+      api_->DeviceGetUtilizationRates(d, &u) == NVML_SUCCESS) {
     g.utilization_gpu_pct = u.gpu;
     g.utilization_memory_pct = u.memory;
   }
-  Memory m{};
-  if (api_->DeviceGetMemoryInfo != nullptr && api_->DeviceGetMemoryInfo(d, &m) == kSuccess) {
+  nvmlMemory_t m{};
+  if (api_->DeviceGetMemoryInfo != nullptr && api_->DeviceGetMemoryInfo(d, &m) == NVML_SUCCESS) {
     g.memory_used_bytes = static_cast<double>(m.used);
     g.memory_total_bytes = static_cast<double>(m.total);
   }
@@ -216,27 +266,35 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
   g.pcie_width = as_int(uint_query(api_->DeviceGetCurrPcieLinkWidth));
   g.pcie_width_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkWidth));
   if (pcie_throughput) {
-    g.pcie_tx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, kPcieTxBytes) * 1024.0;  // KB/s
-    g.pcie_rx_bytes_per_s = uint_query(api_->DeviceGetPcieThroughput, kPcieRxBytes) * 1024.0;
+    g.pcie_tx_bytes_per_s =
+        uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_TX_BYTES) * 1024.0;  // KB/s
+    g.pcie_rx_bytes_per_s =
+        uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_RX_BYTES) * 1024.0;
   }
   unsigned long long ecc = 0;
   if (api_->DeviceGetTotalEccErrors != nullptr) {
-    if (api_->DeviceGetTotalEccErrors(d, kErrorCorrected, kVolatileEcc, &ecc) == kSuccess) {
+    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+                                      &ecc) == NVML_SUCCESS) {
       g.ecc_corrected = static_cast<int64_t>(ecc);
     }
-    if (api_->DeviceGetTotalEccErrors(d, kErrorUncorrected, kVolatileEcc, &ecc) == kSuccess) {
+    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                      &ecc) == NVML_SUCCESS) {
       g.ecc_uncorrected = static_cast<int64_t>(ecc);
     }
   }
-  int mode = 0;
-  if (api_->DeviceGetPersistenceMode != nullptr && api_->DeviceGetPersistenceMode(d, &mode) == kSuccess) {
-    g.persistence_mode = mode;
+  nvmlEnableState_t persistence = NVML_FEATURE_DISABLED;
+  if (api_->DeviceGetPersistenceMode != nullptr &&
+      api_->DeviceGetPersistenceMode(d, &persistence) == NVML_SUCCESS) {
+    g.persistence_mode = persistence;
   }
-  if (api_->DeviceGetComputeMode != nullptr && api_->DeviceGetComputeMode(d, &mode) == kSuccess) {
-    g.compute_mode = mode;
+  nvmlComputeMode_t compute = NVML_COMPUTEMODE_DEFAULT;
+  if (api_->DeviceGetComputeMode != nullptr &&
+      api_->DeviceGetComputeMode(d, &compute) == NVML_SUCCESS) {
+    g.compute_mode = compute;
   }
   unsigned mig = 0, pending = 0;
-  if (api_->DeviceGetMigMode != nullptr && api_->DeviceGetMigMode(d, &mig, &pending) == kSuccess) {
+  if (api_->DeviceGetMigMode != nullptr &&
+      api_->DeviceGetMigMode(d, &mig, &pending) == NVML_SUCCESS) {
     g.mig_mode = static_cast<int>(mig);
   }
   return g;

@@ -3,8 +3,8 @@
 //
 // Every field is optional: a GPU or driver that does not support a query
 // (NVML_ERROR_NOT_SUPPORTED, say) leaves it unknown (NaN, or -1), and the
-// rest is still read. Entry points and values are declared locally (as in
-// nvml.h of CUDA 12 and 13), so building needs no NVML header.
+// rest is still read. The types and entry points come from NVML's own
+// nvml.h, included by nvml.cc only: this header stays free of it.
 
 #ifndef GPUSCOPE_LIB_BACKENDS_NVML_NVML_H_
 #define GPUSCOPE_LIB_BACKENDS_NVML_NVML_H_

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "backends/host/clock.h"
+#include "backends/vendor_status.h"
 #include "base/env.h"
 
 namespace gpuscope {
@@ -69,12 +70,13 @@ class SimulatedTimer final : public DeviceTimer {
   absl::Status Maintain() override {
     switch (state_->fault.load()) {
       case SimulatedDevice::Fault::kStickyError:
-        return absl::InternalError(
-            "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (simulated, "
-            "sticky: the context is unusable)");
+        // As the CUDA timer reports a driver call failing (vendor_status.h).
+        return VendorCallError(absl::StatusCode::kInternal, "cuEventQuery",
+                               "CUDA_ERROR_ILLEGAL_ADDRESS",
+                               "simulated, sticky: the context is unusable", __FILE__, __LINE__);
       case SimulatedDevice::Fault::kContextDestroyed:
-        return absl::FailedPreconditionError(
-            "CUDA_ERROR_CONTEXT_IS_DESTROYED (simulated)");
+        return VendorCallError(absl::StatusCode::kFailedPrecondition, "cuCtxPushCurrent",
+                               "CUDA_ERROR_CONTEXT_IS_DESTROYED", "simulated", __FILE__, __LINE__);
       default:
         break;
     }
@@ -114,9 +116,9 @@ class SimulatedActivity final : public ActivitySource {
       case SimulatedDevice::Fault::kNoDriver:
         return absl::NotFoundError("libcupti.so: cannot open shared object file (simulated)");
       case SimulatedDevice::Fault::kActivityRefused:
-        return absl::FailedPreconditionError(
-            "cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (simulated: another "
-            "profiler holds CUPTI)");
+        return VendorCallError(absl::StatusCode::kFailedPrecondition, "cuptiSubscribe_v2",
+                               "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
+                               "simulated: another profiler holds CUPTI", __FILE__, __LINE__);
       default:
         break;
     }

@@ -15,28 +15,38 @@
 // current on the creating thread only (as torch's is on the training thread);
 // other threads must push it, and calls that need a context fail without one.
 // Sticky errors, record failures and version failures can be injected; cuInit
-// calls and push/pop balance are counted.
+// calls and push/pop balance are counted. Entry points, handles and codes
+// are cuda.h's: a context is the fake's CUctx_st, an event its CUevent_st,
+// and a stream handle a number (0, 1, 2, then one per created stream).
 
+#include <cuda.h>
 #include <time.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+// The driver's opaque handles, given a body here.
+struct CUctx_st {
+  int device = 0;
+  bool created = false;  // the device's primary context is active
+  char bus_id[16] = "";  // "" : the default, 0000:<0x17 + 0x10 * device>:00.0
+};
+
+struct CUevent_st {
+  CUctx_st* ctx = nullptr;
+  int64_t completion_ns = -1;  // -1: never recorded
+};
+
 namespace {
 
-using CUresult = int;
-constexpr CUresult kSuccess = 0;
-constexpr CUresult kInvalidValue = 1;
-constexpr CUresult kNotReady = 600;
-constexpr CUresult kNotInitialized = 3;
-constexpr CUresult kInvalidContext = 201;
-constexpr CUresult kInvalidHandle = 400;
+using Context = CUctx_st;
+using Event = CUevent_st;
 constexpr int kMaxDevices = 4;
 
 int64_t NowNs() {
@@ -45,26 +55,15 @@ int64_t NowNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-struct Context {
-  int device = 0;
-  bool created = false;  // the device's primary context is active
-  char bus_id[16] = "";  // "" : the default, 0000:<0x17 + 0x10 * device>:00.0
-};
-
-struct Event {
-  Context* ctx = nullptr;
-  int64_t completion_ns = -1;  // -1: never recorded
-};
-
 struct State {
   std::mutex mu;
   Context contexts[kMaxDevices];
   // (context, stream handle) -> end of queued work.
   std::map<std::pair<Context*, uintptr_t>, int64_t> busy_until;
   std::map<uintptr_t, Context*> stream_ctx;  // created streams
-  std::atomic<CUresult> version_result{kSuccess};
-  std::atomic<CUresult> sticky{kSuccess};
-  std::atomic<CUresult> record_failure{kSuccess};
+  std::atomic<CUresult> version_result{CUDA_SUCCESS};
+  std::atomic<CUresult> sticky{CUDA_SUCCESS};
+  std::atomic<CUresult> record_failure{CUDA_SUCCESS};
   std::atomic<bool> initialized{false};
   std::atomic<int> init_calls{0};
   std::atomic<int> push_balance{0};
@@ -85,6 +84,7 @@ thread_local Context* current = nullptr;      // the thread's own (cudaSetDevice
 Context* Current() { return !pushed.empty() ? pushed.back() : current; }
 bool HasContext() { return Current() != nullptr; }
 bool IsDefaultStream(uintptr_t stream) { return stream <= 2; }
+uintptr_t Handle(CUstream stream) { return reinterpret_cast<uintptr_t>(stream); }
 
 // The context `stream` belongs to (the current one for a default stream), or
 // null when there is none.
@@ -128,11 +128,17 @@ __attribute__((visibility("default"))) uintptr_t fake_cuda_create_stream(int dev
   S().stream_ctx[stream] = &S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
   return stream;
 }
-__attribute__((visibility("default"))) void fake_cuda_fail_version(int result) { S().version_result = result; }
-__attribute__((visibility("default"))) void fake_cuda_fail_records(int result) { S().record_failure = result; }
+__attribute__((visibility("default"))) void fake_cuda_fail_version(int result) {
+  S().version_result = static_cast<CUresult>(result);
+}
+__attribute__((visibility("default"))) void fake_cuda_fail_records(int result) {
+  S().record_failure = static_cast<CUresult>(result);
+}
 __attribute__((visibility("default"))) int fake_cuda_init_calls() { return S().init_calls; }
 __attribute__((visibility("default"))) int fake_cuda_push_balance() { return S().push_balance; }
-__attribute__((visibility("default"))) void fake_cuda_set_sticky_error(int result) { S().sticky = result; }
+__attribute__((visibility("default"))) void fake_cuda_set_sticky_error(int result) {
+  S().sticky = static_cast<CUresult>(result);
+}
 __attribute__((visibility("default"))) int64_t fake_cuda_live_events() { return S().live_events; }
 __attribute__((visibility("default"))) int64_t fake_cuda_records() { return S().records; }
 __attribute__((visibility("default"))) int64_t fake_cuda_wrong_context_records() {
@@ -144,11 +150,11 @@ __attribute__((visibility("default"))) void fake_cuda_launch(uintptr_t stream, i
   busy = std::max(busy, NowNs()) + duration_ns;
 }
 
-// ---- The driver API subset.
+// ---- The driver API subset, as cuda.h declares it.
 CUresult cuInit(unsigned) {
   ++S().init_calls;
   S().initialized = true;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuDriverGetVersion(int* version) {
@@ -156,136 +162,145 @@ CUresult cuDriverGetVersion(int* version) {
   return S().version_result;
 }
 
+// The driver's names for the codes a test injects or the fake answers; like
+// the driver, CUDA_ERROR_INVALID_VALUE for a code it does not know.
 CUresult cuGetErrorName(CUresult r, const char** name) {
+#define FAKE_CUDA_NAME(code) \
+  case code: *name = #code; return CUDA_SUCCESS
   switch (r) {
-    case 0: *name = "CUDA_SUCCESS"; return kSuccess;
-    case 3: *name = "CUDA_ERROR_NOT_INITIALIZED"; return kSuccess;
-    case 100: *name = "CUDA_ERROR_NO_DEVICE"; return kSuccess;
-    case 201: *name = "CUDA_ERROR_INVALID_CONTEXT"; return kSuccess;
-    case 400: *name = "CUDA_ERROR_INVALID_HANDLE"; return kSuccess;
-    case 600: *name = "CUDA_ERROR_NOT_READY"; return kSuccess;
-    case 700: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kSuccess;
-    case 709: *name = "CUDA_ERROR_CONTEXT_IS_DESTROYED"; return kSuccess;
-    default: *name = "CUDA_ERROR_UNKNOWN"; return kSuccess;
+    FAKE_CUDA_NAME(CUDA_SUCCESS);
+    FAKE_CUDA_NAME(CUDA_ERROR_INVALID_VALUE);
+    FAKE_CUDA_NAME(CUDA_ERROR_NOT_INITIALIZED);
+    FAKE_CUDA_NAME(CUDA_ERROR_NO_DEVICE);
+    FAKE_CUDA_NAME(CUDA_ERROR_INVALID_CONTEXT);
+    FAKE_CUDA_NAME(CUDA_ERROR_INVALID_HANDLE);
+    FAKE_CUDA_NAME(CUDA_ERROR_NOT_READY);
+    FAKE_CUDA_NAME(CUDA_ERROR_ILLEGAL_ADDRESS);
+    FAKE_CUDA_NAME(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    FAKE_CUDA_NAME(CUDA_ERROR_UNKNOWN);
+    default: *name = nullptr; return CUDA_ERROR_INVALID_VALUE;
   }
+#undef FAKE_CUDA_NAME
 }
 
-CUresult cuCtxGetCurrent(Context** ctx) {
+CUresult cuCtxGetCurrent(CUcontext* ctx) {
   *ctx = nullptr;
-  if (!S().initialized) return kNotInitialized;
+  if (!S().initialized) return CUDA_ERROR_NOT_INITIALIZED;
   *ctx = Current();
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuCtxPushCurrent_v2(Context* ctx) {
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   bool known = false;
   for (Context& c : S().contexts) known = known || (&c == ctx && c.created);
-  if (!known) return kInvalidContext;
+  if (!known) return CUDA_ERROR_INVALID_CONTEXT;
   pushed.push_back(ctx);
   ++S().push_balance;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuCtxPopCurrent_v2(Context** ctx) {
-  if (pushed.empty()) return kInvalidContext;
+CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (pushed.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (ctx != nullptr) *ctx = pushed.back();
   pushed.pop_back();
   --S().push_balance;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuCtxGetDevice(int* device) {
-  if (!HasContext()) return kInvalidContext;
+CUresult cuCtxGetDevice(CUdevice* device) {
+  if (!HasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   *device = Current()->device;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 CUresult cuDeviceGetCount(int* count) {
-  if (!S().initialized) return kNotInitialized;
+  if (!S().initialized) return CUDA_ERROR_NOT_INITIALIZED;
   *count = kMaxDevices;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuDeviceGet(int* device, int ordinal) {
-  if (!S().initialized) return kNotInitialized;
-  if (ordinal < 0 || ordinal >= kMaxDevices) return kInvalidValue;
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!S().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ordinal < 0 || ordinal >= kMaxDevices) return CUDA_ERROR_INVALID_VALUE;
   *device = ordinal;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
-  if (!S().initialized) return kNotInitialized;
-  if (device < 0 || device >= kMaxDevices) return kInvalidValue;
+CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned* flags, int* active) {
+  if (!S().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (device < 0 || device >= kMaxDevices) return CUDA_ERROR_INVALID_VALUE;
   *flags = 0;
   *active = S().contexts[device].created ? 1 : 0;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuDeviceGetPCIBusId(char* out, int len, int device) {
-  if (!S().initialized) return kNotInitialized;
-  if (device < 0 || device >= kMaxDevices || len < 13) return kInvalidValue;
+CUresult cuDeviceGetPCIBusId(char* out, int len, CUdevice device) {
+  if (!S().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (device < 0 || device >= kMaxDevices || len < 13) return CUDA_ERROR_INVALID_VALUE;
   const Context& c = S().contexts[device];
   if (c.bus_id[0] != '\0') {
     std::snprintf(out, static_cast<size_t>(len), "%s", c.bus_id);
   } else {
     std::snprintf(out, static_cast<size_t>(len), "0000:%02X:00.0", 0x17 + 0x10 * device);
   }
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuStreamGetCtx(uintptr_t stream, Context** ctx) {
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* ctx) {
   std::lock_guard<std::mutex> lock(S().mu);
-  *ctx = StreamContext(stream);
-  return *ctx != nullptr ? kSuccess : (IsDefaultStream(stream) ? kInvalidContext : kInvalidHandle);
+  *ctx = StreamContext(Handle(stream));
+  if (*ctx != nullptr) return CUDA_SUCCESS;
+  return IsDefaultStream(Handle(stream)) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult cuStreamCreate(uintptr_t* stream, unsigned) {
-  if (!HasContext()) return kInvalidContext;
+CUresult cuStreamCreate(CUstream* stream, unsigned) {
+  if (!HasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard<std::mutex> lock(S().mu);
-  *stream = S().next_stream++;
-  S().stream_ctx[*stream] = Current();
-  return kSuccess;
+  const uintptr_t handle = S().next_stream++;
+  S().stream_ctx[handle] = Current();
+  *stream = reinterpret_cast<CUstream>(handle);
+  return CUDA_SUCCESS;
 }
-CUresult cuStreamDestroy_v2(uintptr_t) { return kSuccess; }
+CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
 
-CUresult cuEventCreate(Event** e, unsigned) {
-  if (!HasContext()) return kInvalidContext;
+CUresult cuEventCreate(CUevent* e, unsigned) {
+  if (!HasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   *e = new Event();
   (*e)->ctx = Current();
   ++S().live_events;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
-CUresult cuEventDestroy_v2(Event* e) {
+CUresult cuEventDestroy_v2(CUevent e) {
   delete e;
   --S().live_events;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
-CUresult cuEventRecord(Event* e, uintptr_t stream) {
-  if (S().sticky != kSuccess) return S().sticky;
-  if (S().record_failure != kSuccess) return S().record_failure;
-  if (!HasContext()) return kInvalidContext;
-  if (e == nullptr) return kInvalidValue;
+CUresult cuEventRecord(CUevent e, CUstream stream) {
+  if (S().sticky != CUDA_SUCCESS) return S().sticky;
+  if (S().record_failure != CUDA_SUCCESS) return S().record_failure;
+  if (!HasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(S().mu);
-  Context* ctx = StreamContext(stream);
+  Context* ctx = StreamContext(Handle(stream));
   if (ctx == nullptr || ctx != e->ctx) {
     ++S().wrong_context_records;
-    return kInvalidHandle;  // the event and the stream must share a context
+    return CUDA_ERROR_INVALID_HANDLE;  // the event and the stream must share a context
   }
-  const auto it = S().busy_until.find({ctx, stream});
+  const auto it = S().busy_until.find({ctx, Handle(stream)});
   e->completion_ns = std::max(NowNs(), it == S().busy_until.end() ? 0 : it->second);
   ++S().records;
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
-CUresult cuEventQuery(Event* e) {
-  if (S().sticky != kSuccess) return S().sticky;
-  if (e == nullptr || e->completion_ns < 0) return kInvalidValue;
-  return NowNs() >= e->completion_ns ? kSuccess : kNotReady;
+CUresult cuEventQuery(CUevent e) {
+  if (S().sticky != CUDA_SUCCESS) return S().sticky;
+  if (e == nullptr || e->completion_ns < 0) return CUDA_ERROR_INVALID_VALUE;
+  return NowNs() >= e->completion_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult cuEventElapsedTime_v2(float* ms, Event* start, Event* end) {
-  if (S().sticky != kSuccess) return S().sticky;
+CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  if (S().sticky != CUDA_SUCCESS) return S().sticky;
   if (start == nullptr || end == nullptr || start->completion_ns < 0 || end->completion_ns < 0) {
-    return kInvalidValue;
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  if (start->ctx != end->ctx) return kInvalidHandle;
+  if (start->ctx != end->ctx) return CUDA_ERROR_INVALID_HANDLE;
   const int64_t now = NowNs();
-  if (now < start->completion_ns || now < end->completion_ns) return kNotReady;
+  if (now < start->completion_ns || now < end->completion_ns) return CUDA_ERROR_NOT_READY;
   *ms = static_cast<float>(static_cast<double>(end->completion_ns - start->completion_ns) / 1e6);
-  return kSuccess;
+  return CUDA_SUCCESS;
 }
 
 }  // extern "C"

@@ -1,7 +1,11 @@
 // A fake NVML (the entry points gpuscope reads), loaded through
 // GPUSCOPE_LIBNVML exactly as libnvidia-ml.so.1 would be, answering from a
-// table the test sets (fake_nvml.h). It counts nvmlInit/nvmlShutdown.
+// table the test sets (fake_nvml.h). It counts nvmlInit/nvmlShutdown. Entry
+// points, structs and codes are nvml.h's.
 
+#include <nvml.h>
+
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -9,14 +13,9 @@
 
 namespace {
 
-constexpr int kSuccess = 0;
-constexpr int kUninitialized = 1;
-constexpr int kInvalidArgument = 2;
-constexpr int kNotSupported = 3;
-
 struct State {
   std::vector<FakeGpu> gpus = std::vector<FakeGpu>(1);
-  int init_result = kSuccess;
+  nvmlReturn_t init_result = NVML_SUCCESS;
   int inits = 0;
 };
 State& S() {
@@ -25,16 +24,16 @@ State& S() {
 }
 
 // The handle of GPU i is i + 1 (never null).
-const FakeGpu* Gpu(void* handle) {
+const FakeGpu* Gpu(nvmlDevice_t handle) {
   const auto i = reinterpret_cast<uintptr_t>(handle);
   return i >= 1 && i <= S().gpus.size() ? &S().gpus[i - 1] : nullptr;
 }
 
 template <typename T>
-int Answer(int64_t value, T* out) {
-  if (value < 0) return kNotSupported;
+nvmlReturn_t Answer(int64_t value, T* out) {
+  if (value < 0) return NVML_ERROR_NOT_SUPPORTED;
   *out = static_cast<T>(value);
-  return kSuccess;
+  return NVML_SUCCESS;
 }
 
 }  // namespace
@@ -44,101 +43,121 @@ extern "C" {
 #define EXPORT __attribute__((visibility("default")))
 
 EXPORT void fake_nvml_set_gpus(const FakeGpu* gpus, int count) { S().gpus.assign(gpus, gpus + count); }
-EXPORT void fake_nvml_fail_init(int result) { S().init_result = result; }
+EXPORT void fake_nvml_fail_init(int result) { S().init_result = static_cast<nvmlReturn_t>(result); }
 EXPORT int fake_nvml_inits() { return S().inits; }
 
-EXPORT int nvmlInit_v2() {
-  if (S().init_result != kSuccess) return S().init_result;
+// ---- The NVML subset, as nvml.h declares it.
+EXPORT nvmlReturn_t nvmlInit_v2() {
+  if (S().init_result != NVML_SUCCESS) return S().init_result;
   ++S().inits;
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlShutdown() {
-  if (S().inits == 0) return kUninitialized;
+EXPORT nvmlReturn_t nvmlShutdown() {
+  if (S().inits == 0) return NVML_ERROR_UNINITIALIZED;
   --S().inits;
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlSystemGetDriverVersion(char* buf, unsigned len) {
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* buf, unsigned len) {
   std::strncpy(buf, "580.65.06", len);
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlSystemGetCudaDriverVersion_v2(int* v) {
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* v) {
   *v = 13000;
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlDeviceGetCount_v2(unsigned* n) {
-  if (S().inits == 0) return kUninitialized;
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* n) {
+  if (S().inits == 0) return NVML_ERROR_UNINITIALIZED;
   *n = static_cast<unsigned>(S().gpus.size());
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** d) {
-  if (i >= S().gpus.size()) return kInvalidArgument;
-  *d = reinterpret_cast<void*>(uintptr_t{i} + 1);
-  return kSuccess;
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t* d) {
+  if (i >= S().gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *d = reinterpret_cast<nvmlDevice_t>(uintptr_t{i} + 1);
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlDeviceGetName(void* d, char* buf, unsigned len) {
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* buf, unsigned len) {
   std::strncpy(buf, Gpu(d)->name, len);
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-struct PciInfo {
-  char bus_id_legacy[16];
-  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-EXPORT int nvmlDeviceGetPciInfo_v3(void* d, PciInfo* pci) {
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t* pci) {
   std::memset(pci, 0, sizeof(*pci));
-  std::strncpy(pci->bus_id, Gpu(d)->bus_id, sizeof(pci->bus_id) - 1);
-  return kSuccess;
+  std::strncpy(pci->busId, Gpu(d)->bus_id, sizeof(pci->busId) - 1);
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlDeviceGetClockInfo(void* d, unsigned type, unsigned* mhz) {
-  return Answer(type == 1 ? Gpu(d)->sm_clock : type == 2 ? Gpu(d)->mem_clock : -1, mhz);
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned* mhz) {
+  return Answer(type == NVML_CLOCK_SM    ? Gpu(d)->sm_clock
+                : type == NVML_CLOCK_MEM ? Gpu(d)->mem_clock
+                                         : -1,
+                mhz);
 }
-EXPORT int nvmlDeviceGetMaxClockInfo(void* d, unsigned type, unsigned* mhz) {
-  return Answer(type == 1 ? Gpu(d)->sm_clock_max : type == 2 ? Gpu(d)->mem_clock_max : -1, mhz);
+EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned* mhz) {
+  return Answer(type == NVML_CLOCK_SM    ? Gpu(d)->sm_clock_max
+                : type == NVML_CLOCK_MEM ? Gpu(d)->mem_clock_max
+                                         : -1,
+                mhz);
 }
-EXPORT int nvmlDeviceGetPowerUsage(void* d, unsigned* mw) { return Answer(Gpu(d)->power_mw, mw); }
-EXPORT int nvmlDeviceGetEnforcedPowerLimit(void* d, unsigned* mw) { return Answer(Gpu(d)->power_limit_mw, mw); }
-EXPORT int nvmlDeviceGetTemperature(void* d, unsigned sensor, unsigned* c) {
-  return Answer(sensor == 0 ? Gpu(d)->temperature : -1, c);
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned* mw) {
+  return Answer(Gpu(d)->power_mw, mw);
 }
-EXPORT int nvmlDeviceGetCurrentClocksEventReasons(void* d, unsigned long long* r) {
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned* mw) {
+  return Answer(Gpu(d)->power_limit_mw, mw);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor,
+                                             unsigned* c) {
+  return Answer(sensor == NVML_TEMPERATURE_GPU ? Gpu(d)->temperature : -1, c);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long* r) {
   return Answer(Gpu(d)->clocks_event_reasons, r);
 }
-struct Utilization {
-  unsigned gpu, memory;
-};
-EXPORT int nvmlDeviceGetUtilizationRates(void* d, Utilization* u) {
-  if (Gpu(d)->util_gpu < 0) return kNotSupported;
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
+  if (Gpu(d)->util_gpu < 0) return NVML_ERROR_NOT_SUPPORTED;
   u->gpu = static_cast<unsigned>(Gpu(d)->util_gpu);
   u->memory = static_cast<unsigned>(Gpu(d)->util_memory);
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-struct Memory {
-  unsigned long long total, free, used;
-};
-EXPORT int nvmlDeviceGetMemoryInfo(void* d, Memory* m) {
-  if (Gpu(d)->memory_total < 0) return kNotSupported;
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
+  if (Gpu(d)->memory_total < 0) return NVML_ERROR_NOT_SUPPORTED;
   m->total = static_cast<unsigned long long>(Gpu(d)->memory_total);
   m->used = static_cast<unsigned long long>(Gpu(d)->memory_used);
   m->free = m->total - m->used;
-  return kSuccess;
+  return NVML_SUCCESS;
 }
-EXPORT int nvmlDeviceGetCurrPcieLinkGeneration(void* d, unsigned* v) { return Answer(Gpu(d)->pcie_gen, v); }
-EXPORT int nvmlDeviceGetMaxPcieLinkGeneration(void* d, unsigned* v) { return Answer(Gpu(d)->pcie_gen_max, v); }
-EXPORT int nvmlDeviceGetCurrPcieLinkWidth(void* d, unsigned* v) { return Answer(Gpu(d)->pcie_width, v); }
-EXPORT int nvmlDeviceGetMaxPcieLinkWidth(void* d, unsigned* v) { return Answer(Gpu(d)->pcie_width_max, v); }
-EXPORT int nvmlDeviceGetPcieThroughput(void* d, unsigned counter, unsigned* kbps) {
-  return Answer(counter == 0 ? Gpu(d)->pcie_tx_kbps : Gpu(d)->pcie_rx_kbps, kbps);
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned* v) {
+  return Answer(Gpu(d)->pcie_gen, v);
 }
-EXPORT int nvmlDeviceGetTotalEccErrors(void* d, unsigned type, unsigned counter, unsigned long long* n) {
-  if (counter != 0) return kNotSupported;  // gpuscope reads volatile counts
-  return Answer(type == 0 ? Gpu(d)->ecc_corrected : Gpu(d)->ecc_uncorrected, n);
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned* v) {
+  return Answer(Gpu(d)->pcie_gen_max, v);
 }
-EXPORT int nvmlDeviceGetPersistenceMode(void* d, int* mode) { return Answer(Gpu(d)->persistence, mode); }
-EXPORT int nvmlDeviceGetComputeMode(void* d, int* mode) { return Answer(Gpu(d)->compute_mode, mode); }
-EXPORT int nvmlDeviceGetMigMode(void* d, unsigned* current, unsigned* pending) {
-  if (Gpu(d)->mig < 0) return kNotSupported;
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned* v) {
+  return Answer(Gpu(d)->pcie_width, v);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned* v) {
+  return Answer(Gpu(d)->pcie_width_max, v);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, nvmlPcieUtilCounter_t counter,
+                                                unsigned* kbps) {
+  return Answer(counter == NVML_PCIE_UTIL_TX_BYTES ? Gpu(d)->pcie_tx_kbps : Gpu(d)->pcie_rx_kbps,
+                kbps);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, nvmlMemoryErrorType_t type,
+                                                nvmlEccCounterType_t counter,
+                                                unsigned long long* n) {
+  // gpuscope reads volatile counts only.
+  if (counter != NVML_VOLATILE_ECC) return NVML_ERROR_NOT_SUPPORTED;
+  return Answer(
+      type == NVML_MEMORY_ERROR_TYPE_CORRECTED ? Gpu(d)->ecc_corrected : Gpu(d)->ecc_uncorrected,
+      n);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, nvmlEnableState_t* mode) {
+  return Answer(Gpu(d)->persistence, mode);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t* mode) {
+  return Answer(Gpu(d)->compute_mode, mode);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned* current, unsigned* pending) {
+  if (Gpu(d)->mig < 0) return NVML_ERROR_NOT_SUPPORTED;
   *current = *pending = static_cast<unsigned>(Gpu(d)->mig);
-  return kSuccess;
+  return NVML_SUCCESS;
 }
 
 }  // extern "C"
