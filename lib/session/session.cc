@@ -558,52 +558,38 @@ void SessionImpl::ReportNewMisuse() {
 }
 
 Summary SessionImpl::Summarize() {
-  Summary s;
-  s.version = GPUSCOPE_VERSION;
-  s.window = options_.window;
   if (InForkedChild()) {
+    Summary s;
+    s.version = GPUSCOPE_VERSION;
+    s.window = options_.window;
     s.source_reason =
         "recording is off in a forked child process: sessions created before fork() record "
         "nothing here; create a new Session in the child";
     return s;
   }
-  {
-    std::lock_guard<std::mutex> lock(agg_mu_);
-    PumpLocked();
-    aggregator_.Fill(phases_, &s);
-    s.misuse.incomplete_steps = aggregator_.incomplete_steps();
-    s.source = source_;
-    s.source_reason = source_reason_;
-    s.simulated = backends_.simulated;
-    if (timer_ != nullptr && source_ != Source::kHost) {
-      s.gpu_clock_error = static_cast<double>(timer_->accuracy_ns()) * 1e-9;
-    }
-    if (activity_ != nullptr && activity_->records() == 0) {
-      // Subscribed, but nothing has arrived: no GPU work yet, or another
-      // tool holds the activity API. Not "cupti" until records come.
-      s.source = Source::kHost;
-      s.source_reason = absl::StrCat(
-          source_reason_,
-          "; but no activity records have arrived yet: no GPU work ran, or another tool holds "
-          "CUPTI's activity API (GPU numbers start with the first record)");
-    }
-    if (s.source == Source::kHost) {  // lowered: what was measured before stays, labeled host
-      s.simulated = false;
-      s.gpu_idle_pct.reset();
-      s.idle_by_cause.clear();
-      s.devices.clear();
-      s.activity.reset();
-    }
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+  return SummarizeWindow(aggregator_.Snapshot(phases_), FactsLocked());
+}
+
+SessionFacts SessionImpl::FactsLocked() const {
+  SessionFacts facts;
+  facts.window = options_.window;
+  facts.source = source_;
+  facts.source_reason = source_reason_;
+  facts.simulated = backends_.simulated;
+  if (timer_ != nullptr && source_ != Source::kHost) {
+    facts.gpu_clock_error = static_cast<double>(timer_->accuracy_ns()) * 1e-9;
   }
-  s.window = options_.window;
-  s.misuse.out_of_order_end = out_of_order_end_.Get();
-  s.misuse.stale_end = stale_end_.Get();
-  s.misuse.nested_step = nested_step_.Get();
-  s.misuse.wrong_thread = wrong_thread_.load(std::memory_order_relaxed);
-  s.misuse.too_deep = too_deep_.Get();
-  s.misuse.invalid_phase = invalid_phase_.Get();
-  s.misuse.dropped_records = dropped_records_.Get();
-  return s;
+  facts.awaiting_activity = activity_ != nullptr && activity_->records() == 0;
+  facts.misuse.out_of_order_end = out_of_order_end_.Get();
+  facts.misuse.stale_end = stale_end_.Get();
+  facts.misuse.nested_step = nested_step_.Get();
+  facts.misuse.wrong_thread = wrong_thread_.load(std::memory_order_relaxed);
+  facts.misuse.too_deep = too_deep_.Get();
+  facts.misuse.invalid_phase = invalid_phase_.Get();
+  facts.misuse.dropped_records = dropped_records_.Get();
+  return facts;
 }
 
 std::vector<StepPoint> SessionImpl::StepSeries() {

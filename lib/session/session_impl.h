@@ -157,6 +157,9 @@ class SessionImpl final : public Pumpable {
   // staging buffer, up to kMaxStagedRecords. Returns how many.
   size_t StageQueue();
   void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
+  // What the session knows that the window does not, for Summarize().
+  // Requires agg_mu_.
+  SessionFacts FactsLocked() const;
   void ReportNewMisuse();
 
   // ---- Immutable after construction.
