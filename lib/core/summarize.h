@@ -26,7 +26,7 @@ struct WindowSnapshot {
   int64_t pending_steps = 0;  // completed steps whose device data is not in yet
   // Set while the steps' device data come from activity records (source
   // cupti): the records the source lost to full buffers.
-  std::optional<int64_t> activity_dropped;
+  std::optional<int64_t> activity_dropped = std::nullopt;
 };
 
 // What the session knows that the window does not.
