@@ -148,7 +148,7 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activ
     const Frame& f = stack_[static_cast<size_t>(i)];
     // A scope ended after the fact gets no end marker: one recorded now
     // would take in whatever the GPU ran since. Its step keeps host numbers
-    // only (a marker missing: see Aggregator::MakePending).
+    // only (a marker missing: see DeviceResolver::MakePending).
     end_markers[i] = f.begin_event != kNoEvent && !at_last_activity ? RecordMarker(f.stream) : kNoEvent;
   }
   int64_t now = Now();

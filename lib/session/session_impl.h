@@ -46,6 +46,7 @@
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
+#include "core/summarize.h"
 #include "base/spsc_queue.h"
 #include "session/worker.h"
 #include "gpuscope/session.h"
