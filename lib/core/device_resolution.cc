@@ -8,12 +8,6 @@
 
 namespace gpuscope::internal {
 
-void DeviceResolver::ReleaseMarkers(const Record& r) {
-  if (timer_ == nullptr) return;
-  if (r.begin_event != kNoEvent) timer_->Release(r.begin_event);
-  if (r.end_event != kNoEvent) timer_->Release(r.end_event);
-}
-
 void DeviceResolver::QueueForget() {
   if (timer_ == nullptr || !resolving_) return;
   if (pending_.empty()) {
@@ -57,9 +51,8 @@ DeviceResolver::PendingMarker DeviceResolver::Pending(uint32_t slot, int64_t hos
   return m;
 }
 
-void DeviceResolver::TakeCompletedStep(const Record& step, uint64_t index, bool no_device_numbers,
-                                       std::vector<Record>* phases) {
-  last_step_end_ns_ = std::max(last_step_end_ns_, std::max(step.end_ns, step.begin_ns));
+void DeviceResolver::MakeCompletedStepPending(const Record& step, uint64_t index,
+                                              bool no_device_numbers, std::vector<Record>* phases) {
   if (timer_ != nullptr) {
     MakePending(step, no_device_numbers ? PendingStep::Kind::kNone : PendingStep::Kind::kAnalyze,
                 index, phases, /*cancelled=*/nullptr);
@@ -80,7 +73,6 @@ void DeviceResolver::TakeCompletedStep(const Record& step, uint64_t index, bool 
     }
     pending_.push_back(std::move(p));
   }
-  phases->clear();
 }
 
 void DeviceResolver::TakeCancelledStep(const Record& step, uint64_t index,

@@ -20,6 +20,7 @@
 #ifndef GPUSCOPE_LIB_CORE_DEVICE_RESOLUTION_H_
 #define GPUSCOPE_LIB_CORE_DEVICE_RESOLUTION_H_
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <deque>
@@ -54,7 +55,11 @@ class DeviceResolver {
   // ---- From step assembly, in record order.
 
   // Returns the markers of a record that makes no step to the pool.
-  void ReleaseMarkers(const Record& r);
+  void ReleaseMarkers(const Record& r) {
+    if (timer_ == nullptr) return;
+    if (r.begin_event != kNoEvent) timer_->Release(r.begin_event);
+    if (r.end_event != kNoEvent) timer_->Release(r.end_event);
+  }
 
   // Markers went missing (records dropped, work unbracketed): what ran on
   // each lane is unknown once the steps pending now are resolved.
@@ -65,8 +70,15 @@ class DeviceResolver {
   // device (or, `no_device_numbers` or a marker missing, go straight back);
   // with an activity source, it waits for the records covering it. Either
   // way `*phases` is left empty, its markers no longer the caller's.
+  // Inline: it runs for every step, and on the host source does no more.
   void TakeCompletedStep(const Record& step, uint64_t index, bool no_device_numbers,
-                         std::vector<Record>* phases);
+                         std::vector<Record>* phases) {
+    last_step_end_ns_ = std::max(last_step_end_ns_, std::max(step.end_ns, step.begin_ns));
+    if (timer_ != nullptr || (activity_ != nullptr && resolving_)) {
+      MakeCompletedStepPending(step, index, no_device_numbers, phases);
+    }
+    phases->clear();
+  }
 
   // A cancelled step: with a timer, its markers and those of its phases and
   // cancelled phases only tell where each lane stands. `*phases` and
@@ -124,6 +136,10 @@ class DeviceResolver {
     std::vector<PendingPhase> phases;
   };
 
+  // TakeCompletedStep() with a GPU source: queues the step on the pending
+  // list (events: with its markers; cupti: its host times).
+  void MakeCompletedStepPending(const Record& step, uint64_t index, bool no_device_numbers,
+                                std::vector<Record>* phases);
   // Events: queues `step` and the records of `*phases` (and of `*cancelled`,
   // non-null for kHistoryOnly only) on the pending list, or releases their
   // markers when one is missing. Empties the vectors.

@@ -62,7 +62,7 @@ void StepAssembler::Consume(const Record& record) {
       DiscardScratch();
       scratch_seq_ = record.step_seq;
     }
-    if (scratch_.size() + cancelled_.size() >= kMaxRecordsPerStep) {
+    if (scratch_.size() + cancelled_.size() >= kMaxRecordsPerStep) [[unlikely]] {
       scratch_overflow_ = true;
       device_->ReleaseMarkers(record);
       return;
@@ -116,7 +116,7 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
   s.backlog_begin_ns = -1;
   s.idle_other_ns = -1;
   s.idle_launch_ns = -1;
-  telemetry_->OnStepAppended(&window_->steps);
+  telemetry_->OnStepAppended(&s, window_->steps.size());
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).

@@ -12,9 +12,9 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& fact
   s.version = GPUSCOPE_VERSION;
   s.window = facts.window;
   s.pending_steps = snapshot.pending_steps;
-  FillStepStats(window, &s);
+  StepTotals totals = FillStepStats(window, &s);
   const int64_t gpu_window_ns = FillDeviceStats(window, snapshot.activity_dropped, &s);
-  FillPhaseStats(window, *snapshot.phases, gpu_window_ns, &s);
+  FillPhaseStats(window, *snapshot.phases, &totals, gpu_window_ns, &s);
   if (snapshot.telemetry != nullptr) s.telemetry = snapshot.telemetry->Stats(window.steps);
 
   s.misuse = facts.misuse;

@@ -46,14 +46,6 @@ void TelemetryWindow::Add(const TelemetrySample& sample, Ring<StepRecord>* steps
   open_ = still_open;
 }
 
-void TelemetryWindow::OnStepAppended(Ring<StepRecord>* steps) {
-  StepRecord& s = (*steps)[steps->size() - 1];
-  s.telemetry = Over(s.begin_ns, s.end_ns);
-  if (samples_.empty() || samples_.back().host_ns < s.end_ns) {
-    open_ = std::min(open_ + 1, steps->size());
-  }
-}
-
 template <typename F>
 void TelemetryWindow::ForEachSampleOver(int64_t begin_ns, int64_t end_ns, F f) const {
   const size_t n = samples_.size();

@@ -14,6 +14,7 @@
 #ifndef GPUSCOPE_LIB_CORE_TELEMETRY_WINDOW_H_
 #define GPUSCOPE_LIB_CORE_TELEMETRY_WINDOW_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -37,10 +38,16 @@ class TelemetryWindow {
   // the telemetry of the steps in `steps` still open to it.
   void Add(const TelemetrySample& sample, Ring<StepRecord>* steps);
 
-  // The newest step of `steps` was just appended: gives it its share of the
-  // samples so far, and keeps it open to later ones until one at or after
-  // its end arrives.
-  void OnStepAppended(Ring<StepRecord>* steps);
+  // `step` was just appended to the window's step ring, which now holds
+  // `steps_in_window` steps: gives it its share of the samples so far, and
+  // keeps it open to later ones until one at or after its end arrives.
+  // Inline: it runs for every step the worker assembles.
+  void OnStepAppended(StepRecord* step, size_t steps_in_window) {
+    step->telemetry = Over(step->begin_ns, step->end_ns);
+    if (samples_.empty() || samples_.back().host_ns < step->end_ns) {
+      open_ = std::min(open_ + 1, steps_in_window);
+    }
+  }
 
   // The samples' time-weighted telemetry over [begin_ns, end_ns].
   StepTelemetry Over(int64_t begin_ns, int64_t end_ns) const;

@@ -13,22 +13,25 @@
 
 namespace gpuscope::internal {
 
-void FillStepStats(const StepWindow& window, Summary* out) {
+StepTotals FillStepStats(const StepWindow& window, Summary* out) {
   const Ring<StepRecord>& steps = window.steps;
   out->steps = static_cast<int64_t>(steps.size());
   out->total_steps = static_cast<int64_t>(window.completed);
   out->lifetime_step_time = window.lifetime.Summarize();
 
+  StepTotals totals;
   std::vector<int64_t> durations;
   durations.reserve(steps.size());
-  int64_t window_ns = 0;
+  totals.other.reserve(steps.size());
   int64_t samples = 0, samples_ns = 0, tokens = 0, tokens_ns = 0;
   bool have_samples = false, have_tokens = false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
     const int64_t d = s.duration_ns();
     durations.push_back(d);
-    window_ns += d;
+    totals.other.push_back(d - s.top_level_ns);
+    totals.window_ns += d;
+    totals.other_ns += d - s.top_level_ns;
     if (s.samples >= 0) {
       have_samples = true;
       samples += s.samples;
@@ -40,7 +43,7 @@ void FillStepStats(const StepWindow& window, Summary* out) {
       tokens_ns += d;
     }
   }
-  out->window_time = static_cast<double>(window_ns) * kNsToSeconds;
+  out->window_time = static_cast<double>(totals.window_ns) * kNsToSeconds;
   out->step_time = ExactQuantiles(durations);
   out->samples_per_second.reset();
   out->tokens_per_second.reset();
@@ -50,6 +53,7 @@ void FillStepStats(const StepWindow& window, Summary* out) {
   if (have_tokens && tokens_ns > 0) {
     out->tokens_per_second = static_cast<double>(tokens) / (static_cast<double>(tokens_ns) * kNsToSeconds);
   }
+  return totals;
 }
 
 int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activity_dropped,
@@ -157,21 +161,9 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
   return gpu_window_ns;
 }
 
-void FillPhaseStats(const StepWindow& window, const PhaseTable& table, int64_t gpu_window_ns,
-                    Summary* out) {
-  const Ring<StepRecord>& steps = window.steps;
-  // Step time outside every top-level phase: the synthetic phase "other".
-  std::vector<int64_t> other;
-  other.reserve(steps.size());
-  int64_t window_ns = 0;
-  int64_t other_ns = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
-    const int64_t d = s.duration_ns();
-    other.push_back(d - s.top_level_ns);
-    window_ns += d;
-    other_ns += d - s.top_level_ns;
-  }
+void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotals* totals,
+                    int64_t gpu_window_ns, Summary* out) {
+  const int64_t window_ns = totals->window_ns;
   const auto share_of = [&](int64_t ns) {
     return window_ns > 0 ? static_cast<double>(ns) / static_cast<double>(window_ns) : 0.0;
   };
@@ -218,17 +210,18 @@ void FillPhaseStats(const StepWindow& window, const PhaseTable& table, int64_t g
     }
     out->phases.push_back(std::move(ps));
   }
-  if (!steps.empty()) {
+  if (!window.steps.empty()) {
+    // Step time outside every top-level phase: the synthetic phase "other".
     PhaseStats ps;
     ps.name = std::string(kOtherPhaseName);
     ps.builtin = true;
     ps.top_level = true;
-    ps.steps = static_cast<int64_t>(steps.size());
+    ps.steps = static_cast<int64_t>(window.steps.size());
     ps.count = ps.steps;
-    ps.total = static_cast<double>(other_ns) * kNsToSeconds;
-    ps.inclusive_share = share_of(other_ns);
+    ps.total = static_cast<double>(totals->other_ns) * kNsToSeconds;
+    ps.inclusive_share = share_of(totals->other_ns);
     ps.share = ps.inclusive_share;
-    ps.time = ExactQuantiles(other);
+    ps.time = ExactQuantiles(totals->other);
     out->phases.push_back(std::move(ps));
   }
   std::sort(out->phases.begin(), out->phases.end(), [](const PhaseStats& a, const PhaseStats& b) {

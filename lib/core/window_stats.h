@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/phase_table.h"
 #include "core/step_window.h"
@@ -18,13 +19,22 @@
 
 namespace gpuscope::internal {
 
+// What the phase statistics take from the steps' pass (FillStepStats()), so
+// that the window's steps are walked once for both.
+struct StepTotals {
+  int64_t window_ns = 0;        // the window's step time
+  int64_t other_ns = 0;         // of which outside every top-level phase
+  std::vector<int64_t> other;   // per step, oldest first: the phase "other"
+};
+
 // FillStepStats()
 //
 // Step time over the window (exact) and over the run, the window's step
 // count and time, and throughput over the window steps that carried counts.
 // Sets `steps`, `total_steps`, `window_time`, `step_time`,
 // `lifetime_step_time`, `samples_per_second` and `tokens_per_second`.
-void FillStepStats(const StepWindow& window, Summary* out);
+// Returns the totals FillPhaseStats() needs.
+StepTotals FillStepStats(const StepWindow& window, Summary* out);
 
 // FillDeviceStats()
 //
@@ -43,10 +53,11 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
 //
 // Every phase seen in the window or outside steps (names from `table`),
 // then "other" unless the window is empty, ordered by share, then inclusive
-// share, then name (replacing `phases`). Adds each phase's share of GPU idle
-// to `idle_by_cause`, as a percentage of `gpu_window_ns` (FillDeviceStats()).
-void FillPhaseStats(const StepWindow& window, const PhaseTable& table, int64_t gpu_window_ns,
-                    Summary* out);
+// share, then name (replacing `phases`); shares are of `totals->window_ns`.
+// Adds each phase's share of GPU idle to `idle_by_cause`, as a percentage of
+// `gpu_window_ns` (FillDeviceStats()). Reorders `totals->other`.
+void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotals* totals,
+                    int64_t gpu_window_ns, Summary* out);
 
 // RollingCounters()
 //
