@@ -13,6 +13,17 @@
 // so that the recording thread never finds the queue full because of a
 // reader.
 // Counters that readers look at are relaxed atomics.
+//
+// The implementation is split by role:
+//   * session/recorder.cc: the hot path (recording thread; the checks it
+//     makes first are inline below);
+//   * session/pump.cc: draining the queue into the aggregator, by the
+//     worker (Pump()) and by readers (Flush(), Summarize(), StepSeries(),
+//     TraceSnapshot());
+//   * session/sources.cc: the source ladder (starting the sources, lowering
+//     to host, releasing CUPTI);
+//   * session/session.cc: construction, Close(), destruction, and the
+//     public Session facade.
 
 #ifndef GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_
 #define GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_
@@ -35,6 +46,7 @@
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
+#include "core/summarize.h"
 #include "base/spsc_queue.h"
 #include "session/worker.h"
 #include "gpuscope/session.h"
@@ -145,6 +157,9 @@ class SessionImpl final : public Pumpable {
     DeviceTimer* timer = hot_timer_.load(std::memory_order_relaxed);
     return timer != nullptr ? timer->Record(stream) : kNoEvent;
   }
+  // In the constructor: picks the source (SelectSource()), attaches the
+  // winner to the aggregator and the hot path, and starts telemetry.
+  void StartSources();
   void LowerToHost(const absl::Status& why);  // requires agg_mu_
   // Final drain of the activity source, then detaches it (CUPTI usable by
   // others). Steps still waiting lose their GPU numbers. Requires agg_mu_.
@@ -157,6 +172,9 @@ class SessionImpl final : public Pumpable {
   // staging buffer, up to kMaxStagedRecords. Returns how many.
   size_t StageQueue();
   void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
+  // What the session knows that the window does not, for Summarize().
+  // Requires agg_mu_.
+  SessionFacts FactsLocked() const;
   void ReportNewMisuse();
 
   // ---- Immutable after construction.

@@ -1,3 +1,9 @@
+// The source ladder: which backends a session starts with, the rung it
+// stands on, and its moves down it (lowering to host when the timer fails,
+// releasing CUPTI for the events timer). A session's moves run under its
+// aggregator lock (StartSources(): in the constructor, before any other
+// thread can see the session).
+
 #include "session/sources.h"
 
 #include <utility>
@@ -8,6 +14,9 @@
 #include "backends/cuda/cuda_driver_timer.h"
 #include "backends/cupti/cupti_activity.h"
 #include "backends/telemetry/process_telemetry.h"
+#include "base/log.h"
+#include "core/activity_timeline.h"
+#include "session/session_impl.h"
 #include "session/worker.h"
 #include "backends/sim/simulated_device.h"
 
@@ -69,6 +78,85 @@ SourceChoice SelectSource(Backends& backends) {
   choice.source = Source::kHost;
   choice.reason = absl::StrCat(why, "host timing only: no GPU idle %");
   return choice;
+}
+
+// ---------------------------------------------------------------------------
+// A session on the ladder.
+
+void SessionImpl::StartSources() {
+  SourceChoice choice = SelectSource(backends_);
+  source_ = choice.source;
+  source_reason_ = std::move(choice.reason);
+  if (source_ == Source::kCupti) {
+    activity_ = backends_.activity.get();
+    aggregator_.SetActivitySource(activity_, kDefaultLaunchThresholdNs);
+    fallback_timer_ = backends_.device_timer.get();  // kept, not started
+  } else {
+    timer_ = backends_.device_timer.get();  // null unless the events source won
+  }
+  hot_timer_.store(timer_, std::memory_order_relaxed);
+  events_on_.store(timer_ != nullptr, std::memory_order_release);
+  aggregator_.SetDeviceTimer(timer_);
+  if (backends_.telemetry != nullptr && options_.telemetry_interval_ms > 0) {
+    if (absl::Status started = backends_.telemetry->Start(); started.ok()) {
+      telemetry_ = backends_.telemetry.get();
+      aggregator_.SetTelemetrySource(telemetry_->description());
+    } else {
+      LogOnce("telemetry-off", LogLevel::kInfo, absl::StrCat("no telemetry: ", started.message()));
+    }
+  }
+  if (source_ == Source::kHost) {
+    LogOnce("source-host", LogLevel::kInfo, absl::StrCat("data source: host. ", source_reason_));
+  }
+}
+
+void SessionImpl::LowerToHost(const absl::Status& why) {
+  if (source_ == Source::kHost) return;
+  events_on_.store(false);
+  // From now on every marker goes straight back to the pool, those of steps
+  // already waiting and those of records still in the queue alike.
+  aggregator_.StopResolving();
+  source_ = Source::kHost;
+  source_reason_ = absl::StrCat("lowered to host: ", timer_->name(), " failed (", why.message(),
+                                "); the training loop goes on, timed on the host only");
+  LogOnce(absl::StrCat("lowered-", timer_->name()), LogLevel::kWarning, source_reason_);
+}
+
+void SessionImpl::StopActivityLocked() {
+  if (activity_ == nullptr) return;
+  aggregator_.ResolvePending(/*final=*/true);  // what the records already cover keeps its numbers
+  activity_->Stop();
+  aggregator_.DropPending();
+}
+
+void SessionImpl::ReleaseCupti() {
+  if (InForkedChild()) return;
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  if (activity_ == nullptr) return;
+  DrainQueueLocked();
+  StopActivityLocked();
+  aggregator_.SetActivitySource(nullptr, kDefaultLaunchThresholdNs);
+  activity_ = nullptr;
+  std::string why = "CUPTI released (ReleaseCupti / release_cupti())";
+  if (fallback_timer_ != nullptr && !closed_.load()) {
+    if (absl::Status started = fallback_timer_->Start(); started.ok()) {
+      timer_ = fallback_timer_;
+      aggregator_.SetDeviceTimer(timer_);
+      hot_timer_.store(timer_, std::memory_order_relaxed);
+      events_on_.store(true, std::memory_order_release);
+      source_ = Source::kEvents;
+      source_reason_ = absl::StrCat(why, "; using ", timer_->name(),
+                                    " (GPU idle % is a lower bound, assuming the data phase "
+                                    "enqueues no GPU work)");
+      LogOnce("cupti-released", LogLevel::kInfo, source_reason_);
+      return;
+    } else {
+      absl::StrAppend(&why, "; ", fallback_timer_->name(), " unavailable: ", started.message());
+    }
+  }
+  source_ = Source::kHost;
+  source_reason_ = absl::StrCat(why, "; host timing only");
+  LogOnce("cupti-released", LogLevel::kInfo, source_reason_);
 }
 
 }  // namespace gpuscope::internal

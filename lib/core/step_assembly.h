@@ -1,0 +1,73 @@
+// Step assembly: the records of ended scopes, in queue order, into completed
+// steps in the window (core/step_window.h).
+//
+// Phase records wait in a per-step scratch list until their step's record
+// arrives; then the step is assembled: per phase name the union of its
+// intervals, the top-level sum, one PhaseSample per phase into that phase's
+// ring, one StepRecord into the step ring, the step time into the lifetime
+// histogram, and (when traces are kept) the step's timeline. A step some of
+// whose records were dropped is left out and counted incomplete.
+//
+// Every record's device markers are handed to device resolution
+// (core/device_resolution.h), which either waits on them or releases them;
+// the telemetry window (core/telemetry_window.h) gives each new step its
+// share of the samples. Not thread-safe: used under the session's aggregator
+// lock.
+
+#ifndef GPUSCOPE_LIB_CORE_STEP_ASSEMBLY_H_
+#define GPUSCOPE_LIB_CORE_STEP_ASSEMBLY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/device_resolution.h"
+#include "core/record.h"
+#include "core/step_window.h"
+#include "core/telemetry_window.h"
+
+namespace gpuscope::internal {
+
+class StepAssembler {
+ public:
+  // Caps the phase records one step may have; beyond it the step is left
+  // out (counted incomplete) rather than growing memory without bound.
+  static constexpr size_t kMaxRecordsPerStep = 1 << 16;
+
+  // Appends to `window`, asks `telemetry` for each step's share and hands
+  // markers to `device`; all three outlive the assembler.
+  StepAssembler(StepWindow* window, TelemetryWindow* telemetry, DeviceResolver* device);
+
+  StepAssembler(const StepAssembler&) = delete;
+  StepAssembler& operator=(const StepAssembler&) = delete;
+
+  // Takes one record, in queue order (host times in nanoseconds).
+  void Consume(const Record& record);
+
+  // At close: drops the records of a step whose own record never came,
+  // returning their markers.
+  void Abandon() { DiscardScratch(); }
+
+ private:
+  // The step's record arrived: assembles it from scratch_ into the window.
+  // `no_device_numbers`: its markers go back without being waited on.
+  void FinishStep(const Record& step, bool no_device_numbers);
+  void DiscardScratch();  // drops the scratch records, releasing their markers
+  bool ScratchHasMarkers() const;
+
+  StepWindow* const window_;
+  TelemetryWindow* const telemetry_;
+  DeviceResolver* const device_;
+
+  // Phase records of the step being assembled (`scratch_seq_`), and its
+  // cancelled phases (kept for their markers).
+  std::vector<Record> scratch_;
+  std::vector<Record> cancelled_;
+  uint64_t scratch_seq_ = 0;
+  bool scratch_overflow_ = false;
+  uint64_t last_step_seq_ = 0;  // the highest step sequence number seen
+};
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_CORE_STEP_ASSEMBLY_H_

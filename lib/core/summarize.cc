@@ -1,0 +1,45 @@
+#include "core/summarize.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/window_stats.h"
+#include "gpuscope/version.h"
+
+namespace gpuscope::internal {
+
+Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& facts) {
+  const StepWindow& window = *snapshot.window;
+  Summary s;
+  s.version = GPUSCOPE_VERSION;
+  s.window = facts.window;
+  s.pending_steps = snapshot.pending_steps;
+  StepTotals totals = FillStepStats(window, &s);
+  const int64_t gpu_window_ns = FillDeviceStats(window, snapshot.activity_dropped, &s);
+  FillPhaseStats(window, *snapshot.phases, &totals, gpu_window_ns, &s);
+  if (snapshot.telemetry != nullptr) s.telemetry = snapshot.telemetry->Stats(window.steps);
+
+  s.misuse = facts.misuse;
+  s.misuse.incomplete_steps = window.incomplete_steps;
+  s.source = facts.source;
+  s.source_reason = facts.source_reason;
+  s.simulated = facts.simulated;
+  s.gpu_clock_error = facts.gpu_clock_error;
+  if (facts.awaiting_activity) {
+    // Subscribed, but nothing has arrived: no GPU work yet, or another tool
+    // holds the activity API. Not "cupti" until records come.
+    s.source = Source::kHost;
+    s.source_reason = absl::StrCat(
+        facts.source_reason,
+        "; but no activity records have arrived yet: no GPU work ran, or another tool holds "
+        "CUPTI's activity API (GPU numbers start with the first record)");
+  }
+  if (s.source == Source::kHost) {  // lowered: what was measured before stays, labeled host
+    s.simulated = false;
+    s.gpu_idle_pct.reset();
+    s.idle_by_cause.clear();
+    s.devices.clear();
+    s.activity.reset();
+  }
+  return s;
+}
+
+}  // namespace gpuscope::internal

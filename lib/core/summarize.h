@@ -1,0 +1,57 @@
+// Summarize: a Summary from the window and what the session knows about
+// itself. A pure function: no locks, no side effects, nothing kept. The
+// window is read in place, so the caller keeps it still meanwhile (the
+// session's aggregator lock); everything else comes in as plain values.
+
+#ifndef GPUSCOPE_LIB_CORE_SUMMARIZE_H_
+#define GPUSCOPE_LIB_CORE_SUMMARIZE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/phase_table.h"
+#include "core/step_window.h"
+#include "core/telemetry_window.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope::internal {
+
+// What a summary is made of on the aggregator's side (Aggregator::Snapshot()):
+// views of its window, valid while it stays still.
+struct WindowSnapshot {
+  const StepWindow* window = nullptr;        // never null
+  const PhaseTable* phases = nullptr;        // names of the phase ids; never null
+  const TelemetryWindow* telemetry = nullptr;  // null: no telemetry
+  int64_t pending_steps = 0;  // completed steps whose device data is not in yet
+  // Set while the steps' device data come from activity records (source
+  // cupti): the records the source lost to full buffers.
+  std::optional<int64_t> activity_dropped = std::nullopt;
+};
+
+// What the session knows that the window does not.
+struct SessionFacts {
+  int64_t window = 0;  // Options::window
+  Source source = Source::kHost;
+  std::string source_reason;
+  bool simulated = false;  // the GPU sources are the simulated device
+  double gpu_clock_error = 0;  // seconds (Summary::gpu_clock_error)
+  // Subscribed to activity records, but none has arrived yet: the summary
+  // says `host` (with why) until the first one does.
+  bool awaiting_activity = false;
+  // Counted on the hot path. `incomplete_steps` is ignored: the window
+  // counts those.
+  MisuseCounts misuse;
+};
+
+// SummarizeWindow()
+//
+// The summary of `snapshot` under `facts`. A `host` summary (the session's
+// source, or one still awaiting activity records) keeps what was measured
+// on the host but no GPU idle, devices or activity counts, and is never
+// labelled simulated.
+Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& facts);
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_CORE_SUMMARIZE_H_
