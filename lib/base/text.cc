@@ -117,4 +117,33 @@ std::string TerminalSafe(std::string_view text) {
   return out;
 }
 
+// Utf8SequenceLength(): see text.h.
+size_t Utf8SequenceLength(std::string_view text, size_t pos) {
+  auto byte = [&](size_t i) -> unsigned {
+    return pos + i < text.size() ? static_cast<unsigned char>(text[pos + i])
+                                 : 0u;
+  };
+  auto cont = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    const unsigned b = byte(i);
+    return b >= lo && b <= hi;
+  };
+  if (pos >= text.size()) return 0;
+  const unsigned lead = byte(0);
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) return cont(1) ? 2 : 0;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    const bool second = lead == 0xE0   ? cont(1, 0xA0, 0xBF)
+                        : lead == 0xED ? cont(1, 0x80, 0x9F)
+                                       : cont(1);
+    return second && cont(2) ? 3 : 0;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    const bool second = lead == 0xF0   ? cont(1, 0x90, 0xBF)
+                        : lead == 0xF4 ? cont(1, 0x80, 0x8F)
+                                       : cont(1);
+    return second && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
 }  // namespace gpuscope::internal

@@ -24,6 +24,12 @@ void AppendHanging(std::string* out, std::string_view first, std::string_view te
 // shortest-form UTF-8 sequence of a code point other than a surrogate.
 int32_t NextCodePoint(std::string_view text, size_t* pos);
 
+// Utf8SequenceLength()
+//
+// The length of the well-formed UTF-8 sequence starting at `text[pos]` (1
+// to 4), or 0 if there is none (Unicode table 3-7).
+size_t Utf8SequenceLength(std::string_view text, size_t pos);
+
 // Whether code point `c` is a control character or one that is invisible or
 // changes how the text around it is shown: C0 and C1 controls (NEL
 // included), DEL, Unicode format characters (zero-width spaces and joiners,
