@@ -13,6 +13,7 @@
 // the events source's GPU idle lower bound, idle by cause and device times.
 
 #include <gpuscope/gpuscope.h>
+#include <gpuscope/testing.h>  // SimulatedDevice, for --simulate-gpu
 
 #include <algorithm>
 #include <chrono>

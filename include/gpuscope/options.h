@@ -15,9 +15,11 @@
 
 #include "absl/status/status.h"
 #include "gpuscope/clock.h"
-#include "gpuscope/testing.h"
 
 namespace gpuscope {
+
+// A simulated GPU for tests and demos (gpuscope/testing.h).
+class SimulatedDevice;
 
 inline constexpr int kDefaultWindow = 512;
 inline constexpr int kMaxWindow = 1 << 16;

@@ -25,6 +25,7 @@
 #include "session/session_impl.h"
 #include "session/worker.h"
 #include "gmock/gmock.h"
+#include "gpuscope/testing.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
