@@ -49,7 +49,9 @@ class DeviceResolver {
     launch_threshold_ns_ = launch_threshold_ns;
   }
 
+  // The activity source (null: none), e.g. for its count of lost records.
   const ActivitySource* activity() const { return activity_; }
+  // Idle gaps shorter than this are launch gaps (cupti).
   int64_t launch_threshold_ns() const { return launch_threshold_ns_; }
 
   // ---- From step assembly, in record order.
