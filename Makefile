@@ -72,7 +72,7 @@ check-layers:
 check-format: deps
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "check-format: every C++ file is formatted"
 
-check: check-layers
+check: check-layers check-format
 
 format: deps
 	clang-format -i $(CXX_SOURCES)

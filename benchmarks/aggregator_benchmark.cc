@@ -58,7 +58,8 @@ void BM_AggregateStepWith4Phases(benchmark::State& state) {
   int64_t t = 0;
   for (auto _ : state) {
     ++seq;
-    for (uint16_t p = 0; p < 4; ++p) agg.Consume(PhaseRecord(seq, p, t + p * 5'000'000, t + (p + 1) * 5'000'000));
+    for (uint16_t p = 0; p < 4; ++p)
+      agg.Consume(PhaseRecord(seq, p, t + p * 5'000'000, t + (p + 1) * 5'000'000));
     agg.Consume(StepRecord(seq, t, t + 21'000'000));
     t += 21'000'000;
   }
@@ -70,8 +71,8 @@ BENCHMARK(BM_AggregateStepWith4Phases);
 void BM_Summarize(benchmark::State& state) {
   const int window = static_cast<int>(state.range(0));
   auto clock = std::make_shared<ManualClock>();
-  Session session(Options{.window = window, .clock = clock, .queue_capacity = 1 << 16,
-                          .flush_interval_ms = 10000});
+  Session session(Options{
+      .window = window, .clock = clock, .queue_capacity = 1 << 16, .flush_interval_ms = 10000});
   for (int i = 0; i < window; ++i) {
     StepScope step(session, {.samples = 64});
     for (Phase p : {Phase::kData, Phase::kH2D, Phase::kForward, Phase::kBackward}) {
@@ -87,7 +88,8 @@ void BM_Summarize(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(session.Summarize());
   const Summary s = session.Summarize();
   state.counters["steps"] = static_cast<double>(s.steps);
-  if (s.steps != window || s.misuse.total() != 0) state.SkipWithError("window not filled: numbers invalid");
+  if (s.steps != window || s.misuse.total() != 0)
+    state.SkipWithError("window not filled: numbers invalid");
 }
 BENCHMARK(BM_Summarize)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
@@ -114,15 +116,18 @@ void BM_ActivityStep(benchmark::State& state) {
   in.begin_ns = static_cast<int64_t>(kernels) * 25'000;
   in.end_ns = 2 * in.begin_ns;
   const int64_t q = (in.end_ns - in.begin_ns) / 4;
-  for (int p = 0; p < 4; ++p) in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
+  for (int p = 0; p < 4; ++p)
+    in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
   in.activity = acts;
   for (auto _ : state) {
     gpuscope::internal::ActivityStepResult r = gpuscope::internal::AnalyzeActivityStep(in);
     benchmark::DoNotOptimize(r);
-    benchmark::DoNotOptimize(gpuscope::internal::LaunchedDeviceTime(acts, {{in.begin_ns, in.begin_ns + q}}));
+    benchmark::DoNotOptimize(
+        gpuscope::internal::LaunchedDeviceTime(acts, {{in.begin_ns, in.begin_ns + q}}));
   }
-  state.counters["ns_per_kernel"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * kernels, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_kernel"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kernels,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_ActivityStep)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 

@@ -14,10 +14,10 @@
 
 #include "backends/host/clock.h"
 #include "backends/host/tsc.h"
+#include "backends/sim/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
-#include "backends/sim/simulated_device.h"
 
 #if GPUSCOPE_HAVE_NVTX
 #include "nvtx3/nvToolsExt.h"
@@ -37,7 +37,8 @@ void Finish(benchmark::State& state, Session& session) {
   const Summary s = session.Summarize();
   state.counters["dropped"] = static_cast<double>(s.misuse.dropped_records);
   state.counters["misuse"] = static_cast<double>(s.misuse.total() - s.misuse.dropped_records);
-  if (s.misuse.total() != 0) state.SkipWithError("records were dropped or misused: numbers invalid");
+  if (s.misuse.total() != 0)
+    state.SkipWithError("records were dropped or misused: numbers invalid");
 }
 
 void BM_ClockNow(benchmark::State& state) {
@@ -79,7 +80,9 @@ void PhaseScopeLoop(benchmark::State& state, P phase) {
   ScopeToken step = session.BeginStep();
   int64_t n = 0;
   for (auto _ : state) {
-    { PhaseScope p(session, phase); }
+    {
+      PhaseScope p(session, phase);
+    }
     if (++n % kPhasesPerStep == 0) {
       session.End(step);
       step = session.BeginStep();
@@ -106,7 +109,9 @@ void BM_StepScope(benchmark::State& state) {
   Session session(BenchOptions());
   int64_t n = 0;
   for (auto _ : state) {
-    { StepScope s(session, {.samples = 32}); }
+    {
+      StepScope s(session, {.samples = 32});
+    }
     if (++n % kDrainEvery == 0) {
       state.PauseTiming();
       session.Flush();
@@ -131,7 +136,9 @@ void BM_PhaseScopeWithEvents(benchmark::State& state) {
   int64_t n = 0;
   const int64_t recorded_before = gpu->markers_recorded();
   for (auto _ : state) {
-    { PhaseScope p(session, Phase::kForward); }
+    {
+      PhaseScope p(session, Phase::kForward);
+    }
     if (++n % kPhasesPerStep == 0) {
       session.End(step);
       step = session.BeginStep();
@@ -164,7 +171,9 @@ void BM_PhaseScopeOnNamedStream(benchmark::State& state) {
   int64_t n = 0;
   const int64_t recorded_before = gpu->markers_recorded();
   for (auto _ : state) {
-    { PhaseScope p(session, Phase::kH2D, Stream(1)); }
+    {
+      PhaseScope p(session, Phase::kH2D, Stream(1));
+    }
     if (++n % kPhasesPerStep == 0) {
       session.End(step);
       step = session.BeginStep();
@@ -202,10 +211,11 @@ void BM_SimulatedMarkerRecord(benchmark::State& state) {
     }
     state.ResumeTiming();
   }
-  if (records != static_cast<int64_t>(state.iterations()) * kBatch) state.SkipWithError("pool ran out");
-  state.counters["ns_per_record"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * kBatch,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (records != static_cast<int64_t>(state.iterations()) * kBatch)
+    state.SkipWithError("pool ran out");
+  state.counters["ns_per_record"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kBatch,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_SimulatedMarkerRecord);
 

@@ -103,7 +103,8 @@ class FieldProperties {
   void Source(std::string_view key, const gpuscope::Source& field) {
     Define(key, field, [](gpuscope::Source v) -> pybind11::object { return Str(SourceName(v)); });
   }
-  void Optional(std::string_view key, const std::optional<double>& field, internal::Range, bool = true) {
+  void Optional(std::string_view key, const std::optional<double>& field, internal::Range,
+                bool = true) {
     Define(key, field, [](const std::optional<double>& v) -> pybind11::object {
       return v.has_value() ? pybind11::object(pybind11::float_(*v)) : pybind11::none();
     });
@@ -120,7 +121,8 @@ class FieldProperties {
       return out;
     });
   }
-  void NumberMap(std::string_view key, const std::map<std::string, double>& field, internal::Range) {
+  void NumberMap(std::string_view key, const std::map<std::string, double>& field,
+                 internal::Range) {
     Define(key, field, [](const std::map<std::string, double>& v) -> pybind11::object {
       pybind11::dict out;
       for (const auto& [k, x] : v) out[Str(k)] = pybind11::float_(x);
@@ -166,7 +168,8 @@ class FieldProperties {
     const ptrdiff_t offset =
         reinterpret_cast<const char*>(&field) - reinterpret_cast<const char*>(&prototype_);
     if (offset < 0 || static_cast<size_t>(offset) + sizeof(F) > sizeof(T)) {
-      throw std::logic_error("gpuscope bindings: field '" + name + "' is not a member of the struct walked");
+      throw std::logic_error("gpuscope bindings: field '" + name +
+                             "' is not a member of the struct walked");
     }
     cls_.def_property_readonly(name.c_str(), [offset, convert](const T& self) {
       return convert(*reinterpret_cast<const F*>(reinterpret_cast<const char*>(&self) + offset));
@@ -208,11 +211,13 @@ void AddValueMethods(pybind11::class_<T>& cls, std::vector<std::string> names, b
       for (const std::string& name : names) {
         parts.append(py::str("{}={!r}").format(name, self.attr(name.c_str())));
       }
-      return py::str("{}({})").format(py::type::of(self).attr("__qualname__"), py::str(", ").attr("join")(parts));
+      return py::str("{}({})").format(py::type::of(self).attr("__qualname__"),
+                                      py::str(", ").attr("join")(parts));
     });
   }
   cls.def("__copy__", [](const T& self) { return T(self); });
-  cls.def("__deepcopy__", [](const T& self, py::handle /*memo*/) { return T(self); }, py::arg("memo"));
+  cls.def(
+      "__deepcopy__", [](const T& self, py::handle /*memo*/) { return T(self); }, py::arg("memo"));
 }
 
 }  // namespace gpuscope::python

@@ -48,7 +48,8 @@ Finding MakeFinding(std::string id, std::string title, std::string_view severity
   f.title = std::move(title);
   f.severity = SeverityOf(severity);
   f.share = share;
-  for (const auto& [name, value] : evidence) f.evidence.emplace_back(name.cast<std::string>(), value.cast<double>());
+  for (const auto& [name, value] : evidence)
+    f.evidence.emplace_back(name.cast<std::string>(), value.cast<double>());
   f.recommendation = std::move(recommendation);
   f.confidence = std::move(confidence);
   f.source = std::move(source);
@@ -69,9 +70,11 @@ void AppendIndented(std::string* out, std::string_view tail, std::string_view in
 // (the schema and the metadata, from Python), with "summary" and "findings"
 // appended as C++ writes them. The same document as writing them all with
 // one json.dumps, without the summary and findings going through Python.
-std::string RunFileJson(std::string_view head, const Summary& summary, const std::vector<Finding>& findings) {
+std::string RunFileJson(std::string_view head, const Summary& summary,
+                        const std::vector<Finding>& findings) {
   const size_t close = head.find_last_not_of(" \t\r\n");
-  if (head.empty() || head.front() != '{' || close == std::string_view::npos || head[close] != '}') {
+  if (head.empty() || head.front() != '{' || close == std::string_view::npos ||
+      head[close] != '}') {
     throw py::value_error("the run file's head must be a JSON object");
   }
   std::string_view members = head.substr(0, close);  // without the closing brace
@@ -104,20 +107,23 @@ void AddFindingTypes(py::module_& m) {
   py::class_<Finding> finding(m, "Finding", kFindingDoc);
   finding.attr("__module__") = "gpuscope";
   finding
-      .def(py::init(&MakeFinding), py::arg("id"), py::arg("title"), py::arg("severity"), py::arg("share"),
-           py::arg("evidence") = py::dict(), py::arg("recommendation") = "", py::arg("confidence") = "",
-           py::arg("source") = "")
+      .def(py::init(&MakeFinding), py::arg("id"), py::arg("title"), py::arg("severity"),
+           py::arg("share"), py::arg("evidence") = py::dict(), py::arg("recommendation") = "",
+           py::arg("confidence") = "", py::arg("source") = "")
       .def("__str__",
-           [](const Finding& f) { return py::str("[{}] {}").format(Str(SeverityName(f.severity)), Str(f.title)); })
+           [](const Finding& f) {
+             return py::str("[{}] {}").format(Str(SeverityName(f.severity)), Str(f.title));
+           })
       .def(py::pickle(
           [](const Finding& f) {
             return py::make_tuple(f.id, f.title, SeverityName(f.severity), f.share, EvidenceDict(f),
                                   f.recommendation, f.confidence, f.source);
           },
           [](const py::tuple& t) {
-            return MakeFinding(t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(),
-                               t[3].cast<double>(), t[4].cast<py::dict>(), t[5].cast<std::string>(),
-                               t[6].cast<std::string>(), t[7].cast<std::string>());
+            return MakeFinding(t[0].cast<std::string>(), t[1].cast<std::string>(),
+                               t[2].cast<std::string>(), t[3].cast<double>(), t[4].cast<py::dict>(),
+                               t[5].cast<std::string>(), t[6].cast<std::string>(),
+                               t[7].cast<std::string>());
           }));
   std::vector<std::string> names;
   for (const auto& [name, get] : kAttributes) {

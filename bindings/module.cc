@@ -1,10 +1,9 @@
 // gpuscope._gpuscope: the extension module behind the `gpuscope` package.
 //
-// The hot types (_Session and its scopes) are declared in hot_types.h (defined in the hot_*.cc files), written
-// against the C API; everything else, which is off the training loop's path,
-// is bound with pybind11: summaries and findings (summary_types.cc,
-// finding_types.cc) and the doctor's report (doctor_types.cc) as objects over
-// the C++ ones, the test helpers here.
+// The hot types (_Session and its scopes) are declared in hot_types.h (defined in the hot_*.cc
+// files), written against the C API; everything else, which is off the training loop's path, is
+// bound with pybind11: summaries and findings (summary_types.cc, finding_types.cc) and the doctor's
+// report (doctor_types.cc) as objects over the C++ ones, the test helpers here.
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -61,8 +60,7 @@ PYBIND11_MODULE(_gpuscope, m) {
   m.def("_set_stream_getter", [](py::object fn) { SetStreamGetter(fn.ptr()); });
   m.def("_set_loop_range", [](py::object fn) { SetLoopRange(fn.ptr()); });
   m.def(
-      "escape_for_terminal",
-      [](py::bytes text) { return EscapeForTerminal(std::string(text)); },
+      "escape_for_terminal", [](py::bytes text) { return EscapeForTerminal(std::string(text)); },
       py::arg("text"),
       "Text (UTF-8 bytes) made safe to print on a terminal: control and invisible characters "
       "escaped, invalid UTF-8 as \\xNN.");
@@ -73,7 +71,7 @@ PYBIND11_MODULE(_gpuscope, m) {
       "durations, markers that complete as CUDA events do, injectable faults. Times in ns on "
       "the session's clock.");
   sim.def(py::init([](int64_t marker_latency_ns, uint32_t initial_markers, uint32_t max_markers,
-                       bool activity, uint32_t activity_capacity) {
+                      bool activity, uint32_t activity_capacity) {
             if (initial_markers == 0 || max_markers < initial_markers) {
               throw py::value_error("need 0 < initial_markers <= max_markers");
             }
@@ -101,8 +99,8 @@ PYBIND11_MODULE(_gpuscope, m) {
           },
           py::arg("kind"), py::arg("bytes"), py::arg("duration_ns"), py::arg("pageable") = false,
           py::arg("stream") = 0, "Enqueues a copy ('h2d', 'd2h', 'd2d') on stream now.")
-      .def("launch_memset", &SimulatedDevice::LaunchMemset, py::arg("bytes"), py::arg("duration_ns"),
-           py::arg("stream") = 0, "Enqueues a memset on stream now.")
+      .def("launch_memset", &SimulatedDevice::LaunchMemset, py::arg("bytes"),
+           py::arg("duration_ns"), py::arg("stream") = 0, "Enqueues a memset on stream now.")
       .def("synchronize", &SimulatedDevice::Synchronize, py::arg("stream") = 0,
            "The host blocks until stream's work is done: records the sync and returns the ns to "
            "wait (advance the clock by it).")

@@ -54,7 +54,8 @@ absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
     PyObject** items = PySequence_Fast_ITEMS(o);
     JsonValue::Array elements(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
-      if (absl::Status s = Convert(items[i], depth + 1, &elements[static_cast<size_t>(i)]); !s.ok()) return s;
+      if (absl::Status s = Convert(items[i], depth + 1, &elements[static_cast<size_t>(i)]); !s.ok())
+        return s;
     }
     *out = JsonValue::MakeArray(std::move(elements));
   } else if (PyDict_Check(o)) {
@@ -73,7 +74,8 @@ absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
     }
     *out = JsonValue::MakeObject(std::move(members));
   } else {
-    return absl::InvalidArgumentError(std::string("holds a ") + Py_TYPE(o)->tp_name + ", which JSON cannot");
+    return absl::InvalidArgumentError(std::string("holds a ") + Py_TYPE(o)->tp_name +
+                                      ", which JSON cannot");
   }
   return absl::OkStatus();
 }

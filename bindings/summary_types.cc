@@ -121,14 +121,16 @@ py::class_<T> Part(py::module_& m, const char* name, const char* doc) {
 // The attributes of a struct's fields, but for the `exceptions` the caller
 // defines; their names, in declaration order.
 template <typename T>
-std::vector<std::string> DefineFields(py::class_<T>& cls, std::initializer_list<std::string_view> exceptions = {}) {
+std::vector<std::string> DefineFields(py::class_<T>& cls,
+                                      std::initializer_list<std::string_view> exceptions = {}) {
   FieldProperties<T> properties(cls, exceptions);
   internal::FieldsOf(properties, properties.prototype());
   return properties.Finish();
 }
 
 // `names` with `lead` moved to the front, the rest in their order.
-std::vector<std::string> LeadWith(std::vector<std::string> names, std::initializer_list<std::string_view> lead) {
+std::vector<std::string> LeadWith(std::vector<std::string> names,
+                                  std::initializer_list<std::string_view> lead) {
   std::vector<std::string> out(lead.begin(), lead.end());
   for (const std::string& name : out) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
@@ -144,7 +146,9 @@ std::vector<std::string> LeadWith(std::vector<std::string> names, std::initializ
 // MisuseCounts as the dict of counts Summary.misuse has always been.
 struct CountsDict {
   py::dict out;
-  void Int(std::string_view key, int64_t v, internal::Range, bool = true) { out[Str(key)] = py::int_(v); }
+  void Int(std::string_view key, int64_t v, internal::Range, bool = true) {
+    out[Str(key)] = py::int_(v);
+  }
 };
 
 void AddSummaryParts(py::module_& m) {
@@ -162,12 +166,14 @@ void AddSummaryParts(py::module_& m) {
   auto gpu = Part<GpuTelemetry>(m, "GpuTelemetry", kGpuTelemetryDoc);
   AddValueMethods(gpu, DefineFields(gpu), /*hashable=*/false, /*repr=*/false);
   gpu.def("__repr__", [](py::object self) {
-    return py::str("GpuTelemetry(index={}, utilization_pct={})").format(self.attr("index"), self.attr("utilization_pct"));
+    return py::str("GpuTelemetry(index={}, utilization_pct={})")
+        .format(self.attr("index"), self.attr("utilization_pct"));
   });
   auto telemetry = Part<TelemetryStats>(m, "TelemetryStats", kTelemetryStatsDoc);
   AddValueMethods(telemetry, DefineFields(telemetry), /*hashable=*/false, /*repr=*/false);
   telemetry.def("__repr__", [](py::object self) {
-    return py::str("TelemetryStats(source={!r}, steps={})").format(self.attr("source"), self.attr("steps"));
+    return py::str("TelemetryStats(source={!r}, steps={})")
+        .format(self.attr("source"), self.attr("steps"));
   });
 
   auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
@@ -182,7 +188,8 @@ void AddSummaryParts(py::module_& m) {
   });
   // Exception: the repr leads with the fields the dataclass this type
   // replaces listed first (the shares are what people look for).
-  AddValueMethods(phase, LeadWith(names, {"name", "share", "inclusive_share", "top_level", "builtin"}),
+  AddValueMethods(phase,
+                  LeadWith(names, {"name", "share", "inclusive_share", "top_level", "builtin"}),
                   /*hashable=*/true);
   // Python only: the per-step time's quantiles, read through.
   phase.def_property_readonly("p50", [](const PhaseStats& p) { return p.time.p50; })
@@ -197,7 +204,8 @@ Summary FromJson(std::string_view text) { return ValueOrThrow(SummaryFromJson(te
 
 void AddSummary(py::module_& m) {
   auto summary = Class<Summary>(m, "Summary", kSummaryDoc);
-  const std::vector<std::string> names = DefineFields(summary, {"phases", "device_step_time", "misuse"});
+  const std::vector<std::string> names =
+      DefineFields(summary, {"phases", "device_step_time", "misuse"});
   // Exception: JSON keeps the breakdown as an array; Python looks phases up
   // by name, so `phases` is a dict in breakdown order.
   summary.def_property_readonly("phases", [](const Summary& s) {
@@ -219,46 +227,57 @@ void AddSummary(py::module_& m) {
   // Exception: samples_per_second is also `throughput`, the name the
   // Python API has always used for it.
   summary.def_property_readonly("throughput", [](const Summary& s) -> py::object {
-    return s.samples_per_second.has_value() ? py::object(py::float_(*s.samples_per_second)) : py::none();
+    return s.samples_per_second.has_value() ? py::object(py::float_(*s.samples_per_second))
+                                            : py::none();
   });
   AddValueMethods(summary, names, /*hashable=*/false, /*repr=*/false);
 
   summary.def(py::init(&FromJson), py::arg("json_text"))
-      .def_static("from_json", &FromJson, py::arg("json_text"),
-                  "Reads a summary written by ``to_json()`` (by any process). Raises ``ValueError`` for "
-                  "text that is not a summary, ``GpuscopeError`` for another schema version.")
+      .def_static(
+          "from_json", &FromJson, py::arg("json_text"),
+          "Reads a summary written by ``to_json()`` (by any process). Raises ``ValueError`` for "
+          "text that is not a summary, ``GpuscopeError`` for another schema version.")
       .def_static(
           "_from_dict",
           [](py::handle data) {
             absl::StatusOr<internal::JsonValue> doc = JsonValueFromPython(data);
             if (!doc.ok()) {
-              ThrowIfError(absl::InvalidArgumentError(
-                  std::string("not a gpuscope summary: ") + std::string(doc.status().message())));
+              ThrowIfError(absl::InvalidArgumentError(std::string("not a gpuscope summary: ") +
+                                                      std::string(doc.status().message())));
             }
             return ValueOrThrow(internal::SummaryFromJsonValue(*doc));
           },
           py::arg("data"),
           "Reads a summary from plain data (a run file's \"summary\" as json.loads returned it), "
           "checked as from_json() checks text.")
-      .def("to_json", [](const Summary& s) { return ToJson(s); },
-           "The summary as versioned JSON, exactly as the C++ core writes it.")
+      .def(
+          "to_json", [](const Summary& s) { return ToJson(s); },
+          "The summary as versioned JSON, exactly as the C++ core writes it.")
       // The plain-data view: exactly what json.loads reads from to_json()
       // (integral numbers as int), as it has always been.
-      .def("to_dict", [](const Summary& s) { return py::module_::import("json").attr("loads")(ToJson(s)); },
-           "The summary as plain data (the JSON schema, docs/json-schema.md); a new copy each call.")
-      .def("report",
-           [](const Summary& s, bool color) { return FormatReport(s, ReportOptions{.color = color}); },
-           py::arg("color") = false,
-           "The human report for this summary, findings included (``color=True``: ANSI colours, for a "
-           "terminal).")
+      .def(
+          "to_dict",
+          [](const Summary& s) { return py::module_::import("json").attr("loads")(ToJson(s)); },
+          "The summary as plain data (the JSON schema, docs/json-schema.md); a new copy each call.")
+      .def(
+          "report",
+          [](const Summary& s, bool color) {
+            return FormatReport(s, ReportOptions{.color = color});
+          },
+          py::arg("color") = false,
+          "The human report for this summary, findings included (``color=True``: ANSI colours, for "
+          "a "
+          "terminal).")
       .def("__str__", [](const Summary& s) { return FormatReport(s); })
       .def("__repr__",
            [](const Summary& s) {
              return py::str("<gpuscope.Summary steps={} source={!r} p50={:.3f}ms p95={:.3f}ms>")
-                 .format(s.steps, Str(SourceName(s.source)), s.step_time.p50 * 1e3, s.step_time.p95 * 1e3);
+                 .format(s.steps, Str(SourceName(s.source)), s.step_time.p50 * 1e3,
+                         s.step_time.p95 * 1e3);
            })
-      .def(py::pickle([](const Summary& s) { return py::make_tuple(ToJson(s)); },
-                      [](const py::tuple& state) { return FromJson(state[0].cast<std::string>()); }));
+      .def(py::pickle(
+          [](const Summary& s) { return py::make_tuple(ToJson(s)); },
+          [](const py::tuple& state) { return FromJson(state[0].cast<std::string>()); }));
 }
 
 }  // namespace

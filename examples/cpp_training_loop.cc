@@ -17,11 +17,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     {
       gpuscope::PhaseScope p(session, gpuscope::Phase::kData);
       std::this_thread::sleep_for(std::chrono::milliseconds(args.data_ms));
-      for (size_t k = 0; k < kWidth; ++k) host_batch[k] = static_cast<float>((static_cast<size_t>(i) + k) % 13) * 0.1f;
+      for (size_t k = 0; k < kWidth; ++k)
+        host_batch[k] = static_cast<float>((static_cast<size_t>(i) + k) % 13) * 0.1f;
     }
     {
       gpuscope::PhaseScope p(session, gpuscope::Phase::kH2D);

@@ -57,14 +57,14 @@ std::string_view SeverityName(Severity severity);
 //
 // One diagnosis. `id` is stable across releases (scripts may match on it).
 struct Finding {
-  std::string id;              // "input-bound", "host-only", ...
-  std::string title;           // one line, for people
+  std::string id;     // "input-bound", "host-only", ...
+  std::string title;  // one line, for people
   Severity severity = Severity::kInfo;
-  double share = 0;            // fraction of step time it explains, 0..1
+  double share = 0;                                      // fraction of step time it explains, 0..1
   std::vector<std::pair<std::string, double>> evidence;  // the numbers it rests on
-  std::string recommendation;  // what to do, naming the concrete knobs
-  std::string confidence;      // "high", "medium" or "low", and why it is not higher
-  std::string source;          // the data source it rests on: "host", "events", "cupti", "nvml"
+  std::string recommendation;                            // what to do, naming the concrete knobs
+  std::string confidence;  // "high", "medium" or "low", and why it is not higher
+  std::string source;      // the data source it rests on: "host", "events", "cupti", "nvml"
 
   bool operator==(const Finding&) const = default;
 };

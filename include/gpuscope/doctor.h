@@ -39,14 +39,14 @@ struct DoctorCheck {
   std::string subject;  // "host", "gpu0", ...
   std::string id;       // stable: "pcie_link", "clocks", "persistence", ...
   CheckStatus status = CheckStatus::kOk;
-  std::string value;    // what was seen: "Gen4 x16 (max Gen4 x16)"
-  std::string reason;   // why not OK and what to do; empty when OK
+  std::string value;   // what was seen: "Gen4 x16 (max Gen4 x16)"
+  std::string reason;  // why not OK and what to do; empty when OK
 
   bool operator==(const DoctorCheck&) const = default;
 };
 
 struct DoctorReport {
-  std::string version;         // gpuscope's
+  std::string version;  // gpuscope's
   std::string hostname;
   std::string driver_version;  // "" without a driver
   int cuda_driver_version = -1;

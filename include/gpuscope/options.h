@@ -56,7 +56,8 @@ enum class Cupti : uint8_t {
 //   gpuscope::PhaseScope p(session, gpuscope::Phase::kH2D, copy_stream);
 class Stream {
  public:
-  constexpr Stream(uint64_t handle) noexcept : handle_(handle) {}  // NOLINT(google-explicit-constructor)
+  constexpr Stream(uint64_t handle) noexcept
+      : handle_(handle) {}  // NOLINT(google-explicit-constructor)
   template <typename T>
   Stream(T* handle) noexcept  // NOLINT(google-explicit-constructor)
       : handle_(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle))) {}
@@ -115,10 +116,9 @@ struct Options {
   // CUstream as an integer (0 is the legacy default stream of the recording
   // thread's current context). kNoStream: none yet, no markers: a step has
   // GPU numbers only when it is marked. `Session::SetStream()` changes it;
-  // Python follows torch's current stream; phases may name other streams. Not set by default because a
-  // marker on the legacy default stream would serialize a C++ trainer's own
-  // blocking streams with it: gpuscope never adds synchronization, so it
-  // marks only a stream it was given.
+  // Python follows torch's current stream; phases may name other streams. Not set by default
+  // because a marker on the legacy default stream would serialize a C++ trainer's own blocking
+  // streams with it: gpuscope never adds synchronization, so it marks only a stream it was given.
   uint64_t stream = kNoStream;
 
   // CUPTI use (see Cupti). GPUSCOPE_CUPTI=on|off|auto overrides kAuto.

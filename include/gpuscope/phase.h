@@ -31,13 +31,13 @@ namespace gpuscope {
 
 // The built-in phase kinds (docs/definitions.md).
 enum class Phase : uint8_t {
-  kData = 0,        // waiting for / producing the next batch (DataLoader, storage)
-  kH2D = 1,         // host-to-device copies
+  kData = 0,  // waiting for / producing the next batch (DataLoader, storage)
+  kH2D = 1,   // host-to-device copies
   kForward = 2,
   kBackward = 3,
   kOptimizer = 4,
-  kComm = 5,        // collectives, all-reduce, all-gather
-  kSync = 6,        // explicit synchronization, .item(), device-to-host reads
+  kComm = 5,  // collectives, all-reduce, all-gather
+  kSync = 6,  // explicit synchronization, .item(), device-to-host reads
   kEval = 7,
   kCheckpoint = 8,
 };
@@ -103,7 +103,6 @@ class PhaseId {
   }
   friend constexpr bool operator!=(PhaseId a, PhaseId b) { return !(a == b); }
 
-
  private:
   // Only a session's phase table makes ids for custom names; users get them
   // from Session::RegisterPhase().
@@ -112,7 +111,8 @@ class PhaseId {
     return PhaseId(value, value < kNumBuiltinPhases ? uint16_t{0} : session_tag);
   }
 
-  constexpr PhaseId(uint16_t value, uint16_t session_tag) : value_(value), session_tag_(session_tag) {}
+  constexpr PhaseId(uint16_t value, uint16_t session_tag)
+      : value_(value), session_tag_(session_tag) {}
   uint16_t value_;
   uint16_t session_tag_;
 };

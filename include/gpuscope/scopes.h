@@ -64,7 +64,9 @@ class StepScope {
   }
 
   // Whether this scope is being recorded, and if not, why.
-  ScopeStatus status() const { return session_ != nullptr ? token_.status : ScopeStatus::kDisabled; }
+  ScopeStatus status() const {
+    return session_ != nullptr ? token_.status : ScopeStatus::kDisabled;
+  }
 
   StepScope(const StepScope&) = delete;
   StepScope& operator=(const StepScope&) = delete;
@@ -92,7 +94,8 @@ class PhaseScope {
     if (session_ != nullptr) token_ = session_->BeginPhase(phase);
   }
   [[nodiscard("an unnamed scope ends at the semicolon")]]
-  PhaseScope(Session& session, Phase phase) noexcept : PhaseScope(session, PhaseId(phase)) {}
+  PhaseScope(Session& session, Phase phase) noexcept
+      : PhaseScope(session, PhaseId(phase)) {}
   [[nodiscard("an unnamed scope ends at the semicolon")]]
   PhaseScope(Session& session, std::string_view name) noexcept
       : session_(session.recording() ? &session : nullptr) {
@@ -123,7 +126,9 @@ class PhaseScope {
   }
 
   // Whether this scope is being recorded, and if not, why.
-  ScopeStatus status() const { return session_ != nullptr ? token_.status : ScopeStatus::kDisabled; }
+  ScopeStatus status() const {
+    return session_ != nullptr ? token_.status : ScopeStatus::kDisabled;
+  }
 
   PhaseScope(const PhaseScope&) = delete;
   PhaseScope& operator=(const PhaseScope&) = delete;

@@ -75,14 +75,14 @@ struct Backends;
 // asked.
 enum class ScopeStatus : uint8_t {
   kOk = 0,
-  kDisabled,       // the session is disabled, closed, or lives in a forked child
-  kWrongThread,    // called from a thread other than the recording thread
-  kNestedStep,     // Begin: a step is already open
-  kTooDeep,        // Begin: kMaxOpenScopes scopes are already open
-  kInvalidPhase,   // Begin: bad or unknown phase name / id
+  kDisabled,         // the session is disabled, closed, or lives in a forked child
+  kWrongThread,      // called from a thread other than the recording thread
+  kNestedStep,       // Begin: a step is already open
+  kTooDeep,          // Begin: kMaxOpenScopes scopes are already open
+  kInvalidPhase,     // Begin: bad or unknown phase name / id
   kEndedOutOfOrder,  // End: scopes opened inside this one were still open (closed with it)
-  kAlreadyEnded,   // End: the scope was already closed (ended twice, or with an enclosing one)
-  kWrongSession,   // End: the token came from another Session
+  kAlreadyEnded,     // End: the scope was already closed (ended twice, or with an enclosing one)
+  kWrongSession,     // End: the token came from another Session
 };
 
 // A short English explanation of `status`, with what to do about it.
@@ -149,8 +149,8 @@ class Session {
   // The id of phase `name`, registering it on first use; built-in names
   // return their built-in id. Thread-safe; takes a lock and may allocate, so
   // call it once, outside the loop. Errors: InvalidArgumentError (the rules of
-  // ValidatePhaseName(): empty, too long, control or invisible characters, "other"), ResourceExhaustedError (the table
-  // holds Options::max_phases names).
+  // ValidatePhaseName(): empty, too long, control or invisible characters, "other"),
+  // ResourceExhaustedError (the table holds Options::max_phases names).
   absl::StatusOr<PhaseId> RegisterPhase(std::string_view name);
 
   // Session::BeginStep() / BeginPhase() / End()

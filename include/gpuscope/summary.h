@@ -80,12 +80,12 @@ struct PhaseStats {
   bool builtin = false;    // a built-in kind, or "other"
   bool top_level = false;  // opened directly inside a step at least once in the window
 
-  int64_t steps = 0;       // window steps in which the phase occurred
-  int64_t count = 0;       // occurrences in the window
-  double total = 0;        // seconds inside the phase over the window (any depth)
+  int64_t steps = 0;           // window steps in which the phase occurred
+  int64_t count = 0;           // occurrences in the window
+  double total = 0;            // seconds inside the phase over the window (any depth)
   double share = 0;            // top-level time / window step time; all shares sum to 1
   double inclusive_share = 0;  // total / window step time: time inside it at any depth
-  Quantiles time;          // per-step time, over the `steps` steps that have it
+  Quantiles time;              // per-step time, over the `steps` steps that have it
 
   // With a GPU source, over the window steps whose device data is in: the
   // per-step device time (events: span between its markers' completions)
@@ -109,18 +109,18 @@ struct PhaseStats {
 // stops the training loop; a non-zero count means the numbers above may not
 // mean what the instrumentation's author intended.
 struct MisuseCounts {
-  int64_t out_of_order_end = 0;    // a scope ended while scopes opened after it were open
-  int64_t stale_end = 0;           // a scope ended twice, or after it was closed for it
-  int64_t nested_step = 0;         // a step begun while a step was open: ignored
-  int64_t wrong_thread = 0;        // a scope used from a second thread: ignored
-  int64_t too_deep = 0;            // more than kMaxOpenScopes open: ignored
-  int64_t invalid_phase = 0;       // bad name, full table or foreign id: ignored
-  int64_t dropped_records = 0;     // queue full: records dropped
-  int64_t incomplete_steps = 0;    // steps left out because their records were dropped
+  int64_t out_of_order_end = 0;  // a scope ended while scopes opened after it were open
+  int64_t stale_end = 0;         // a scope ended twice, or after it was closed for it
+  int64_t nested_step = 0;       // a step begun while a step was open: ignored
+  int64_t wrong_thread = 0;      // a scope used from a second thread: ignored
+  int64_t too_deep = 0;          // more than kMaxOpenScopes open: ignored
+  int64_t invalid_phase = 0;     // bad name, full table or foreign id: ignored
+  int64_t dropped_records = 0;   // queue full: records dropped
+  int64_t incomplete_steps = 0;  // steps left out because their records were dropped
 
   int64_t total() const {
-    return out_of_order_end + stale_end + nested_step + wrong_thread + too_deep +
-           invalid_phase + dropped_records + incomplete_steps;
+    return out_of_order_end + stale_end + nested_step + wrong_thread + too_deep + invalid_phase +
+           dropped_records + incomplete_steps;
   }
   bool operator==(const MisuseCounts&) const = default;
 };
@@ -130,8 +130,8 @@ struct MisuseCounts {
 // One GPU's share of a session that marks streams of several devices (or of
 // one: then it repeats the summary's own numbers).
 struct DeviceStats {
-  int device = 0;          // CUDA device ordinal
-  int64_t gpu_steps = 0;   // window steps in which the device was timed
+  int device = 0;         // CUDA device ordinal
+  int64_t gpu_steps = 0;  // window steps in which the device was timed
   // Idle percentage of those steps' time on this device, 0..100 (with
   // Source::kEvents a lower bound).
   std::optional<double> gpu_idle_pct;
@@ -145,18 +145,18 @@ struct DeviceStats {
 // `gpu_steps` window steps: what the playbook's rules look at.
 struct ActivityStats {
   double kernels_per_step = 0;
-  double kernel_time_p50 = 0;          // seconds: the median of the steps' median kernel time
+  double kernel_time_p50 = 0;  // seconds: the median of the steps' median kernel time
   double h2d_bytes_per_step = 0;
   double d2h_bytes_per_step = 0;
   double copies_per_step = 0;
-  double pageable_copies_per_step = 0;  // copies from or to pageable host memory
+  double pageable_copies_per_step = 0;      // copies from or to pageable host memory
   double pageable_h2d_copies_per_step = 0;  // of which host to device (they block the host)
-  double syncs_per_step = 0;            // host calls that blocked on the device
-  double sync_time_per_step = 0;        // seconds blocked in them
+  double syncs_per_step = 0;                // host calls that blocked on the device
+  double sync_time_per_step = 0;            // seconds blocked in them
   // Kernels whose launch began after the previous kernel on their stream
   // ended (HTA's test: the GPU waited on the host), and the time it waited.
   double host_wait_gaps_per_step = 0;
-  double host_wait_time_per_step = 0;   // seconds
+  double host_wait_time_per_step = 0;  // seconds
   // Kernel time per step and device (summed kernel durations, seconds), and
   // the parts of it kernel names attribute to GEMMs (any precision), to FP32
   // GEMMs on CUDA cores (no tensor cores: the precision rule), and to
@@ -167,7 +167,7 @@ struct ActivityStats {
   double fp32_gemm_time_per_step = 0;
   double collective_time_per_step = 0;
   double exposed_collective_time_per_step = 0;
-  int64_t dropped_records = 0;          // activity records lost to full buffers
+  int64_t dropped_records = 0;  // activity records lost to full buffers
 
   bool operator==(const ActivityStats&) const = default;
 };
@@ -177,8 +177,8 @@ struct ActivityStats {
 // One GPU as NVML saw it over the window (means of the worker's samples).
 // NaN: not available on this GPU.
 struct GpuTelemetry {
-  int index = 0;                   // NVML index
-  double utilization_pct = 0;      // as nvidia-smi reports it: a kernel ran during the sample
+  int index = 0;               // NVML index
+  double utilization_pct = 0;  // as nvidia-smi reports it: a kernel ran during the sample
   double sm_clock_mhz = 0;
   double sm_clock_max_mhz = 0;
   double mem_clock_mhz = 0;
@@ -204,8 +204,8 @@ struct GpuTelemetry {
 // Device and host state sampled by the worker (NVML, /proc), over the
 // window's steps, each step time-weighted. nullopt fields: not sampled.
 struct TelemetryStats {
-  std::string source;   // "NVML, /proc", "/proc (no GPU telemetry: ...)"
-  int64_t steps = 0;    // window steps a sample covered
+  std::string source;  // "NVML, /proc", "/proc (no GPU telemetry: ...)"
+  int64_t steps = 0;   // window steps a sample covered
   // As nvidia-smi reports it (mean over GPUs): NOT GPU busy; see gpu_idle_pct.
   std::optional<double> gpu_utilization_pct;
   // Mean of the lowest GPU's SM clock over its maximum (1: full speed).
@@ -217,10 +217,10 @@ struct TelemetryStats {
   // The slowest GPU's SM clock over its maximum, over the throttled steps
   // only (how far the caps took the clocks down).
   std::optional<double> throttled_sm_clock_ratio;
-  std::optional<double> host_cpu_pct;      // all CPUs busy
+  std::optional<double> host_cpu_pct;  // all CPUs busy
   std::optional<double> host_iowait_pct;
-  std::optional<double> process_cores;     // this process's CPU use, in cores
-  std::optional<double> worker_cores;      // its child processes' (DataLoader workers)
+  std::optional<double> process_cores;  // this process's CPU use, in cores
+  std::optional<double> worker_cores;   // its child processes' (DataLoader workers)
   // Means of the samples taken during the window.
   std::optional<double> memory_available_bytes;
   std::optional<double> memory_pressure_pct;  // PSI "some avg10": % of time tasks stalled on memory
@@ -237,21 +237,21 @@ struct TelemetryStats {
 //
 // A snapshot; copying it is safe and it refers to nothing in the session.
 struct Summary {
-  std::string version;          // gpuscope version that produced it
+  std::string version;  // gpuscope version that produced it
   Source source = Source::kHost;
-  std::string source_reason;    // why this source and not a better one
+  std::string source_reason;  // why this source and not a better one
   // The GPU numbers come from gpuscope's simulated device (tests, demos,
   // GPUSCOPE_SIMULATE=1), not from a GPU. False with Source::kHost.
   bool simulated = false;
 
-  int64_t window = 0;           // the window's capacity (Options::window)
-  int64_t steps = 0;            // completed steps in the window, <= window
-  int64_t total_steps = 0;      // completed steps since the session started
-  int64_t pending_steps = 0;    // ended steps whose GPU data is not final yet
-  double window_time = 0;       // seconds: sum of the window's step times
+  int64_t window = 0;         // the window's capacity (Options::window)
+  int64_t steps = 0;          // completed steps in the window, <= window
+  int64_t total_steps = 0;    // completed steps since the session started
+  int64_t pending_steps = 0;  // ended steps whose GPU data is not final yet
+  double window_time = 0;     // seconds: sum of the window's step times
 
-  Quantiles step_time;            // exact over the window
-  Quantiles lifetime_step_time;   // the whole run: p50..p99 within 1 %, the rest exact
+  Quantiles step_time;           // exact over the window
+  Quantiles lifetime_step_time;  // the whole run: p50..p99 within 1 %, the rest exact
 
   // With a GPU source: window steps whose device data is in (the rest are
   // pending or had a marker missing), and their per-step device span.

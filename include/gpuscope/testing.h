@@ -4,9 +4,9 @@
 // A simulated GPU, so that every GPU code path of gpuscope runs (and is
 // tested) on machines without one. It models streams on which kernels of
 // given durations run in order (streams may be placed on other device
-// ordinals, to model a process that drives several GPUs), and device markers (what CUDA events are to
-// gpuscope) that complete when all work enqueued before them has run, exactly
-// as an in-order CUDA stream completes events. Faults can be injected.
+// ordinals, to model a process that drives several GPUs), and device markers (what CUDA events are
+// to gpuscope) that complete when all work enqueued before them has run, exactly as an in-order
+// CUDA stream completes events. Faults can be injected.
 //
 // Time comes from the session's clock (`Options::clock`, usually a
 // `ManualClock`): a kernel launched at host time t on a stream that is busy
@@ -49,9 +49,10 @@ class SimulatedDeviceAccess;
 class SimulatedDevice {
  public:
   struct Config {
-    int64_t marker_latency_ns = 0;    // a marker on an idle stream completes this long after it is recorded
-    uint32_t initial_markers = 256;   // markers created when a session starts
-    uint32_t max_markers = 1 << 16;   // the pool grows up to this (at most 65536)
+    int64_t marker_latency_ns =
+        0;  // a marker on an idle stream completes this long after it is recorded
+    uint32_t initial_markers = 256;  // markers created when a session starts
+    uint32_t max_markers = 1 << 16;  // the pool grows up to this (at most 65536)
     // Also deliver activity records (kernels, copies, memsets, syncs with
     // their times), as CUPTI does: sessions get source "cupti".
     bool activity = false;

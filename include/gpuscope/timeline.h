@@ -32,7 +32,7 @@ namespace gpuscope {
 //
 // One completed step. Times in seconds; `begin` on the session's host clock.
 struct StepPoint {
-  uint64_t index = 0;   // completed-step number, 0-based
+  uint64_t index = 0;  // completed-step number, 0-based
   double begin = 0;
   double duration = 0;
   // Top-level host time per phase, "other" (outside every top-level phase)

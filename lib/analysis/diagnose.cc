@@ -31,7 +31,7 @@ constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 // outside them would silently turn its rule off, or on for everything.
 struct Field {
   const char* name;
-  double DiagnoseOptions::*member;
+  double DiagnoseOptions::* member;
   double lo;
   double hi;
 };
@@ -67,8 +67,8 @@ constexpr Field kFields[] = {
 // A rule's two severity lines: a moderate line above the high one would make
 // a finding high before it is moderate.
 struct Pair {
-  double DiagnoseOptions::*moderate;
-  double DiagnoseOptions::*high;
+  double DiagnoseOptions::* moderate;
+  double DiagnoseOptions::* high;
 };
 
 constexpr Pair kPairs[] = {
@@ -79,7 +79,7 @@ constexpr Pair kPairs[] = {
     {&DiagnoseOptions::comm_bound_moderate, &DiagnoseOptions::comm_bound_high},
 };
 
-const char* NameOf(double DiagnoseOptions::*member) {
+const char* NameOf(double DiagnoseOptions::* member) {
   for (const Field& field : kFields) {
     if (field.member == member) return field.name;
   }
@@ -99,11 +99,12 @@ std::vector<std::string> Resolve(const DiagnoseOptions& options, DiagnoseOptions
   for (const Field& field : kFields) {
     const double value = options.*field.member;
     if (std::isfinite(value) && value >= field.lo && value <= field.hi) continue;
-    problems.push_back(std::isinf(field.hi)
-                           ? absl::StrCat("DiagnoseOptions::", field.name, " = ", value,
-                                          " is out of range: use a finite value of at least ", field.lo)
-                           : absl::StrCat("DiagnoseOptions::", field.name, " = ", value,
-                                          " is out of range: use a value from ", field.lo, " to ", field.hi));
+    problems.push_back(
+        std::isinf(field.hi)
+            ? absl::StrCat("DiagnoseOptions::", field.name, " = ", value,
+                           " is out of range: use a finite value of at least ", field.lo)
+            : absl::StrCat("DiagnoseOptions::", field.name, " = ", value,
+                           " is out of range: use a value from ", field.lo, " to ", field.hi));
     resolved->*field.member = kDefaults.*field.member;
     replaced->push_back(field.name);
   }
@@ -111,8 +112,8 @@ std::vector<std::string> Resolve(const DiagnoseOptions& options, DiagnoseOptions
     const double moderate = resolved->*pair.moderate;
     const double high = resolved->*pair.high;
     if (moderate <= high) continue;
-    problems.push_back(absl::StrCat("DiagnoseOptions::", NameOf(pair.moderate), " = ", moderate, " is above ",
-                                    NameOf(pair.high), " = ", high,
+    problems.push_back(absl::StrCat("DiagnoseOptions::", NameOf(pair.moderate), " = ", moderate,
+                                    " is above ", NameOf(pair.high), " = ", high,
                                     ": use a moderate line no higher than the high one"));
     resolved->*pair.moderate = kDefaults.*pair.moderate;
     resolved->*pair.high = kDefaults.*pair.high;
@@ -129,10 +130,12 @@ Finding InvalidOptions(const Summary& s, const std::vector<std::string>& problem
   Finding f;
   f.id = "invalid-options";
   f.severity = Severity::kInfo;
-  f.title = absl::StrCat("Invalid diagnosis thresholds replaced by their defaults: ", absl::StrJoin(replaced, ", "));
+  f.title = absl::StrCat("Invalid diagnosis thresholds replaced by their defaults: ",
+                         absl::StrJoin(replaced, ", "));
   f.evidence = {{"invalid_options", static_cast<double>(replaced.size())}};
-  f.recommendation = absl::StrCat(absl::StrJoin(problems, ". "),
-                                  ". Check options with DiagnoseOptions::Validate() before diagnosing.");
+  f.recommendation =
+      absl::StrCat(absl::StrJoin(problems, ". "),
+                   ". Check options with DiagnoseOptions::Validate() before diagnosing.");
   f.confidence = "high: the thresholds were checked as DiagnoseOptions::Validate() checks them";
   f.source = std::string(SourceName(s.source));
   return f;
@@ -160,7 +163,8 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
   std::vector<Finding> findings;
   DiagnoseOptions o;
   std::vector<const char*> replaced;
-  if (const std::vector<std::string> problems = Resolve(options, &o, &replaced); !problems.empty()) {
+  if (const std::vector<std::string> problems = Resolve(options, &o, &replaced);
+      !problems.empty()) {
     findings.push_back(InvalidOptions(summary, problems, replaced));
   }
   if (summary.steps > 0) {

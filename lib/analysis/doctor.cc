@@ -13,10 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "backends/host/host_stats.h"
 #include "backends/nvml/nvml.h"
-#include "gpuscope/version.h"
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/text.h"
+#include "gpuscope/version.h"
 
 namespace gpuscope {
 namespace {
@@ -33,8 +33,10 @@ bool Known(double v) { return !std::isnan(v); }
 class Checks {
  public:
   explicit Checks(DoctorReport* r) : r_(r) {}
-  void Add(std::string subject, std::string id, CheckStatus status, std::string value, std::string reason = "") {
-    r_->checks.push_back({std::move(subject), std::move(id), status, std::move(value), std::move(reason)});
+  void Add(std::string subject, std::string id, CheckStatus status, std::string value,
+           std::string reason = "") {
+    r_->checks.push_back(
+        {std::move(subject), std::move(id), status, std::move(value), std::move(reason)});
   }
   void Fact(const std::string& key, std::string value) { r_->facts[key] = std::move(value); }
 
@@ -44,7 +46,8 @@ class Checks {
 
 std::string Link(int gen, int width) { return absl::StrCat("Gen", gen, " x", width); }
 
-void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::string& sys_root, Checks& c) {
+void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::string& sys_root,
+              Checks& c) {
   const std::string s = absl::StrCat("gpu", g.index);
   c.Fact(s + ".name", g.name);
   if (!g.bus_id.empty()) c.Fact(s + ".bus_id", g.bus_id);
@@ -53,20 +56,23 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
   // riser, BIOS); a lower generation is normal at idle (GPUs save power by
   // dropping it) but not under load.
   if (g.pcie_gen > 0 && g.pcie_width > 0 && g.pcie_gen_max > 0 && g.pcie_width_max > 0) {
-    const std::string value = absl::StrCat(Link(g.pcie_gen, g.pcie_width), " (max ", Link(g.pcie_gen_max, g.pcie_width_max), ")");
+    const std::string value = absl::StrCat(Link(g.pcie_gen, g.pcie_width), " (max ",
+                                           Link(g.pcie_gen_max, g.pcie_width_max), ")");
     // Facts: the width (it does not change at idle) and the maxima; the
     // current generation drops whenever the GPU idles, so it is not one.
     c.Fact(s + ".pcie_width", absl::StrCat("x", g.pcie_width));
     c.Fact(s + ".pcie_link_max", Link(g.pcie_gen_max, g.pcie_width_max));
     if (g.pcie_width < g.pcie_width_max) {
-      c.Add(s, "pcie_link", CheckStatus::kFail, value,
-            absl::StrCat("the link trained down to x", g.pcie_width, " of x", g.pcie_width_max,
-                         ": host-device copies run at a fraction of their speed. Reseat the card or "
-                         "riser, check the slot's BIOS setting, then confirm with nvidia-smi -q"));
+      c.Add(
+          s, "pcie_link", CheckStatus::kFail, value,
+          absl::StrCat("the link trained down to x", g.pcie_width, " of x", g.pcie_width_max,
+                       ": host-device copies run at a fraction of their speed. Reseat the card or "
+                       "riser, check the slot's BIOS setting, then confirm with nvidia-smi -q"));
     } else if (g.pcie_gen < g.pcie_gen_max) {
       // Normal at idle (the GPU lowers the link to save power): not a warning
       // on its own; telemetry during training shows it under load.
-      c.Add(s, "pcie_link", CheckStatus::kOk, absl::StrCat(value, "; a lower generation at idle is normal"));
+      c.Add(s, "pcie_link", CheckStatus::kOk,
+            absl::StrCat(value, "; a lower generation at idle is normal"));
     } else {
       c.Add(s, "pcie_link", CheckStatus::kOk, value);
     }
@@ -76,9 +82,12 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
   if (Known(g.sm_clock_mhz) && Known(g.sm_clock_max_mhz)) {
     std::string value = absl::StrFormat("SM %.0f of %.0f MHz", g.sm_clock_mhz, g.sm_clock_max_mhz);
     if (g.clocks_event_reasons_known && g.clocks_event_reasons != 0) {
-      absl::StrAppend(&value, "; ", absl::StrJoin(internal::ClocksEventReasonNames(g.clocks_event_reasons), ", "));
+      absl::StrAppend(
+          &value, "; ",
+          absl::StrJoin(internal::ClocksEventReasonNames(g.clocks_event_reasons), ", "));
     }
-    const uint64_t hw = internal::kHwSlowdown | internal::kHwPowerBrakeSlowdown | internal::kHwThermalSlowdown;
+    const uint64_t hw =
+        internal::kHwSlowdown | internal::kHwPowerBrakeSlowdown | internal::kHwThermalSlowdown;
     if (g.clocks_event_reasons_known && (g.clocks_event_reasons & hw) != 0) {
       c.Add(s, "clocks", CheckStatus::kFail, value,
             "hardware slowdown: the GPU protects itself (overheating, power brake from the PSU or "
@@ -104,14 +113,17 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
   }
 
   if (g.ecc_uncorrected >= 0) {
-    const std::string value = absl::StrCat(g.ecc_uncorrected, " uncorrected, ", std::max<int64_t>(0, g.ecc_corrected),
-                                           " corrected (since the driver loaded)");
+    const std::string value =
+        absl::StrCat(g.ecc_uncorrected, " uncorrected, ", std::max<int64_t>(0, g.ecc_corrected),
+                     " corrected (since the driver loaded)");
     if (g.ecc_uncorrected > 0) {
-      c.Add(s, "ecc", CheckStatus::kFail, value,
-            "uncorrected memory errors: results may be wrong and jobs may crash; drain the node and "
-            "have the GPU checked");
+      c.Add(
+          s, "ecc", CheckStatus::kFail, value,
+          "uncorrected memory errors: results may be wrong and jobs may crash; drain the node and "
+          "have the GPU checked");
     } else if (g.ecc_corrected > 0) {
-      c.Add(s, "ecc", CheckStatus::kWarn, value, "corrected memory errors: watch whether they grow");
+      c.Add(s, "ecc", CheckStatus::kWarn, value,
+            "corrected memory errors: watch whether they grow");
     } else {
       c.Add(s, "ecc", CheckStatus::kOk, value);
     }
@@ -141,28 +153,34 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
 
   if (g.compute_mode >= 0) {
     const char* names[] = {"default", "exclusive thread", "prohibited", "exclusive process"};
-    const std::string mode = g.compute_mode < 4 ? names[g.compute_mode] : absl::StrCat(g.compute_mode);
+    const std::string mode =
+        g.compute_mode < 4 ? names[g.compute_mode] : absl::StrCat(g.compute_mode);
     c.Fact(s + ".compute_mode", mode);
     if (g.compute_mode == 2) {
-      c.Add(s, "compute_mode", CheckStatus::kFail, mode, "compute is prohibited on this GPU: no process can use it");
+      c.Add(s, "compute_mode", CheckStatus::kFail, mode,
+            "compute is prohibited on this GPU: no process can use it");
     } else {
       c.Add(s, "compute_mode", CheckStatus::kOk, mode);
     }
   }
   if (g.mig_mode >= 0) {
     c.Fact(s + ".mig", g.mig_mode == 1 ? "on" : "off");
-    c.Add(s, "mig", CheckStatus::kOk, g.mig_mode == 1 ? "on (the process sees a MIG slice)" : "off");
+    c.Add(s, "mig", CheckStatus::kOk,
+          g.mig_mode == 1 ? "on (the process sees a MIG slice)" : "off");
   }
 
   // NUMA: the process's CPUs should sit on the GPU's node.
   const int node = internal::PciNumaNode(sys_root, g.bus_id);
   if (node >= 0 && !placement.numa_nodes_of_allowed_cpus.empty()) {
     const auto& nodes = placement.numa_nodes_of_allowed_cpus;
-    const std::string value = absl::StrCat("GPU on node ", node, "; process CPUs on node(s) ", absl::StrJoin(nodes, ","));
+    const std::string value =
+        absl::StrCat("GPU on node ", node, "; process CPUs on node(s) ", absl::StrJoin(nodes, ","));
     if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) {
-      c.Add(s, "numa", CheckStatus::kWarn, value,
-            absl::StrCat("every host-device copy crosses sockets: run the process on the GPU's node "
-                         "(numactl --cpunodebind=", node, " --membind=", node, ")"));
+      c.Add(
+          s, "numa", CheckStatus::kWarn, value,
+          absl::StrCat("every host-device copy crosses sockets: run the process on the GPU's node "
+                       "(numactl --cpunodebind=",
+                       node, " --membind=", node, ")"));
     } else {
       c.Add(s, "numa", CheckStatus::kOk, value);
     }
@@ -179,9 +197,10 @@ void CheckHost(const DoctorOptions& o, const HostPlacement& p, Checks& c) {
     }
     if (Known(p.cgroup_cpu_limit) && p.cgroup_cpu_limit < p.cpus_allowed) {
       c.Add("host", "cpus", CheckStatus::kWarn, value,
-            absl::StrFormat("the container may use %.1f CPUs but sees %d: size DataLoader num_workers "
-                            "for %.0f, not for what os.cpu_count() says",
-                            p.cgroup_cpu_limit, p.cpus_allowed, std::floor(p.cgroup_cpu_limit)));
+            absl::StrFormat(
+                "the container may use %.1f CPUs but sees %d: size DataLoader num_workers "
+                "for %.0f, not for what os.cpu_count() says",
+                p.cgroup_cpu_limit, p.cpus_allowed, std::floor(p.cgroup_cpu_limit)));
     } else {
       c.Add("host", "cpus", CheckStatus::kOk, value);
     }
@@ -195,30 +214,39 @@ void CheckHost(const DoctorOptions& o, const HostPlacement& p, Checks& c) {
   // host's memory, since that is where the OOM killer strikes.
   double mem_total = h->mem_total_bytes, mem_available = h->mem_available_bytes;
   const char* of_what = "";
-  if (const internal::ContainerMemory cm = internal::ReadContainerMemory(o.cgroup_root, o.proc_root);
+  if (const internal::ContainerMemory cm =
+          internal::ReadContainerMemory(o.cgroup_root, o.proc_root);
       Known(cm.limit_bytes) && (!Known(mem_total) || cm.limit_bytes < mem_total)) {
     mem_total = cm.limit_bytes;
-    mem_available = Known(mem_available) ? std::min(mem_available, cm.available_bytes) : cm.available_bytes;
+    mem_available =
+        Known(mem_available) ? std::min(mem_available, cm.available_bytes) : cm.available_bytes;
     of_what = " (container limit)";
   }
-  const bool memory_short = Known(mem_total) && Known(mem_available) && mem_available < 0.1 * mem_total;
+  const bool memory_short =
+      Known(mem_total) && Known(mem_available) && mem_available < 0.1 * mem_total;
   if (Known(mem_total) && Known(mem_available) && mem_total > 0) {
-    std::string value = absl::StrFormat("%.1f of %.1f GiB available%s", mem_available / kGiB, mem_total / kGiB, of_what);
-    if (Known(h->memory_pressure_pct)) absl::StrAppend(&value, absl::StrFormat("; pressure %.1f%%", h->memory_pressure_pct));
+    std::string value = absl::StrFormat("%.1f of %.1f GiB available%s", mem_available / kGiB,
+                                        mem_total / kGiB, of_what);
+    if (Known(h->memory_pressure_pct))
+      absl::StrAppend(&value, absl::StrFormat("; pressure %.1f%%", h->memory_pressure_pct));
     if (memory_short || (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 10)) {
-      c.Add("host", "memory", CheckStatus::kWarn, value,
-            "little memory left, or tasks stall waiting for it: fewer or lighter DataLoader workers, "
-            "smaller prefetch_factor");
+      c.Add(
+          "host", "memory", CheckStatus::kWarn, value,
+          "little memory left, or tasks stall waiting for it: fewer or lighter DataLoader workers, "
+          "smaller prefetch_factor");
     } else {
       c.Add("host", "memory", CheckStatus::kOk, value);
     }
   }
   if (Known(h->swap_total_bytes) && Known(h->swap_free_bytes)) {
     const double used = h->swap_total_bytes - h->swap_free_bytes;
-    const std::string value = h->swap_total_bytes <= 0 ? "none configured"
-                                                       : absl::StrFormat("%.1f of %.1f GiB used", used / kGiB, h->swap_total_bytes / kGiB);
+    const std::string value =
+        h->swap_total_bytes <= 0
+            ? "none configured"
+            : absl::StrFormat("%.1f of %.1f GiB used", used / kGiB, h->swap_total_bytes / kGiB);
     // Swap merely resident is harmless; swap while memory is short is not.
-    const bool short_of_memory = (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 1) || memory_short;
+    const bool short_of_memory =
+        (Known(h->memory_pressure_pct) && h->memory_pressure_pct > 1) || memory_short;
     if (h->swap_total_bytes > 0 && used > 0.1 * h->swap_total_bytes && short_of_memory) {
       c.Add("host", "swap", CheckStatus::kWarn, value,
             "swap in use while memory is short: pages the loader or the trainer touch may be on "
@@ -252,7 +280,8 @@ std::string_view CheckStatusName(CheckStatus status) {
 }
 
 bool DoctorReport::has_failures() const {
-  return std::any_of(checks.begin(), checks.end(), [](const DoctorCheck& c) { return c.status == CheckStatus::kFail; });
+  return std::any_of(checks.begin(), checks.end(),
+                     [](const DoctorCheck& c) { return c.status == CheckStatus::kFail; });
 }
 
 DoctorReport RunDoctor(const DoctorOptions& options) {
@@ -262,8 +291,8 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
   if (gethostname(host, sizeof(host) - 1) == 0) r.hostname = host;
   Checks c(&r);
   const HostPlacement placement = internal::ReadPlacement(
-      options.sys_root, options.cgroup_root, options.allowed_cpus.empty() ? nullptr : &options.allowed_cpus,
-      options.proc_root);
+      options.sys_root, options.cgroup_root,
+      options.allowed_cpus.empty() ? nullptr : &options.allowed_cpus, options.proc_root);
   absl::StatusOr<std::unique_ptr<internal::Nvml>> nvml = internal::Nvml::Open();
   if (!nvml.ok()) {
     c.Add("host", "gpus", CheckStatus::kWarn, "no NVIDIA GPU found",
@@ -275,24 +304,29 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
     r.driver_version = (*nvml)->driver_version();
     r.cuda_driver_version = (*nvml)->cuda_driver_version();
     r.gpu_count = (*nvml)->device_count();
-    const std::string cuda = r.cuda_driver_version > 0
-                                 ? absl::StrCat(r.cuda_driver_version / 1000, ".", r.cuda_driver_version % 1000 / 10)
-                                 : "unknown";
-    c.Add("host", "driver", CheckStatus::kOk, absl::StrCat("driver ", r.driver_version, ", CUDA ", cuda));
+    const std::string cuda =
+        r.cuda_driver_version > 0
+            ? absl::StrCat(r.cuda_driver_version / 1000, ".", r.cuda_driver_version % 1000 / 10)
+            : "unknown";
+    c.Add("host", "driver", CheckStatus::kOk,
+          absl::StrCat("driver ", r.driver_version, ", CUDA ", cuda));
     c.Fact("driver_version", r.driver_version);
     c.Fact("cuda_driver_version", absl::StrCat(r.cuda_driver_version));
     c.Fact("gpu_count", absl::StrCat(r.gpu_count));
     if (r.gpu_count == 0) {
-      c.Add("host", "gpus", CheckStatus::kWarn, "0 GPUs", "the driver sees no GPU: check nvidia-smi and the container runtime");
+      c.Add("host", "gpus", CheckStatus::kWarn, "0 GPUs",
+            "the driver sees no GPU: check nvidia-smi and the container runtime");
     }
-    for (int i = 0; i < r.gpu_count; ++i) CheckGpu((*nvml)->Read(i), placement, options.sys_root, c);
+    for (int i = 0; i < r.gpu_count; ++i)
+      CheckGpu((*nvml)->Read(i), placement, options.sys_root, c);
   }
   CheckHost(options, placement, c);
   return r;
 }
 
 std::string FormatDoctor(const DoctorReport& r, bool color) {
-  std::string out = absl::StrCat("gpuscope doctor ", r.version, " on ", r.hostname.empty() ? "this host" : r.hostname, "\n");
+  std::string out = absl::StrCat("gpuscope doctor ", r.version, " on ",
+                                 r.hostname.empty() ? "this host" : r.hostname, "\n");
   const auto paint = [color](CheckStatus s) -> std::pair<const char*, const char*> {
     if (!color || s == CheckStatus::kOk) return {"", ""};
     return {s == CheckStatus::kFail ? "\033[31m" : "\033[33m", "\033[0m"};
@@ -300,7 +334,8 @@ std::string FormatDoctor(const DoctorReport& r, bool color) {
   for (const DoctorCheck& c : r.checks) {
     const auto [on, off] = paint(c.status);
     // The escape codes take no columns: pad the visible part only.
-    const std::string first = absl::StrFormat("  %s%-4s%s %-5s %-13s", on, CheckStatusName(c.status), off, c.subject, c.id);
+    const std::string first = absl::StrFormat("  %s%-4s%s %-5s %-13s", on,
+                                              CheckStatusName(c.status), off, c.subject, c.id);
     internal::AppendHanging(&out, first, c.value, 26);  // the value column
     if (!c.reason.empty()) internal::AppendWrapped(&out, c.reason, 8);
   }
@@ -362,8 +397,9 @@ std::string DoctorToJson(const DoctorReport& r) {
 
 absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json) {
   const auto bad = [](std::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("not a gpuscope doctor report: ", internal::ToAbsl(what),
-                                                   " (write one with gpuscope doctor --save FILE)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a gpuscope doctor report: ", internal::ToAbsl(what),
+                     " (write one with gpuscope doctor --save FILE)"));
   };
   absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(json);
   if (!doc.ok()) return bad(absl::StrCat("invalid JSON: ", doc.status().message()));
@@ -375,9 +411,9 @@ absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json) {
   const internal::JsonValue* version = doc->Find("schema_version");
   if (version == nullptr || !version->as_int64().has_value()) return bad("no schema_version");
   if (*version->as_int64() != kDoctorSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("doctor report schema_version ", *version->as_int64(),
-                                                      " is not ", kDoctorSchemaVersion,
-                                                      ": save a new baseline with this gpuscope"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("doctor report schema_version ", *version->as_int64(), " is not ",
+                     kDoctorSchemaVersion, ": save a new baseline with this gpuscope"));
   }
   DoctorReport r;
   const auto str = [&](const internal::JsonValue& obj, const char* key, std::string* out) {
@@ -403,7 +439,8 @@ absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json) {
     DoctorCheck c;
     std::string status;
     if (!item.is_object() || !str(item, "subject", &c.subject) || !str(item, "id", &c.id) ||
-        !str(item, "status", &status) || !str(item, "value", &c.value) || !str(item, "reason", &c.reason)) {
+        !str(item, "status", &status) || !str(item, "value", &c.value) ||
+        !str(item, "reason", &c.reason)) {
       return bad("a check lacks subject, id, status, value or reason");
     }
     if (status == "OK") {

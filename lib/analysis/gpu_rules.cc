@@ -29,8 +29,9 @@ void LaunchBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding
   f.id = "launch-bound";
   f.severity = Grade(share, o.launch_bound_moderate, o.launch_bound_high);
   f.share = share;
-  f.title = absl::StrCat("Launch-bound: ", Pct(share), " of step time idles in gaps between kernels",
-                         tiny ? " (many tiny kernels: the batch may be too small)" : "");
+  f.title =
+      absl::StrCat("Launch-bound: ", Pct(share), " of step time idles in gaps between kernels",
+                   tiny ? " (many tiny kernels: the batch may be too small)" : "");
   f.evidence.emplace_back("launch_gap_share", share);
   if (s.activity.has_value()) {
     f.evidence.emplace_back("kernels_per_step", s.activity->kernels_per_step);
@@ -42,7 +43,8 @@ void LaunchBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding
       "kernels: torch.compile (fuses elementwise ops), CUDA graphs (torch.compile(mode="
       "\"reduce-overhead\") or torch.cuda.CUDAGraph), fused optimizers (fused=True or "
       "foreach=True), ",
-      tiny ? absl::StrFormat("and a larger batch (kernels run for under %g us each).", 1e6 * o.tiny_kernel_seconds)
+      tiny ? absl::StrFormat("and a larger batch (kernels run for under %g us each).",
+                             1e6 * o.tiny_kernel_seconds)
            : std::string("and a larger batch."));
   f.confidence = "high: launch gaps measured by CUPTI";
   f.source = std::string(SourceName(s.source));
@@ -69,8 +71,9 @@ void Precision(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
   f.id = "precision";
   f.severity = share >= o.precision_high ? Severity::kHigh : Severity::kModerate;
   f.share = share;
-  f.title = absl::StrCat("FP32 matrix multiplies: ", Pct(a.fp32_gemm_time_per_step / a.gemm_time_per_step),
-                         " of GEMM time runs without tensor cores (", Pct(share), " of step time)");
+  f.title = absl::StrCat(
+      "FP32 matrix multiplies: ", Pct(a.fp32_gemm_time_per_step / a.gemm_time_per_step),
+      " of GEMM time runs without tensor cores (", Pct(share), " of step time)");
   f.evidence = {{"fp32_gemm_time_per_step_s", a.fp32_gemm_time_per_step},
                 {"gemm_time_per_step_s", a.gemm_time_per_step},
                 {"kernel_time_per_step_s", a.kernel_time_per_step},
@@ -103,11 +106,13 @@ void CommBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
   f.share = share;
   f.title = absl::StrCat("Communication-bound: collectives take ", Pct(share), " of step time");
   if (s.activity.has_value()) {
-    f.evidence.emplace_back("exposed_collective_time_per_step_s", s.activity->exposed_collective_time_per_step);
+    f.evidence.emplace_back("exposed_collective_time_per_step_s",
+                            s.activity->exposed_collective_time_per_step);
     f.evidence.emplace_back("collective_time_per_step_s", s.activity->collective_time_per_step);
   }
   if (comm != nullptr) f.evidence.emplace_back("comm_share", comm->inclusive_share);
-  if (s.source != Source::kHost) f.evidence.emplace_back("gpu_idle_in_comm_pct", 100 * IdleShare(s, "comm"));
+  if (s.source != Source::kHost)
+    f.evidence.emplace_back("gpu_idle_in_comm_pct", 100 * IdleShare(s, "comm"));
   f.recommendation =
       "Overlap communication with compute: DDP overlaps gradient all-reduce with backward "
       "(tune bucket_cap_mb, set gradient_as_bucket_view=True), FSDP prefetches (forward_prefetch, "
@@ -115,9 +120,10 @@ void CommBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
       "data (a bf16 compression comm hook). Collective time includes waiting for the slowest "
       "rank: compare step times across ranks for a straggler, and check the NCCL topology "
       "(NCCL_DEBUG=INFO) for traffic falling back from NVLink/InfiniBand to PCIe or sockets.";
-  f.confidence = s.activity.has_value() ? "medium: NCCL kernels found by name, their overlap with compute "
-                                          "measured; their time includes waits for peers"
-                                        : "medium: time in the comm phase";
+  f.confidence = s.activity.has_value()
+                     ? "medium: NCCL kernels found by name, their overlap with compute "
+                       "measured; their time includes waits for peers"
+                     : "medium: time in the comm phase";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
@@ -131,8 +137,8 @@ void Throttling(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
                         HasReason(t, "hw_power_brake_slowdown");
   // How far the caps took the clocks: over the throttled steps only (a mean
   // over every step would dilute it). Unknown clocks count as held down.
-  const std::optional<double> capped = t.throttled_sm_clock_ratio.has_value() ? t.throttled_sm_clock_ratio
-                                                                              : t.sm_clock_ratio;
+  const std::optional<double> capped =
+      t.throttled_sm_clock_ratio.has_value() ? t.throttled_sm_clock_ratio : t.sm_clock_ratio;
   const double ratio = capped.value_or(0.0);
   const double busy = s.gpu_idle_pct.has_value() ? 1 - *s.gpu_idle_pct / 100 : 1;
   const bool thermal = HasReason(t, "sw_thermal_slowdown");
@@ -140,9 +146,9 @@ void Throttling(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
   f.id = "throttling";
   // A power cap at full load is how many datacenter GPUs run: a notice
   // unless it takes the clocks well down.
-  f.severity = hardware                                   ? Severity::kHigh
-               : thermal || ratio < o.power_cap_clock_ratio   ? Severity::kModerate
-                                                          : Severity::kInfo;
+  f.severity = hardware                                     ? Severity::kHigh
+               : thermal || ratio < o.power_cap_clock_ratio ? Severity::kModerate
+                                                            : Severity::kInfo;
   f.share = capped.has_value() ? std::clamp(t.throttled_steps * (1 - ratio) * busy, 0.0, 1.0) : 0.0;
   std::string reasons;
   for (const std::string& r : t.clocks_event_reasons) {
@@ -150,9 +156,9 @@ void Throttling(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
       absl::StrAppend(&reasons, reasons.empty() ? "" : ", ", r);
     }
   }
-  f.title = absl::StrCat("Throttling: clocks were capped in ", Pct(t.throttled_steps), " of steps (", reasons,
-                         capped.has_value() ? absl::StrCat("; SM clock at ", Pct(ratio), " of max") : "",
-                         ")");
+  f.title = absl::StrCat(
+      "Throttling: clocks were capped in ", Pct(t.throttled_steps), " of steps (", reasons,
+      capped.has_value() ? absl::StrCat("; SM clock at ", Pct(ratio), " of max") : "", ")");
   f.evidence.emplace_back("throttled_steps", t.throttled_steps);
   AddIf(f, "sm_clock_ratio", t.sm_clock_ratio);
   AddIf(f, "throttled_sm_clock_ratio", t.throttled_sm_clock_ratio);
@@ -162,12 +168,13 @@ void Throttling(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
     f.evidence.emplace_back(absl::StrCat("gpu", g.index, ".power_limit_w"), g.power_limit_w);
   }
   f.recommendation =
-      hardware ? "A hardware slowdown (overheating, a power-supply or power-brake event) is a node "
-                 "fault: check cooling and power with nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER, "
-                 "run gpuscope doctor, and move the job or drain the node."
-               : "The GPU runs into its power or thermal limit: check airflow and inlet temperature, "
-                 "whether the power limit was lowered (nvidia-smi -q -d POWER), and whether other work "
-                 "shares the GPU; the cap is expected at full load on some parts.";
+      hardware
+          ? "A hardware slowdown (overheating, a power-supply or power-brake event) is a node "
+            "fault: check cooling and power with nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER, "
+            "run gpuscope doctor, and move the job or drain the node."
+          : "The GPU runs into its power or thermal limit: check airflow and inlet temperature, "
+            "whether the power limit was lowered (nvidia-smi -q -d POWER), and whether other work "
+            "shares the GPU; the cap is expected at full load on some parts.";
   f.confidence = "high: NVML's clocks-event reasons, sampled during the steps";
   f.source = "nvml";
   out->push_back(std::move(f));
@@ -183,14 +190,15 @@ void PcieLink(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* 
   std::string which;
   for (const GpuTelemetry& g : s.telemetry->gpus) {
     const bool w = g.pcie_width > 0 && g.pcie_width_max > 0 && g.pcie_width < g.pcie_width_max;
-    const bool busy = !std::isnan(g.utilization_pct) && g.utilization_pct >= o.pcie_busy_utilization_pct;
+    const bool busy =
+        !std::isnan(g.utilization_pct) && g.utilization_pct >= o.pcie_busy_utilization_pct;
     const bool gen = busy && g.pcie_gen > 0 && g.pcie_gen_max > 0 && g.pcie_gen < g.pcie_gen_max;
     if (!w && !gen) continue;
     narrow = narrow || w;
     slow = slow || gen;
     absl::StrAppend(&which, which.empty() ? "" : ", ",
-                    absl::StrFormat("GPU %d at Gen%d x%d of Gen%d x%d", g.index, g.pcie_gen, g.pcie_width,
-                                    g.pcie_gen_max, g.pcie_width_max));
+                    absl::StrFormat("GPU %d at Gen%d x%d of Gen%d x%d", g.index, g.pcie_gen,
+                                    g.pcie_width, g.pcie_gen_max, g.pcie_width_max));
     const std::string k = absl::StrCat("gpu", g.index, ".");
     f.evidence.emplace_back(k + "pcie_gen", g.pcie_gen);
     f.evidence.emplace_back(k + "pcie_gen_max", g.pcie_gen_max);
@@ -202,7 +210,8 @@ void PcieLink(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* 
   f.id = "pcie-link";
   f.severity = narrow ? Severity::kHigh : Severity::kModerate;
   // The step time it can explain: the copies the GPU waits for.
-  f.share = s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0) : IdleShare(s, "h2d");
+  f.share =
+      s.source == Source::kHost ? (h2d != nullptr ? h2d->inclusive_share : 0) : IdleShare(s, "h2d");
   f.title = absl::StrCat("PCIe link below its maximum: ", which);
   f.recommendation =
       "Host-device copies run at a fraction of their speed. Compare LnkSta with LnkCap in "
@@ -219,7 +228,8 @@ void PcieLink(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* 
 // nvidia-smi's utilization is the share of samples in which any kernel ran:
 // high while the GPU is busy a small part of the time.
 void UtilizationLies(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
-  if (!s.telemetry.has_value() || !s.telemetry->gpu_utilization_pct.has_value() || !s.gpu_idle_pct.has_value()) {
+  if (!s.telemetry.has_value() || !s.telemetry->gpu_utilization_pct.has_value() ||
+      !s.gpu_idle_pct.has_value()) {
     return;
   }
   const double reported = *s.telemetry->gpu_utilization_pct;
@@ -228,14 +238,16 @@ void UtilizationLies(const Summary& s, const DiagnoseOptions& o, std::vector<Fin
   Finding f;
   f.id = "utilization-lies";
   f.severity = Severity::kInfo;
-  f.title = absl::StrFormat("nvidia-smi reports %.0f%% GPU utilization, but the GPU was busy %.0f%% of step time",
-                            reported, busy);
+  f.title = absl::StrFormat(
+      "nvidia-smi reports %.0f%% GPU utilization, but the GPU was busy %.0f%% of step time",
+      reported, busy);
   f.evidence = {{"nvidia_smi_utilization_pct", reported}, {"gpu_busy_pct", busy}};
   f.recommendation =
       "nvidia-smi's utilization counts a sample as busy when any kernel ran in it, however "
       "small. Judge the GPU by its busy time here, and by the findings above.";
-  f.confidence = s.source == Source::kCupti ? "high: busy time from CUPTI activity"
-                                            : "high: busy time here is an upper bound (CUDA events)";
+  f.confidence = s.source == Source::kCupti
+                     ? "high: busy time from CUPTI activity"
+                     : "high: busy time here is an upper bound (CUDA events)";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
@@ -245,16 +257,19 @@ void GpuBound(const Summary& s, const DiagnoseOptions& o, const std::vector<Find
               std::vector<Finding>* out) {
   // Exact idle only: CUDA events give a lower bound, which cannot show the
   // GPU busy.
-  if (s.source != Source::kCupti || !s.gpu_idle_pct.has_value() || *s.gpu_idle_pct >= o.gpu_bound_idle_pct) return;
+  if (s.source != Source::kCupti || !s.gpu_idle_pct.has_value() ||
+      *s.gpu_idle_pct >= o.gpu_bound_idle_pct)
+    return;
   for (const Finding& f : found) {
     if (f.severity != Severity::kInfo) return;
   }
   Finding f;
   f.id = "gpu-bound";
   f.severity = Severity::kInfo;
-  f.title = absl::StrFormat("GPU-bound: the GPU is busy %.0f%% of step time; the input, copies and "
-                            "launches keep up",
-                            100 - *s.gpu_idle_pct);
+  f.title = absl::StrFormat(
+      "GPU-bound: the GPU is busy %.0f%% of step time; the input, copies and "
+      "launches keep up",
+      100 - *s.gpu_idle_pct);
   f.evidence = {{"gpu_idle_pct", *s.gpu_idle_pct}, {"step_p50_s", s.step_time.p50}};
   f.recommendation =
       "Healthy. Further speed comes from the GPU work itself: bf16 autocast or TF32, "

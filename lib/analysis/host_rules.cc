@@ -39,8 +39,10 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
     const bool cores_saturated = (t.process_cores.has_value() || t.worker_cores.has_value()) &&
                                  t.cpus_available.has_value() && *t.cpus_available > 0 &&
                                  cores_used >= o.cpu_saturated_share * *t.cpus_available;
-    const bool host_saturated = t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct;
-    const bool waiting_on_io = t.host_iowait_pct.has_value() && *t.host_iowait_pct >= o.storage_iowait_pct &&
+    const bool host_saturated =
+        t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct;
+    const bool waiting_on_io = t.host_iowait_pct.has_value() &&
+                               *t.host_iowait_pct >= o.storage_iowait_pct &&
                                t.host_cpu_pct.has_value() && *t.host_cpu_pct < o.storage_cpu_pct;
     if (cores_saturated || host_saturated) {
       cause = Cause::kCpu;
@@ -52,13 +54,15 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
   f.severity = Grade(share, o.input_bound_moderate, o.input_bound_high);
   f.share = share;
   const std::string wait =
-      measured ? absl::StrCat("the GPU idles ", Pct(share), " of step time waiting for the next batch")
-               : absl::StrCat(Pct(share), " of step time is spent waiting for the next batch");
+      measured
+          ? absl::StrCat("the GPU idles ", Pct(share), " of step time waiting for the next batch")
+          : absl::StrCat(Pct(share), " of step time is spent waiting for the next batch");
   f.evidence = {{"data_share", data->inclusive_share},
                 {"data_p50_s", data->time.p50},
                 {"data_p95_s", data->time.p95},
                 {"step_p50_s", s.step_time.p50}};
-  if (s.samples_per_second.has_value()) f.evidence.emplace_back("samples_per_second", *s.samples_per_second);
+  if (s.samples_per_second.has_value())
+    f.evidence.emplace_back("samples_per_second", *s.samples_per_second);
   if (const auto idle = s.idle_by_cause.find(data->name); idle != s.idle_by_cause.end()) {
     f.evidence.emplace_back("gpu_idle_in_data_pct", idle->second);
   }
@@ -74,8 +78,10 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
       f.id = "input-bound.cpu";
       f.title = absl::StrCat("Input-bound on CPU: ", wait, ", with the CPUs saturated");
       f.recommendation =
-          "The loader's CPUs are the limit: more num_workers will not help past the CPUs available. "
-          "Make preprocessing cheaper (pre-resize or pre-decode the dataset offline, decode at lower "
+          "The loader's CPUs are the limit: more num_workers will not help past the CPUs "
+          "available. "
+          "Make preprocessing cheaper (pre-resize or pre-decode the dataset offline, decode at "
+          "lower "
           "resolution), move augmentation to the GPU (torchvision.transforms.v2 on CUDA tensors, "
           "NVIDIA DALI), keep pin_memory=True and persistent_workers=True, or get more CPU cores "
           "(a container CPU limit may be the cap).";
@@ -108,8 +114,9 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
   } else if (s.source == Source::kCupti) {
     f.confidence = "high: the GPU was measured idle while the host waited for data";
   } else {
-    f.confidence = "high: the GPU was idle at least this long while the host waited for data "
-                   "(CUDA events give a lower bound)";
+    f.confidence =
+        "high: the GPU was idle at least this long while the host waited for data "
+        "(CUDA events give a lower bound)";
   }
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
@@ -136,8 +143,8 @@ void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
   f.id = "h2d-bound";
   f.severity = Grade(share, o.h2d_bound_moderate, o.h2d_bound_high);
   f.share = share;
-  f.title = absl::StrCat("H2D-bound: the GPU waits for host-to-device copies ", Pct(share), " of step time",
-                         pageable > 0 ? " (pageable memory)" : "");
+  f.title = absl::StrCat("H2D-bound: the GPU waits for host-to-device copies ", Pct(share),
+                         " of step time", pageable > 0 ? " (pageable memory)" : "");
   if (h2d != nullptr) {
     f.evidence.emplace_back("h2d_share", h2d->inclusive_share);
     f.evidence.emplace_back("h2d_p50_s", h2d->time.p50);
@@ -156,12 +163,13 @@ void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
       "Copy with .to(device, non_blocking=True) from pinned memory and overlap the next batch's "
       "copy with this step's compute (a side CUDA stream, or a prefetcher); send compact inputs "
       "(uint8 images, then convert and normalize on the GPU).");
-  f.confidence = s.source == Source::kHost
-                     ? "medium: host timing of the h2d phase; a GPU source shows whether the copy "
-                       "overlaps compute"
-                     : blocking ? "high: CUPTI saw the copies come from pageable memory, which blocks the host "
-                                  "for the copy's duration"
-                                : "high: the GPU was measured idle while the host copied";
+  f.confidence =
+      s.source == Source::kHost
+          ? "medium: host timing of the h2d phase; a GPU source shows whether the copy "
+            "overlaps compute"
+      : blocking ? "high: CUPTI saw the copies come from pageable memory, which blocks the host "
+                   "for the copy's duration"
+                 : "high: the GPU was measured idle while the host copied";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
@@ -173,18 +181,20 @@ void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
 void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
   double share = s.source == Source::kHost ? 0 : IdleShare(s, PhaseName(Phase::kSync));
   if (s.source == Source::kHost) {
-    if (const PhaseStats* sync = s.FindPhase(PhaseName(Phase::kSync)); sync != nullptr) share = sync->inclusive_share;
+    if (const PhaseStats* sync = s.FindPhase(PhaseName(Phase::kSync)); sync != nullptr)
+      share = sync->inclusive_share;
   }
   const double step = MeanStepSeconds(s);
-  if (s.activity.has_value() && s.activity->syncs_per_step >= o.sync_min_syncs_per_step && step > 0) {
+  if (s.activity.has_value() && s.activity->syncs_per_step >= o.sync_min_syncs_per_step &&
+      step > 0) {
     // The GPU's waits for the host, but not those other rules explain: the
     // loader (data), copies (h2d), collectives (comm) and launch gaps. What
     // is left is idle inside compute phases, where a sync leaves the queue
     // empty while the host works.
     double unexplained = 0;
     for (const auto& [cause, pct] : s.idle_by_cause) {
-      if (cause != PhaseName(Phase::kData) && cause != PhaseName(Phase::kH2D) && cause != PhaseName(Phase::kComm) &&
-          cause != kLaunchCauseName) {
+      if (cause != PhaseName(Phase::kData) && cause != PhaseName(Phase::kH2D) &&
+          cause != PhaseName(Phase::kComm) && cause != kLaunchCauseName) {
         unexplained += pct / 100;
       }
     }
@@ -195,8 +205,9 @@ void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
   f.id = "sync-bound";
   f.severity = Grade(share, o.sync_bound_moderate, o.sync_bound_high);
   f.share = share;
-  f.title = absl::StrCat("Sync-bound: the GPU idles ", Pct(share),
-                         " of step time after the host blocks on it (.item(), .cpu(), synchronize)");
+  f.title =
+      absl::StrCat("Sync-bound: the GPU idles ", Pct(share),
+                   " of step time after the host blocks on it (.item(), .cpu(), synchronize)");
   if (s.activity.has_value()) {
     f.evidence.emplace_back("syncs_per_step", s.activity->syncs_per_step);
     f.evidence.emplace_back("sync_time_per_step_s", s.activity->sync_time_per_step);
@@ -210,8 +221,9 @@ void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
       "them on the GPU), drop print(tensor) and host-side checks from the step, copy results "
       "back with non_blocking=True into pinned buffers, and find hidden syncs with "
       "torch.cuda.set_sync_debug_mode(\"warn\").";
-  f.confidence = s.activity.has_value() ? "high: syncs and the GPU's waits for the host counted per step"
-                                        : "medium: idle measured while the host was in the sync phase";
+  f.confidence = s.activity.has_value()
+                     ? "high: syncs and the GPU's waits for the host counted per step"
+                     : "medium: idle measured while the host was in the sync phase";
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
@@ -224,18 +236,22 @@ void Instrumentation(const Summary& s, std::vector<Finding>* out) {
   f.id = "instrumentation";
   f.severity = Severity::kModerate;
   f.title = absl::StrCat(m.total(), " scope calls could not be recorded as written");
-  const std::pair<const char*, int64_t> counters[] = {
-      {"out_of_order_end", m.out_of_order_end}, {"stale_end", m.stale_end},
-      {"nested_step", m.nested_step},           {"wrong_thread", m.wrong_thread},
-      {"too_deep", m.too_deep},                 {"invalid_phase", m.invalid_phase},
-      {"dropped_records", m.dropped_records},   {"incomplete_steps", m.incomplete_steps}};
+  const std::pair<const char*, int64_t> counters[] = {{"out_of_order_end", m.out_of_order_end},
+                                                      {"stale_end", m.stale_end},
+                                                      {"nested_step", m.nested_step},
+                                                      {"wrong_thread", m.wrong_thread},
+                                                      {"too_deep", m.too_deep},
+                                                      {"invalid_phase", m.invalid_phase},
+                                                      {"dropped_records", m.dropped_records},
+                                                      {"incomplete_steps", m.incomplete_steps}};
   for (const auto& [name, n] : counters) {
     if (n > 0) f.evidence.emplace_back(name, static_cast<double>(n));
   }
   std::string advice;
   if (m.nested_step > 0) absl::StrAppend(&advice, "Steps must not nest: end one before the next. ");
   if (m.out_of_order_end + m.stale_end > 0) {
-    absl::StrAppend(&advice, "End scopes in reverse order of beginning (use with-blocks or RAII). ");
+    absl::StrAppend(&advice,
+                    "End scopes in reverse order of beginning (use with-blocks or RAII). ");
   }
   if (m.wrong_thread > 0) {
     absl::StrAppend(&advice, "Record each thread in its own Session. ");

@@ -48,7 +48,9 @@ inline double IdleShare(const Summary& s, std::string_view cause) {
 
 // The severity of a finding that explains `share` of step time.
 inline Severity Grade(double share, double moderate, double high) {
-  return share >= high ? Severity::kHigh : share >= moderate ? Severity::kModerate : Severity::kInfo;
+  return share >= high       ? Severity::kHigh
+         : share >= moderate ? Severity::kModerate
+                             : Severity::kInfo;
 }
 
 // Adds `v` to `f`'s evidence as `name` when it was measured.

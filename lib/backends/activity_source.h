@@ -22,12 +22,13 @@ enum class ActivityKind : uint8_t {
   kMemcpyD2H,
   kMemcpyOther,  // device to device, peer, ...
   kMemset,
-  kSync,         // a host call that blocked on the device (not device activity)
+  kSync,  // a host call that blocked on the device (not device activity)
 };
 
 inline bool IsDeviceActivity(ActivityKind k) { return k != ActivityKind::kSync; }
 inline bool IsCopy(ActivityKind k) {
-  return k == ActivityKind::kMemcpyH2D || k == ActivityKind::kMemcpyD2H || k == ActivityKind::kMemcpyOther;
+  return k == ActivityKind::kMemcpyH2D || k == ActivityKind::kMemcpyD2H ||
+         k == ActivityKind::kMemcpyOther;
 }
 
 // One interval of activity, on the host clock (CLOCK_MONOTONIC ns, or the
@@ -39,8 +40,8 @@ struct DeviceInterval {
   uint32_t device = 0;
   uint32_t stream = 0;
   ActivityKind kind = ActivityKind::kKernel;
-  bool pageable = false;  // memcpy from/to pageable host memory
-  uint64_t bytes = 0;     // memcpy/memset size
+  bool pageable = false;                           // memcpy from/to pageable host memory
+  uint64_t bytes = 0;                              // memcpy/memset size
   KernelClass kernel_class = KernelClass::kOther;  // kernels: what the name says
 };
 

@@ -29,9 +29,9 @@ using StreamHandle = uint64_t;
 inline constexpr uint32_t kNoEvent = 0xffffffffu;
 
 enum class MarkerState : uint8_t {
-  kPending,    // not completed yet; ask again later
-  kComplete,   // completed at the returned host time
-  kLost,       // will never complete (context destroyed, sticky error)
+  kPending,   // not completed yet; ask again later
+  kComplete,  // completed at the returned host time
+  kLost,      // will never complete (context destroyed, sticky error)
 };
 
 class DeviceTimer {

@@ -26,7 +26,8 @@ KernelClass ClassifyKernel(std::string_view name) {
   // cuBLAS 12.8+ names its Hopper/Blackwell GEMMs nvjet_<types>_...; the
   // type letters are not decoded here (unverified), so their precision is
   // unknown: counted as GEMM time, never as FP32.
-  if (lower.rfind("nvjet", 0) == 0 || lower.find(" nvjet") != std::string::npos) return KernelClass::kGemmUnknown;
+  if (lower.rfind("nvjet", 0) == 0 || lower.find(" nvjet") != std::string::npos)
+    return KernelClass::kGemmUnknown;
   const bool gemm = ContainsAny(lower, {"gemm", "matmul", "xmma"});
   if (!gemm) return KernelClass::kOther;
   // FP64 (dgemm, d884 tensor cores) is the user's choice of precision, not
@@ -35,9 +36,10 @@ KernelClass ClassifyKernel(std::string_view name) {
   // Reduced precision: explicit type names, and the tensor-core instruction
   // shapes cuBLAS names its kernels by (s1688/s16816: TF32; h884, h1688,
   // h16816: FP16; bf16 variants; i8816, i16832: INT8; e4m3/e5m2: FP8).
-  if (ContainsAny(lower, {"tf32", "bf16", "bfloat16", "float16", "f16", "fp16", "half", "hgemm", "h884", "h1688", "h16816", "s1688",
-                          "s16816", "i8816", "i16832", "int8", "i8i8", "e4m3", "e5m2", "fp8", "tensorop", "hmma",
-                          "bgemm"})) {
+  if (ContainsAny(lower,
+                  {"tf32", "bf16",  "bfloat16", "float16", "f16",      "fp16",  "half",   "hgemm",
+                   "h884", "h1688", "h16816",   "s1688",   "s16816",   "i8816", "i16832", "int8",
+                   "i8i8", "e4m3",  "e5m2",     "fp8",     "tensorop", "hmma",  "bgemm"})) {
     return KernelClass::kGemmReduced;
   }
   // What is left is FP32 on CUDA cores: sgemm, simt, f32 xmma.

@@ -21,8 +21,8 @@ inline constexpr int kMaxTelemetryGpus = 8;
 
 // One GPU at one moment. NaN: not available.
 struct GpuSample {
-  int index = -1;                             // NVML index; -1: unused slot
-  double utilization_pct = kNotSampled;       // as nvidia-smi reports it
+  int index = -1;                        // NVML index; -1: unused slot
+  double utilization_pct = kNotSampled;  // as nvidia-smi reports it
   double sm_clock_mhz = kNotSampled;
   double sm_clock_max_mhz = kNotSampled;
   double mem_clock_mhz = kNotSampled;
@@ -44,10 +44,10 @@ struct GpuSample {
 // One sample of everything, taken at `host_ns`.
 struct TelemetrySample {
   int64_t host_ns = 0;
-  double host_cpu_pct = kNotSampled;      // all CPUs, since the previous sample
+  double host_cpu_pct = kNotSampled;  // all CPUs, since the previous sample
   double host_iowait_pct = kNotSampled;
-  double process_cores = kNotSampled;     // this process's CPU use
-  double children_cores = kNotSampled;    // its live child processes' (DataLoader workers)
+  double process_cores = kNotSampled;   // this process's CPU use
+  double children_cores = kNotSampled;  // its live child processes' (DataLoader workers)
   double memory_available_bytes = kNotSampled;
   double memory_pressure_pct = kNotSampled;  // PSI "some avg10"
   double swap_pages_per_s = kNotSampled;

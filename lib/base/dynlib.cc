@@ -22,14 +22,15 @@ absl::StatusOr<DynLib> DynLib::Open(const std::string& name) {
       return absl::NotFoundError(absl::StrCat(name, ": ", std::strerror(errno)));
     }
     if (!S_ISREG(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          name, " is not a regular file (a ", S_ISFIFO(st.st_mode)  ? "FIFO"
-                                               : S_ISDIR(st.st_mode) ? "directory"
-                                               : S_ISCHR(st.st_mode) ? "character device"
-                                               : S_ISBLK(st.st_mode) ? "block device"
-                                               : S_ISSOCK(st.st_mode) ? "socket"
-                                                                      : "special file",
-          "): not loaded; point the variable at the shared library itself"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, " is not a regular file (a ",
+                       S_ISFIFO(st.st_mode)   ? "FIFO"
+                       : S_ISDIR(st.st_mode)  ? "directory"
+                       : S_ISCHR(st.st_mode)  ? "character device"
+                       : S_ISBLK(st.st_mode)  ? "block device"
+                       : S_ISSOCK(st.st_mode) ? "socket"
+                                              : "special file",
+                       "): not loaded; point the variable at the shared library itself"));
     }
   }
   dlerror();

@@ -23,9 +23,10 @@ bool EnvFlag(const char* name, bool default_value) {
   if (env == nullptr || absl::StripAsciiWhitespace(env).empty()) return default_value;
   if (std::optional<bool> v = ParseBool(env); v.has_value()) return *v;
   LogOnce(absl::StrCat("env-", name), LogLevel::kWarning,
-          absl::StrCat(name, "='", absl::CHexEscape(env), "' is not a boolean: use 1, true, yes or on "
-                       "(or 0, false, no, off); ignored, ", name, " stays ",
-                       default_value ? "on" : "off"));
+          absl::StrCat(name, "='", absl::CHexEscape(env),
+                       "' is not a boolean: use 1, true, yes or on "
+                       "(or 0, false, no, off); ignored, ",
+                       name, " stays ", default_value ? "on" : "off"));
   return default_value;
 }
 

@@ -51,9 +51,7 @@ class CountingIterator {
     ++*taken_;
     return *this;
   }
-  bool operator==(const CountingIterator& other) const {
-    return at_ == other.at_;
-  }
+  bool operator==(const CountingIterator& other) const { return at_ == other.at_; }
 
  private:
   const char* at_;
@@ -106,9 +104,7 @@ class TreeBuilder {
   bool number_float(double value, const std::string& /*literal*/) {
     return Add(JsonValue::Number(value), NumberEnd());
   }
-  bool string(std::string& value) {
-    return Add(JsonValue::String(std::move(value)), taken_);
-  }
+  bool string(std::string& value) { return Add(JsonValue::String(std::move(value)), taken_); }
   bool binary(nlohmann::json::binary_t& /*value*/) {
     return Fail(taken_, "binary value");  // JSON text has none
   }
@@ -140,8 +136,8 @@ class TreeBuilder {
   char Byte(size_t pos) const { return pos < text_.size() ? text_[pos] : '\0'; }
 
   size_t SkipWhitespace(size_t pos) const {
-    while (pos < text_.size() && (text_[pos] == ' ' || text_[pos] == '\t' ||
-                                  text_[pos] == '\n' || text_[pos] == '\r')) {
+    while (pos < text_.size() &&
+           (text_[pos] == ' ' || text_[pos] == '\t' || text_[pos] == '\n' || text_[pos] == '\r')) {
       ++pos;
     }
     return pos;
@@ -159,9 +155,8 @@ class TreeBuilder {
     const std::string_view before = text_.substr(0, pos);
     const size_t newline = before.rfind('\n');
     error_ = absl::InvalidArgumentError(absl::StrCat(
-        "JSON parse error at line ",
-        1 + std::count(before.begin(), before.end(), '\n'), ", column ",
-        before.size() - (newline == std::string_view::npos ? 0 : newline + 1) + 1,
+        "JSON parse error at line ", 1 + std::count(before.begin(), before.end(), '\n'),
+        ", column ", before.size() - (newline == std::string_view::npos ? 0 : newline + 1) + 1,
         ": ", absl::string_view(what.data(), what.size())));
     return false;
   }
@@ -173,9 +168,8 @@ class TreeBuilder {
       return Fail(pos, absl::StrCat("unexpected end of input, ", exp));
     }
     const unsigned char c = static_cast<unsigned char>(text_[pos]);
-    const std::string shown = c >= 0x21 && c < 0x7F
-                                  ? absl::StrFormat("'%c'", c)
-                                  : absl::StrFormat("byte 0x%02X", c);
+    const std::string shown =
+        c >= 0x21 && c < 0x7F ? absl::StrFormat("'%c'", c) : absl::StrFormat("byte 0x%02X", c);
     return Fail(pos, absl::StrCat("unexpected ", shown, ", ", exp));
   }
 
@@ -210,8 +204,7 @@ class TreeBuilder {
   // overflow the call stack.
   bool Open(bool is_object) {
     if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
-      return Fail(taken_ - 1, absl::StrCat("nesting deeper than ",
-                                           kMaxJsonDepth, " levels"));
+      return Fail(taken_ - 1, absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels"));
     }
     stack_.push_back(Frame{is_object, {}, {}, {}});
     last_ = Last::kOpen;
@@ -249,21 +242,19 @@ bool TreeBuilder::parse_error(size_t position, const std::string&,
   const size_t stop = position - 1;  // the byte the lexer failed on
   size_t at = SkipWhitespace(last_end_);
   if (done_) return Fail(at, "unexpected content after the document");
-  bool want_key = last_ == Last::kOpen && !stack_.empty() &&
-                  stack_.back().is_object;
+  bool want_key = last_ == Last::kOpen && !stack_.empty() && stack_.back().is_object;
   if (last_ == Last::kKey) {
     if (Byte(at) != ':') return FailUnexpected(at, "expected ':' after name");
     at = SkipWhitespace(at + 1);
   } else if (last_ == Last::kValue) {  // inside a container: not `done_`
     const bool in_object = stack_.back().is_object;
     if (Byte(at) != ',') {
-      return FailUnexpected(at, in_object ? "expected ',' or '}' in object"
-                                          : "expected ',' or ']' in array");
+      return FailUnexpected(
+          at, in_object ? "expected ',' or '}' in object" : "expected ',' or ']' in array");
     }
     at = SkipWhitespace(at + 1);
     if (Byte(at) == (in_object ? '}' : ']')) {
-      return Fail(at, in_object ? "trailing comma in object"
-                                : "trailing comma in array");
+      return Fail(at, in_object ? "trailing comma in object" : "trailing comma in array");
     }
     want_key = in_object;
   }
@@ -284,14 +275,12 @@ bool TreeBuilder::parse_error(size_t position, const std::string&,
                                              : "expected an exponent");
 }
 
-bool TreeBuilder::FailInString(size_t stop,
-                               const nlohmann::json::exception& error) {
+bool TreeBuilder::FailInString(size_t stop, const nlohmann::json::exception& error) {
   // The lexer's message comes before the bytes it quotes, so the first match
   // is its own.
   const std::string_view what = error.what();
   const size_t found = what.find("invalid string: ");
-  const std::string_view problem =
-      found == std::string_view::npos ? "" : what.substr(found + 16);
+  const std::string_view problem = found == std::string_view::npos ? "" : what.substr(found + 16);
   if (problem.starts_with("missing closing quote")) {
     return Fail(stop, "unterminated string");
   }
@@ -378,9 +367,7 @@ JsonValue JsonValue::MakeObject(Object members) {
   return v;
 }
 
-JsonValue::Type JsonValue::type() const {
-  return static_cast<Type>(value_.index());
-}
+JsonValue::Type JsonValue::type() const { return static_cast<Type>(value_.index()); }
 
 bool JsonValue::as_bool() const {
   assert(is_bool());
@@ -419,8 +406,7 @@ std::optional<int64_t> JsonValue::as_int64() const {
   const NumberRep* n = std::get_if<NumberRep>(&value_);
   if (n == nullptr) return std::nullopt;
   if (n->has_exact) return n->exact;
-  if (std::trunc(n->value) == n->value &&
-      std::fabs(n->value) <= kMaxExactDouble) {
+  if (std::trunc(n->value) == n->value && std::fabs(n->value) <= kMaxExactDouble) {
     return static_cast<int64_t>(n->value);
   }
   return std::nullopt;
@@ -438,9 +424,8 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 absl::StatusOr<JsonValue> ParseJson(std::string_view text) {
   if (text.size() > kMaxJsonBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("JSON parse error at line 1, column 1: input is ",
-                     text.size(), " bytes, more than the limit of ",
-                     kMaxJsonBytes));
+        absl::StrCat("JSON parse error at line 1, column 1: input is ", text.size(),
+                     " bytes, more than the limit of ", kMaxJsonBytes));
   }
   if (text.starts_with('\xEF')) {
     // nlohmann would skip a UTF-8 byte order mark, which RFC 8259 lets a

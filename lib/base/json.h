@@ -140,8 +140,7 @@ class JsonValue {
   };
 
   // Alternatives are in `Type` order.
-  std::variant<std::monostate, bool, NumberRep, std::string, Array, Object>
-      value_;
+  std::variant<std::monostate, bool, NumberRep, std::string, Array, Object> value_;
 };
 
 // ParseJson()

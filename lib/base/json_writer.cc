@@ -17,12 +17,8 @@ namespace {
 
 void WriteValue(const JsonValue& value, JsonWriter& writer) {
   switch (value.type()) {
-    case JsonValue::Type::kNull:
-      writer.Null();
-      break;
-    case JsonValue::Type::kBool:
-      writer.Bool(value.as_bool());
-      break;
+    case JsonValue::Type::kNull: writer.Null(); break;
+    case JsonValue::Type::kBool: writer.Bool(value.as_bool()); break;
     case JsonValue::Type::kNumber: {
       const double number = value.as_number();
       const std::optional<int64_t> exact = value.as_int64();
@@ -33,9 +29,7 @@ void WriteValue(const JsonValue& value, JsonWriter& writer) {
       }
       break;
     }
-    case JsonValue::Type::kString:
-      writer.String(value.as_string());
-      break;
+    case JsonValue::Type::kString: writer.String(value.as_string()); break;
     case JsonValue::Type::kArray:
       writer.BeginArray();
       for (const JsonValue& element : value.as_array()) {

@@ -19,9 +19,11 @@ int ThresholdFromEnvironment() {
   const char* env = std::getenv("GPUSCOPE_LOG");
   if (env == nullptr) return static_cast<int>(LogLevel::kWarning);
   std::string value = absl::AsciiStrToLower(env);
-  if (value == "off" || value == "none" || value == "0") return static_cast<int>(LogLevel::kError) + 1;
+  if (value == "off" || value == "none" || value == "0")
+    return static_cast<int>(LogLevel::kError) + 1;
   if (value == "error") return static_cast<int>(LogLevel::kError);
-  if (value == "info" || value == "debug" || value == "all") return static_cast<int>(LogLevel::kInfo);
+  if (value == "info" || value == "debug" || value == "all")
+    return static_cast<int>(LogLevel::kInfo);
   return static_cast<int>(LogLevel::kWarning);
 }
 

@@ -51,7 +51,6 @@ class Ring {
   }
 
  public:
-
  private:
   std::vector<T> slots_;
   size_t next_ = 0;

@@ -87,8 +87,8 @@ bool IsControlOrInvisible(int32_t c) {
 }
 
 bool IsOtherSpace(int32_t c) {
-  return c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+  return c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 std::string TerminalSafe(std::string_view text) {
@@ -120,8 +120,7 @@ std::string TerminalSafe(std::string_view text) {
 // Utf8SequenceLength(): see text.h.
 size_t Utf8SequenceLength(std::string_view text, size_t pos) {
   auto byte = [&](size_t i) -> unsigned {
-    return pos + i < text.size() ? static_cast<unsigned char>(text[pos + i])
-                                 : 0u;
+    return pos + i < text.size() ? static_cast<unsigned char>(text[pos + i]) : 0u;
   };
   auto cont = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
     const unsigned b = byte(i);

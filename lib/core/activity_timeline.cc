@@ -89,18 +89,22 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
       const int64_t lo = std::max(a.begin_ns, wb), hi = std::min(a.end_ns, we);
       if (hi <= lo) continue;
       auto& [collective, other] = work[a.device];
-      (a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective ? collective : other)
+      (a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective ? collective
+                                                                                     : other)
           .push_back({lo, hi});
     }
     for (auto& [device, lists] : work) {
-      out.counts.collective_exposed_ns += LengthOutside(UnionOf(std::move(lists.first)), UnionOf(std::move(lists.second)));
+      out.counts.collective_exposed_ns +=
+          LengthOutside(UnionOf(std::move(lists.first)), UnionOf(std::move(lists.second)));
     }
   }
 
   // Counts over what began in the window.
   ActivityCounts& c = out.counts;
   std::vector<int64_t> kernel_durations;
-  const auto in_window = [&](const DeviceInterval& a) { return wb <= a.begin_ns && a.begin_ns < we; };
+  const auto in_window = [&](const DeviceInterval& a) {
+    return wb <= a.begin_ns && a.begin_ns < we;
+  };
   for (const DeviceInterval& a : acts) {
     if (!in_window(a)) continue;
     if (a.kind == ActivityKind::kKernel) {
@@ -138,9 +142,11 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   for (const DeviceInterval& a : acts) {
     if (IsDeviceActivity(a.kind)) on_streams.push_back(&a);
   }
-  std::sort(on_streams.begin(), on_streams.end(), [](const DeviceInterval* a, const DeviceInterval* b) {
-    return std::tie(a->device, a->stream, a->begin_ns) < std::tie(b->device, b->stream, b->begin_ns);
-  });
+  std::sort(on_streams.begin(), on_streams.end(),
+            [](const DeviceInterval* a, const DeviceInterval* b) {
+              return std::tie(a->device, a->stream, a->begin_ns) <
+                     std::tie(b->device, b->stream, b->begin_ns);
+            });
   for (size_t i = 1; i < on_streams.size(); ++i) {
     const DeviceInterval& prev = *on_streams[i - 1];
     const DeviceInterval& k = *on_streams[i];

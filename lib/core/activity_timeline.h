@@ -69,14 +69,14 @@ struct ActivityCounts {
   int64_t copies = 0;
   int64_t pageable_copies = 0;
   int64_t syncs = 0;
-  int64_t sync_ns = 0;            // host time blocked in them
-  int64_t host_wait_gaps = 0;     // kernels that found their stream idle, waiting for the host
+  int64_t sync_ns = 0;         // host time blocked in them
+  int64_t host_wait_gaps = 0;  // kernels that found their stream idle, waiting for the host
   int64_t host_wait_ns = 0;
   // Kernel time (summed durations) by what the kernel names say.
   int64_t kernel_ns = 0;
-  int64_t gemm_ns = 0;          // GEMMs in any precision
-  int64_t gemm_fp32_ns = 0;     // of which FP32 on CUDA cores
-  int64_t collective_ns = 0;    // NCCL kernels
+  int64_t gemm_ns = 0;        // GEMMs in any precision
+  int64_t gemm_fp32_ns = 0;   // of which FP32 on CUDA cores
+  int64_t collective_ns = 0;  // NCCL kernels
   // Collective time in the window that no other activity on its device
   // overlapped, summed over devices.
   int64_t collective_exposed_ns = 0;

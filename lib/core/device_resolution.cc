@@ -27,7 +27,8 @@ void DeviceResolver::ForgetLanes() {
 
 void DeviceResolver::RememberLanes(const PendingStep& p) {
   const auto remember = [this](const PendingMarker& m) {
-    if (m.lane >= lane_past_.size()) lane_past_.resize(m.lane + size_t{1}, LanePast{lane_default_, {}});
+    if (m.lane >= lane_past_.size())
+      lane_past_.resize(m.lane + size_t{1}, LanePast{lane_default_, {}});
     LanePast& past = lane_past_[m.lane];
     const Boundary b{m.host_ns, m.device_ns, m.lane};
     if (past.state != LanePast::State::kKnown || past.last.host_ns < b.host_ns ||
@@ -188,9 +189,8 @@ void DeviceResolver::DropPending() {
 }
 
 int64_t DeviceResolver::steps_waiting() const {
-  return std::count_if(pending_.begin(), pending_.end(), [](const PendingStep& p) {
-    return p.kind == PendingStep::Kind::kAnalyze;
-  });
+  return std::count_if(pending_.begin(), pending_.end(),
+                       [](const PendingStep& p) { return p.kind == PendingStep::Kind::kAnalyze; });
 }
 
 void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {
@@ -199,7 +199,9 @@ void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {
     RememberLanes(p);
     return;
   }
-  const auto boundary = [](const PendingMarker& m) { return Boundary{m.host_ns, m.device_ns, m.lane}; };
+  const auto boundary = [](const PendingMarker& m) {
+    return Boundary{m.host_ns, m.device_ns, m.lane};
+  };
   StepTimelineInput in;
   in.begin = boundary(p.begin);
   in.end = boundary(p.end);
@@ -208,7 +210,8 @@ void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {
   for (const PendingPhase& ph : p.phases) {
     in.phases.push_back({ph.id, ph.depth, ph.id == static_cast<uint16_t>(Phase::kData),
                          boundary(ph.begin), boundary(ph.end)});
-    lanes = std::max({lanes, static_cast<uint16_t>(ph.begin.lane + 1), static_cast<uint16_t>(ph.end.lane + 1)});
+    lanes = std::max(
+        {lanes, static_cast<uint16_t>(ph.begin.lane + 1), static_cast<uint16_t>(ph.end.lane + 1)});
   }
   in.past = lane_past_;
   in.past.resize(std::max<size_t>(in.past.size(), lanes), LanePast{lane_default_, {}});
@@ -234,7 +237,8 @@ void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {
   StepRecord& s = window->steps[static_cast<size_t>(p.index - first)];
   if (t.devices.size() > kMaxDevicesPerStep) return;  // more devices than a step keeps
   s.num_devices = static_cast<uint8_t>(t.devices.size());
-  for (size_t i = 0; i < t.devices.size(); ++i) s.devices[i] = {t.devices[i].device, t.devices[i].busy_upper_ns};
+  for (size_t i = 0; i < t.devices.size(); ++i)
+    s.devices[i] = {t.devices[i].device, t.devices[i].busy_upper_ns};
   s.device_busy_ns = t.busy_upper_ns;
   s.device_span_ns = t.device_span_ns;
   s.backlog_begin_ns = t.backlog_begin_ns;
@@ -265,9 +269,12 @@ DeviceResolver::Resolution DeviceResolver::ResolveFromActivity(bool final, StepW
   const size_t before = acts_.size();
   acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_, final));
   // Kept in begin order, so that each step looks at its own slice only.
-  const auto by_begin = [](const DeviceInterval& a, const DeviceInterval& b) { return a.begin_ns < b.begin_ns; };
+  const auto by_begin = [](const DeviceInterval& a, const DeviceInterval& b) {
+    return a.begin_ns < b.begin_ns;
+  };
   std::sort(acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
-  std::inplace_merge(acts_.begin(), acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
+  std::inplace_merge(acts_.begin(), acts_.begin() + static_cast<std::ptrdiff_t>(before),
+                     acts_.end(), by_begin);
   for (size_t i = before; i < acts_.size(); ++i) {
     longest_activity_ns_ = std::max(longest_activity_ns_, acts_[i].end_ns - acts_[i].begin_ns);
   }
@@ -364,7 +371,8 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
     // its edges (it decides whether an edge gap is a launch gap, as above).
     const int64_t from = in.begin_ns - launch_threshold_ns_, to = in.end_ns + launch_threshold_ns_;
     for (const DeviceInterval& a : in.activity) {
-      if (!(a.end_ns > from && a.begin_ns < to) && !(a.begin_ns == a.end_ns && a.begin_ns >= from && a.begin_ns < to)) {
+      if (!(a.end_ns > from && a.begin_ns < to) &&
+          !(a.begin_ns == a.end_ns && a.begin_ns >= from && a.begin_ns < to)) {
         continue;
       }
       if (t->activity.size() >= kMaxTraceActivityPerStep) {
@@ -378,7 +386,8 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
   StepRecord& s = window->steps[static_cast<size_t>(p.index - first)];
   if (r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;
   s.num_devices = static_cast<uint8_t>(r.devices.size());
-  for (size_t i = 0; i < r.devices.size(); ++i) s.devices[i] = {r.devices[i].device, r.devices[i].busy_ns};
+  for (size_t i = 0; i < r.devices.size(); ++i)
+    s.devices[i] = {r.devices[i].device, r.devices[i].busy_ns};
   s.device_busy_ns = r.busy_ns;
   s.idle_other_ns = r.idle_other_ns;
   s.idle_launch_ns = r.idle_launch_ns;

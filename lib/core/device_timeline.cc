@@ -1,10 +1,10 @@
 #include "core/device_timeline.h"
 
-#include "core/intervals.h"
-
 #include <algorithm>
 #include <map>
 #include <utility>
+
+#include "core/intervals.h"
 
 namespace gpuscope::internal {
 namespace {
@@ -45,7 +45,8 @@ StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
   const auto innermost_at = [&](int64_t t) {
     const PhaseSpan* innermost = nullptr;
     for (const PhaseSpan& p : in.phases) {
-      if (p.begin.host_ns <= t && t < p.end.host_ns && (innermost == nullptr || p.depth > innermost->depth)) {
+      if (p.begin.host_ns <= t && t < p.end.host_ns &&
+          (innermost == nullptr || p.depth > innermost->depth)) {
         innermost = &p;
       }
     }

@@ -52,8 +52,8 @@ struct Boundary {
 // one lane).
 struct PhaseSpan {
   int phase_id = kNoPhase;
-  int depth = 0;          // 0: top level
-  bool is_data = false;   // the input-pipeline phase (see above)
+  int depth = 0;         // 0: top level
+  bool is_data = false;  // the input-pipeline phase (see above)
   Boundary begin;
   Boundary end;
 };
@@ -70,11 +70,11 @@ struct LanePast {
 };
 
 struct StepTimelineInput {
-  Boundary begin;                  // the step's own markers (the session's lane)
+  Boundary begin;  // the step's own markers (the session's lane)
   Boundary end;
-  std::vector<PhaseSpan> phases;   // any order
-  std::vector<int> lane_device;    // device ordinal per lane; lanes past its end: device 0
-  std::vector<LanePast> past;      // per lane; lanes past its end: kNone
+  std::vector<PhaseSpan> phases;  // any order
+  std::vector<int> lane_device;   // device ordinal per lane; lanes past its end: device 0
+  std::vector<LanePast> past;     // per lane; lanes past its end: kNone
 };
 
 // One device's share of the step.
@@ -86,9 +86,9 @@ struct DeviceIdle {
 };
 
 struct StepTimeline {
-  int64_t window_ns = 0;          // host step time
-  int64_t device_span_ns = 0;     // c(end) - c(begin)
-  int64_t backlog_begin_ns = 0;   // c(begin) - h(begin)
+  int64_t window_ns = 0;         // host step time
+  int64_t device_span_ns = 0;    // c(end) - c(begin)
+  int64_t backlog_begin_ns = 0;  // c(begin) - h(begin)
   // Per device taking part in the step (see above), by ascending ordinal.
   std::vector<DeviceIdle> devices;
   // Sums over `devices` (with one device, that device's numbers).

@@ -5,7 +5,8 @@
 namespace gpuscope::internal {
 
 std::vector<Interval> UnionOf(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
   std::vector<Interval> out;
   for (const Interval& i : v) {
     if (i.end <= i.begin) continue;

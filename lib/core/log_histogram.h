@@ -72,7 +72,7 @@ class LogHistogram {
   int64_t count_ = 0;
   int64_t min_ = 0;
   int64_t max_ = 0;
-  int64_t sum_ = 0;   // exact sum for the mean (overflows after 292 years of steps)
+  int64_t sum_ = 0;  // exact sum for the mean (overflows after 292 years of steps)
   // Shifted sums for the variance: deviations from the first value, so that
   // the variance keeps its precision when it is tiny next to the mean.
   int64_t shift_ = 0;

@@ -52,12 +52,13 @@ absl::Status ValidatePhaseName(std::string_view name) {
   if (internal::PhaseNameProblem(name) == nullptr) return absl::OkStatus();
   const std::string shown = internal::TerminalSafe(name.substr(0, 48));
   if (name.empty()) {
-    return absl::InvalidArgumentError("phase name is empty: give the phase a name, e.g. \"forward\"");
+    return absl::InvalidArgumentError(
+        "phase name is empty: give the phase a name, e.g. \"forward\"");
   }
   if (name.size() > static_cast<size_t>(kMaxPhaseNameLength)) {
     return absl::InvalidArgumentError(absl::StrCat("phase name '", shown, "...' is ", name.size(),
-                                                   " bytes long; the limit is ", kMaxPhaseNameLength,
-                                                   ": use a shorter name"));
+                                                   " bytes long; the limit is ",
+                                                   kMaxPhaseNameLength, ": use a shorter name"));
   }
   size_t pos = 0;
   while (pos < name.size()) {
@@ -74,9 +75,10 @@ absl::Status ValidatePhaseName(std::string_view name) {
     }
   }
   if (name.front() == ' ' || name.back() == ' ') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "phase name '", shown, "' is blank or begins or ends with a space: phase names are "
-        "compared and printed as given; trim the spaces"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("phase name '", shown,
+                     "' is blank or begins or ends with a space: phase names are "
+                     "compared and printed as given; trim the spaces"));
   }
   if (name == kOtherPhaseName) {
     return absl::InvalidArgumentError(

@@ -16,10 +16,10 @@ enum class RecordKind : uint8_t {
 };
 
 enum RecordFlags : uint16_t {
-  kRecordAutoClosed = 1u << 0,  // closed because an enclosing scope ended first
-  kRecordIncomplete = 1u << 1,  // step: a record of this step was dropped (queue full)
-  kRecordCancelled = 1u << 2,   // step: cancelled; drop it and its phases without counting
-  kRecordNamedStream = 1u << 3, // phase: named its own stream (work there is not the step's)
+  kRecordAutoClosed = 1u << 0,   // closed because an enclosing scope ended first
+  kRecordIncomplete = 1u << 1,   // step: a record of this step was dropped (queue full)
+  kRecordCancelled = 1u << 2,    // step: cancelled; drop it and its phases without counting
+  kRecordNamedStream = 1u << 3,  // phase: named its own stream (work there is not the step's)
 };
 
 // Record

@@ -5,8 +5,7 @@
 
 namespace gpuscope::internal {
 
-StepAssembler::StepAssembler(StepWindow* window, TelemetryWindow* telemetry,
-                             DeviceResolver* device)
+StepAssembler::StepAssembler(StepWindow* window, TelemetryWindow* telemetry, DeviceResolver* device)
     : window_(window), telemetry_(telemetry), device_(device) {
   scratch_.reserve(64);
 }
@@ -120,9 +119,10 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).
-  if (scratch_.size() > 1) std::sort(scratch_.begin(), scratch_.end(), [](const Record& a, const Record& b) {
-    return std::tie(a.name_id, a.begin_ns, a.end_ns) < std::tie(b.name_id, b.begin_ns, b.end_ns);
-  });
+  if (scratch_.size() > 1)
+    std::sort(scratch_.begin(), scratch_.end(), [](const Record& a, const Record& b) {
+      return std::tie(a.name_id, a.begin_ns, a.end_ns) < std::tie(b.name_id, b.begin_ns, b.end_ns);
+    });
   int64_t top_level = 0;
   for (size_t i = 0; i < scratch_.size();) {
     const uint16_t id = scratch_[i].name_id;

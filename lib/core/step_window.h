@@ -38,14 +38,14 @@ inline constexpr size_t kMaxDevicesPerStep = 8;
 // One completed step. Device, idle and telemetry fields are filled by the
 // GPU sources when a session has them; -1 / NaN mean "not measured".
 struct StepRecord {
-  uint64_t index = 0;        // completed-step number, 0-based
+  uint64_t index = 0;  // completed-step number, 0-based
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
   int64_t samples = -1;
   int64_t tokens = -1;
   int64_t top_level_ns = 0;  // sum of top-level phase host time
 
-  int64_t device_busy_ns = -1;    // GPU busy within the step, summed over `devices`
+  int64_t device_busy_ns = -1;  // GPU busy within the step, summed over `devices`
   std::array<DeviceBusy, kMaxDevicesPerStep> devices{};
   uint8_t num_devices = 0;        // devices timed in the step
   int64_t device_span_ns = -1;    // events: first to last completion
@@ -61,19 +61,19 @@ struct StepRecord {
 // One phase's share of one step.
 struct PhaseSample {
   uint64_t step_index = 0;
-  int64_t total_ns = 0;   // union of the phase's intervals in the step
-  int64_t top_ns = 0;     // its top-level intervals' time (part of the breakdown)
-  int64_t device_ns = -1; // device time (events: span; CUPTI: busy), -1: not measured
-  int64_t idle_ns = -1;   // GPU idle charged to this phase
+  int64_t total_ns = 0;     // union of the phase's intervals in the step
+  int64_t top_ns = 0;       // its top-level intervals' time (part of the breakdown)
+  int64_t device_ns = -1;   // device time (events: span; CUPTI: busy), -1: not measured
+  int64_t idle_ns = -1;     // GPU idle charged to this phase
   int64_t backlog_ns = -1;  // events: device lag at the phase's first begin
-  uint32_t count = 0;     // occurrences
-  uint32_t top_count = 0; // top-level occurrences
+  uint32_t count = 0;       // occurrences
+  uint32_t top_count = 0;   // top-level occurrences
 };
 
 // One phase id's history.
 struct PhaseHistory {
-  Ring<PhaseSample> window;  // allocated when the phase first completes in a step
-  int64_t outside_count = 0;     // occurrences outside any step, since the start
+  Ring<PhaseSample> window;   // allocated when the phase first completes in a step
+  int64_t outside_count = 0;  // occurrences outside any step, since the start
   int64_t outside_total_ns = 0;
 };
 
@@ -100,13 +100,13 @@ struct StepWindow {
   // The kept timeline of step `index`, or nullptr.
   TraceStep* FindTrace(uint64_t index);
 
-  const size_t capacity;              // Options::window
-  Ring<StepRecord> steps;             // the last `capacity` completed steps
-  std::vector<PhaseHistory> phases;   // indexed by phase id
-  LogHistogram lifetime;              // every completed step's time
-  uint64_t completed = 0;             // steps completed since the start
-  int64_t incomplete_steps = 0;       // steps left out: records of them were dropped
-  Ring<TraceStep> trace{0};           // the last steps' timelines; slots (and vectors) reused
+  const size_t capacity;             // Options::window
+  Ring<StepRecord> steps;            // the last `capacity` completed steps
+  std::vector<PhaseHistory> phases;  // indexed by phase id
+  LogHistogram lifetime;             // every completed step's time
+  uint64_t completed = 0;            // steps completed since the start
+  int64_t incomplete_steps = 0;      // steps left out: records of them were dropped
+  Ring<TraceStep> trace{0};          // the last steps' timelines; slots (and vectors) reused
 };
 
 }  // namespace gpuscope::internal

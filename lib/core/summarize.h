@@ -20,10 +20,10 @@ namespace gpuscope::internal {
 // What a summary is made of on the aggregator's side (Aggregator::Snapshot()):
 // views of its window, valid while it stays still.
 struct WindowSnapshot {
-  const StepWindow* window = nullptr;        // never null
-  const PhaseTable* phases = nullptr;        // names of the phase ids; never null
+  const StepWindow* window = nullptr;          // never null
+  const PhaseTable* phases = nullptr;          // names of the phase ids; never null
   const TelemetryWindow* telemetry = nullptr;  // null: no telemetry
-  int64_t pending_steps = 0;  // completed steps whose device data is not in yet
+  int64_t pending_steps = 0;                   // completed steps whose device data is not in yet
   // Set while the steps' device data come from activity records (source
   // cupti): the records the source lost to full buffers.
   std::optional<int64_t> activity_dropped = std::nullopt;
@@ -34,7 +34,7 @@ struct SessionFacts {
   int64_t window = 0;  // Options::window
   Source source = Source::kHost;
   std::string source_reason;
-  bool simulated = false;  // the GPU sources are the simulated device
+  bool simulated = false;      // the GPU sources are the simulated device
   double gpu_clock_error = 0;  // seconds (Summary::gpu_clock_error)
   // Subscribed to activity records, but none has arrived yet: the summary
   // says `host` (with why) until the first one does.

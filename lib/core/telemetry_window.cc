@@ -22,7 +22,9 @@ struct Mean {
       weight += w;
     }
   }
-  std::optional<double> Get() const { return weight > 0 ? std::optional<double>(sum / weight) : std::nullopt; }
+  std::optional<double> Get() const {
+    return weight > 0 ? std::optional<double>(sum / weight) : std::nullopt;
+  }
 };
 
 float AsFloat(std::optional<double> v) {
@@ -141,7 +143,8 @@ std::optional<TelemetryStats> TelemetryWindow::Stats(const Ring<StepRecord>& ste
   ts.host_iowait_pct = iowait.Get();
   ts.process_cores = proc.Get();
   ts.worker_cores = children.Get();
-  ts.throttled_steps = ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
+  ts.throttled_steps =
+      ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
   ts.clocks_event_reasons = ClocksEventReasonNames(reasons);
   // Host memory and load, and per GPU: time-weighted over the window, each
   // sample holding until the next (as for steps); state is the last
@@ -197,7 +200,9 @@ std::optional<TelemetryStats> TelemetryWindow::Stats(const Ring<StepRecord>& ste
     ts.swap_pages_per_s = swap.Get();
     ts.load1 = load.Get();
     ts.cpus_available = cpus.Get();
-    const auto value = [](const Mean& m) { return m.Get().value_or(std::numeric_limits<double>::quiet_NaN()); };
+    const auto value = [](const Mean& m) {
+      return m.Get().value_or(std::numeric_limits<double>::quiet_NaN());
+    };
     for (auto& [index, m] : per_gpu) {
       GpuTelemetry g = m.latest;
       g.utilization_pct = value(m.util);

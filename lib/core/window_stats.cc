@@ -48,10 +48,12 @@ StepTotals FillStepStats(const StepWindow& window, Summary* out) {
   out->samples_per_second.reset();
   out->tokens_per_second.reset();
   if (have_samples && samples_ns > 0) {
-    out->samples_per_second = static_cast<double>(samples) / (static_cast<double>(samples_ns) * kNsToSeconds);
+    out->samples_per_second =
+        static_cast<double>(samples) / (static_cast<double>(samples_ns) * kNsToSeconds);
   }
   if (have_tokens && tokens_ns > 0) {
-    out->tokens_per_second = static_cast<double>(tokens) / (static_cast<double>(tokens_ns) * kNsToSeconds);
+    out->tokens_per_second =
+        static_cast<double>(tokens) / (static_cast<double>(tokens_ns) * kNsToSeconds);
   }
   return totals;
 }
@@ -70,7 +72,8 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
   struct PerDevice {
     int64_t steps = 0, window_ns = 0, busy_ns = 0;
   };
-  double kernel_ns_sum = 0, gemm_ns_sum = 0, gemm_fp32_ns_sum = 0, collective_ns_sum = 0, collective_exposed_ns_sum = 0;
+  double kernel_ns_sum = 0, gemm_ns_sum = 0, gemm_fp32_ns_sum = 0, collective_ns_sum = 0,
+         collective_exposed_ns_sum = 0;
   std::map<int, PerDevice> per_device;
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
@@ -100,7 +103,8 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
       // Exposed time is clipped to the step, total counts kernels beginning
       // in it: a collective begun in the previous step must not make the
       // exposed part exceed the total.
-      collective_exposed_ns_sum += static_cast<double>(std::min(c.collective_exposed_ns, c.collective_ns)) * share;
+      collective_exposed_ns_sum +=
+          static_cast<double>(std::min(c.collective_exposed_ns, c.collective_ns)) * share;
     }
     const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
     gpu_window_ns += device_window;
@@ -119,7 +123,8 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
     ds.device = device;
     ds.gpu_steps = pd.steps;
     if (pd.window_ns > 0) {
-      ds.gpu_idle_pct = 100.0 * static_cast<double>(pd.window_ns - pd.busy_ns) / static_cast<double>(pd.window_ns);
+      ds.gpu_idle_pct = 100.0 * static_cast<double>(pd.window_ns - pd.busy_ns) /
+                        static_cast<double>(pd.window_ns);
     }
     out->devices.push_back(ds);
   }
@@ -155,8 +160,10 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
       return 100.0 * static_cast<double>(ns) / static_cast<double>(gpu_window_ns);
     };
     out->gpu_idle_pct = pct_of_gpu_window(gpu_idle_ns);
-    if (idle_other_ns > 0) out->idle_by_cause[std::string(kOtherPhaseName)] = pct_of_gpu_window(idle_other_ns);
-    if (idle_launch_ns > 0) out->idle_by_cause[std::string(kLaunchCauseName)] = pct_of_gpu_window(idle_launch_ns);
+    if (idle_other_ns > 0)
+      out->idle_by_cause[std::string(kOtherPhaseName)] = pct_of_gpu_window(idle_other_ns);
+    if (idle_launch_ns > 0)
+      out->idle_by_cause[std::string(kLaunchCauseName)] = pct_of_gpu_window(idle_launch_ns);
   }
   return gpu_window_ns;
 }
@@ -206,7 +213,8 @@ void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotal
     ps.outside_steps_count = h.outside_count;
     ps.outside_steps_total = static_cast<double>(h.outside_total_ns) * kNsToSeconds;
     if (gpu_window_ns > 0 && idle_ns > 0) {
-      out->idle_by_cause[ps.name] = 100.0 * static_cast<double>(idle_ns) / static_cast<double>(gpu_window_ns);
+      out->idle_by_cause[ps.name] =
+          100.0 * static_cast<double>(idle_ns) / static_cast<double>(gpu_window_ns);
     }
     out->phases.push_back(std::move(ps));
   }
@@ -225,7 +233,8 @@ void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotal
     out->phases.push_back(std::move(ps));
   }
   std::sort(out->phases.begin(), out->phases.end(), [](const PhaseStats& a, const PhaseStats& b) {
-    return std::tie(b.share, b.inclusive_share, a.name) < std::tie(a.share, a.inclusive_share, b.name);
+    return std::tie(b.share, b.inclusive_share, a.name) <
+           std::tie(a.share, a.inclusive_share, b.name);
   });
 }
 

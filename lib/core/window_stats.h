@@ -22,9 +22,9 @@ namespace gpuscope::internal {
 // What the phase statistics take from the steps' pass (FillStepStats()), so
 // that the window's steps are walked once for both.
 struct StepTotals {
-  int64_t window_ns = 0;        // the window's step time
-  int64_t other_ns = 0;         // of which outside every top-level phase
-  std::vector<int64_t> other;   // per step, oldest first: the phase "other"
+  int64_t window_ns = 0;       // the window's step time
+  int64_t other_ns = 0;        // of which outside every top-level phase
+  std::vector<int64_t> other;  // per step, oldest first: the phase "other"
 };
 
 // FillStepStats()

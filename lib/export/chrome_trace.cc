@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/intervals.h"
 #include "base/json.h"
+#include "core/intervals.h"
 #include "gpuscope/session.h"
 #include "session/session_impl.h"
 
@@ -81,8 +81,8 @@ class TraceBuilder {
 
   // A complete ("X") event; `args` writes extra fields into its args object.
   template <typename Args>
-  void Slice(std::string_view name, std::string_view cat, int pid, int tid, int64_t begin_ns, int64_t end_ns,
-             Args args) {
+  void Slice(std::string_view name, std::string_view cat, int pid, int tid, int64_t begin_ns,
+             int64_t end_ns, Args args) {
     w_.BeginObject();
     w_.Key("name");
     w_.String(name);
@@ -101,7 +101,8 @@ class TraceBuilder {
     w_.EndObject();
     w_.EndObject();
   }
-  void Slice(std::string_view name, std::string_view cat, int pid, int tid, int64_t begin_ns, int64_t end_ns) {
+  void Slice(std::string_view name, std::string_view cat, int pid, int tid, int64_t begin_ns,
+             int64_t end_ns) {
     Slice(name, cat, pid, tid, begin_ns, end_ns, [](JsonWriter&) {});
   }
 
@@ -135,7 +136,8 @@ struct Gap {
 };
 
 std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
-                          const std::function<std::string_view(uint16_t)>& name_of, int64_t launch_threshold_ns) {
+                          const std::function<std::string_view(uint16_t)>& name_of,
+                          int64_t launch_threshold_ns) {
   std::vector<Interval> pieces;
   for (const DeviceInterval& a : step.activity) {
     if (IsDeviceActivity(a.kind) && a.device == device) pieces.push_back({a.begin_ns, a.end_ns});
@@ -159,7 +161,8 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
       const int64_t pb = *it, pe = *std::next(it);
       const TraceSpan* inner = nullptr;
       for (const TraceSpan& p : step.phases) {
-        if (p.begin_ns <= pb && pe <= p.end_ns && (inner == nullptr || p.depth > inner->depth)) inner = &p;
+        if (p.begin_ns <= pb && pe <= p.end_ns && (inner == nullptr || p.depth > inner->depth))
+          inner = &p;
       }
       std::string cause = inner != nullptr ? std::string(name_of(inner->id)) : "other";
       if (!gaps.empty() && gaps.back().end_ns == pb && gaps.back().cause == cause) {
@@ -229,20 +232,23 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
     t.Meta("thread_name", kFirstDevicePid + static_cast<int>(d), static_cast<int>(stream) + 1,
            absl::StrCat("stream ", stream));
   }
-  if (!lanes.empty()) t.Meta("process_name", kEventsPid, 0, "GPU (CUDA events: phases' device spans)");
-  for (uint16_t lane : lanes) t.Meta("thread_name", kEventsPid, lane + 1, absl::StrCat("lane ", lane));
+  if (!lanes.empty())
+    t.Meta("process_name", kEventsPid, 0, "GPU (CUDA events: phases' device spans)");
+  for (uint16_t lane : lanes)
+    t.Meta("thread_name", kEventsPid, lane + 1, absl::StrCat("lane ", lane));
 
   std::set<std::tuple<int64_t, int64_t, uint32_t, uint32_t, int>> emitted;
   for (const TraceStep* s : steps) {
     const uint64_t index = s->index;
-    t.Slice(absl::StrCat("step ", index), "step", kHostPid, kStepTid, s->begin_ns, s->end_ns, [&](JsonWriter& w) {
-      w.Key("index");
-      w.Int(static_cast<int64_t>(index));
-      if (s->activity_dropped > 0) {
-        w.Key("activity_records_not_kept");
-        w.Int(static_cast<int64_t>(s->activity_dropped));
-      }
-    });
+    t.Slice(absl::StrCat("step ", index), "step", kHostPid, kStepTid, s->begin_ns, s->end_ns,
+            [&](JsonWriter& w) {
+              w.Key("index");
+              w.Int(static_cast<int64_t>(index));
+              if (s->activity_dropped > 0) {
+                w.Key("activity_records_not_kept");
+                w.Int(static_cast<int64_t>(s->activity_dropped));
+              }
+            });
     // Outer phases first, so that viewers nest them under the step.
     std::vector<const TraceSpan*> phases;
     for (const TraceSpan& p : s->phases) phases.push_back(&p);
@@ -270,28 +276,31 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
     for (const DeviceInterval& a : s->activity) {
       if (!Drawn(*s, a)) continue;
       // Work running across a step boundary belongs to both steps: once.
-      if (!emitted.insert({a.begin_ns, a.end_ns, a.device, a.stream, static_cast<int>(a.kind)}).second) continue;
+      if (!emitted.insert({a.begin_ns, a.end_ns, a.device, a.stream, static_cast<int>(a.kind)})
+               .second)
+        continue;
       const bool sync = a.kind == ActivityKind::kSync;
       const int pid = sync ? kHostPid : kFirstDevicePid + static_cast<int>(a.device);
       const int tid = sync ? kSyncTid : static_cast<int>(a.stream) + 1;
-      t.Slice(KindName(a), sync ? "sync" : "activity", pid, tid, a.begin_ns, a.end_ns, [&](JsonWriter& w) {
-        w.Key("step");
-        w.Int(static_cast<int64_t>(index));
-        if (a.bytes > 0) {
-          w.Key("bytes");
-          w.Int(static_cast<int64_t>(a.bytes));
-        }
-        if (a.launch_ns >= 0) {
-          w.Key("launch_lag_us");
-          w.Number(static_cast<double>(a.begin_ns - a.launch_ns) / 1e3);
-        }
-      });
+      t.Slice(KindName(a), sync ? "sync" : "activity", pid, tid, a.begin_ns, a.end_ns,
+              [&](JsonWriter& w) {
+                w.Key("step");
+                w.Int(static_cast<int64_t>(index));
+                if (a.bytes > 0) {
+                  w.Key("bytes");
+                  w.Int(static_cast<int64_t>(a.bytes));
+                }
+                if (a.launch_ns >= 0) {
+                  w.Key("launch_lag_us");
+                  w.Number(static_cast<double>(a.begin_ns - a.launch_ns) / 1e3);
+                }
+              });
     }
     if (s->has_activity) {
       for (uint32_t d : devices) {
         for (const Gap& g : IdleGaps(*s, d, name_of, launch_threshold_ns)) {
-          t.Slice(absl::StrCat("idle: ", g.cause), "idle", kFirstDevicePid + static_cast<int>(d), kIdleTid,
-                  g.begin_ns, g.end_ns, [&](JsonWriter& w) {
+          t.Slice(absl::StrCat("idle: ", g.cause), "idle", kFirstDevicePid + static_cast<int>(d),
+                  kIdleTid, g.begin_ns, g.end_ns, [&](JsonWriter& w) {
                     w.Key("step");
                     w.Int(static_cast<int64_t>(index));
                     w.Key("cause");

@@ -15,10 +15,14 @@ std::string FindingsToJson(const std::vector<Finding>& findings) {
   w.BeginArray();
   for (const Finding& f : findings) {
     w.BeginObject();
-    w.Key("id"); w.String(f.id);
-    w.Key("title"); w.String(f.title);
-    w.Key("severity"); w.String(SeverityName(f.severity));
-    w.Key("share"); w.Number(f.share);
+    w.Key("id");
+    w.String(f.id);
+    w.Key("title");
+    w.String(f.title);
+    w.Key("severity");
+    w.String(SeverityName(f.severity));
+    w.Key("share");
+    w.Number(f.share);
     w.Key("evidence");
     w.BeginObject();
     for (const auto& [name, value] : f.evidence) {
@@ -26,9 +30,12 @@ std::string FindingsToJson(const std::vector<Finding>& findings) {
       w.Number(value);
     }
     w.EndObject();
-    w.Key("recommendation"); w.String(f.recommendation);
-    w.Key("confidence"); w.String(f.confidence);
-    w.Key("source"); w.String(f.source);
+    w.Key("recommendation");
+    w.String(f.recommendation);
+    w.Key("confidence");
+    w.String(f.confidence);
+    w.Key("source");
+    w.String(f.source);
     w.EndObject();
   }
   w.EndArray();

@@ -1,13 +1,11 @@
 #include "gpuscope/report.h"
 
-#include "gpuscope/diagnose.h"
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "base/strings.h"
 #include "base/text.h"
+#include "gpuscope/diagnose.h"
 
 namespace gpuscope {
 namespace {
@@ -128,8 +127,8 @@ std::string EscapeForTerminal(std::string_view text) { return internal::Terminal
 std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
   const Summary s = TerminalSafeCopy(unsafe);
   std::string out;
-  absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (",
-                  s.total_steps, " total) | source: ", internal::ToAbsl(SourceName(s.source)),
+  absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (", s.total_steps,
+                  " total) | source: ", internal::ToAbsl(SourceName(s.source)),
                   s.simulated ? " (SIMULATED GPU)" : "", "\n");
   internal::AppendWrapped(&out, s.source_reason, 2);
   if (s.simulated) {
@@ -141,15 +140,17 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
   if (s.misuse.dropped_records > 0) {
     internal::AppendWrapped(
         &out,
-        absl::StrCat("warning: ", s.misuse.dropped_records,
-                     " records were dropped (the queue to the background worker was full); ",
-                     s.misuse.incomplete_steps,
-                     " steps were left out. Raise Options::queue_capacity (Python: queue_capacity=)."),
+        absl::StrCat(
+            "warning: ", s.misuse.dropped_records,
+            " records were dropped (the queue to the background worker was full); ",
+            s.misuse.incomplete_steps,
+            " steps were left out. Raise Options::queue_capacity (Python: queue_capacity=)."),
         2);
   }
   if (s.steps == 0) {
-    absl::StrAppend(&out, "\nno completed steps yet: wrap each training step in a StepScope "
-                          "(C++) or s.step() / s.steps() (Python)\n");
+    absl::StrAppend(&out,
+                    "\nno completed steps yet: wrap each training step in a StepScope "
+                    "(C++) or s.step() / s.steps() (Python)\n");
   } else {
     absl::StrAppendFormat(&out, "\n%-11s %9s %9s %9s %9s %9s %9s\n", "step time", "p50", "p90",
                           "p95", "p99", "mean", "max");
@@ -166,10 +167,10 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       absl::StrAppend(&out, "throughput  ", rates, "\n");
     }
     if (s.gpu_idle_pct.has_value()) {
-      absl::StrAppendFormat(&out, "GPU idle    %s%.1f%% of step time (%d of %d steps%s)\n",
-                            s.source == Source::kEvents ? "at least " : "", *s.gpu_idle_pct,
-                            s.gpu_steps, s.steps,
-                            s.pending_steps > 0 ? absl::StrCat(", ", s.pending_steps, " pending") : "");
+      absl::StrAppendFormat(
+          &out, "GPU idle    %s%.1f%% of step time (%d of %d steps%s)\n",
+          s.source == Source::kEvents ? "at least " : "", *s.gpu_idle_pct, s.gpu_steps, s.steps,
+          s.pending_steps > 0 ? absl::StrCat(", ", s.pending_steps, " pending") : "");
       std::vector<std::pair<double, std::string>> causes;
       for (const auto& [cause, pct] : s.idle_by_cause) causes.emplace_back(pct, cause);
       std::sort(causes.rbegin(), causes.rend());
@@ -196,10 +197,10 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                             s.pending_steps);
     } else if (s.source == Source::kEvents) {
       internal::AppendWrapped(&out,
-                    "GPU idle    (no step has device markers yet: is a stream set "
-                    "(Options::stream, SetStream), and has CUDA been initialized on the "
-                    "recording thread?)",
-                    0);
+                              "GPU idle    (no step has device markers yet: is a stream set "
+                              "(Options::stream, SetStream), and has CUDA been initialized on the "
+                              "recording thread?)",
+                              0);
     }
 
     absl::StrAppendFormat(&out, "\nwhere the step time goes (window, host time)\n");
@@ -207,9 +208,9 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                           "p95/step", "max/step", "count");
     for (const PhaseStats& p : s.phases) {
       if (!p.top_level || p.steps == 0) continue;
-      absl::StrAppendFormat(&out, "  %s %7s %9s %9s %9s %7d\n", Fit(p.name, 24),
-                            Percent(p.share), Duration(p.time.p50), Duration(p.time.p95),
-                            Duration(p.time.max), p.count);
+      absl::StrAppendFormat(&out, "  %s %7s %9s %9s %9s %7d\n", Fit(p.name, 24), Percent(p.share),
+                            Duration(p.time.p50), Duration(p.time.p95), Duration(p.time.max),
+                            p.count);
     }
     bool nested_header = false;
     for (const PhaseStats& p : s.phases) {
@@ -224,7 +225,8 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
     }
   }
   if (s.gpu_steps > 0 && s.source == Source::kEvents) {
-    absl::StrAppendFormat(&out, "\nGPU time per step (events: span between the phase's markers, +-%s)\n",
+    absl::StrAppendFormat(&out,
+                          "\nGPU time per step (events: span between the phase's markers, +-%s)\n",
                           Duration(s.gpu_clock_error));
     absl::StrAppendFormat(&out, "  %-24s %9s %9s %11s %8s\n", "phase", "p50", "p95", "backlog p50",
                           "GPU idle");
@@ -232,14 +234,14 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       if (p.device.count == 0) continue;
       const auto idle = s.idle_by_cause.find(p.name);
       absl::StrAppendFormat(&out, "  %s %9s %9s %11s %7.1f%%\n", Fit(p.name, 24),
-                            Duration(p.device.p50), Duration(p.device.p95),
-                            Duration(p.backlog_p50),
+                            Duration(p.device.p50), Duration(p.device.p95), Duration(p.backlog_p50),
                             idle == s.idle_by_cause.end() ? 0.0 : idle->second);
     }
-    absl::StrAppendFormat(&out, "  %s %9s %9s\n", Fit("(step)", 24), Duration(s.device_step_time.p50),
-                          Duration(s.device_step_time.p95));
+    absl::StrAppendFormat(&out, "  %s %9s %9s\n", Fit("(step)", 24),
+                          Duration(s.device_step_time.p50), Duration(s.device_step_time.p95));
   } else if (s.gpu_steps > 0) {
-    absl::StrAppendFormat(&out, "\nGPU time per step (%s: device time of the work each phase launched)\n",
+    absl::StrAppendFormat(&out,
+                          "\nGPU time per step (%s: device time of the work each phase launched)\n",
                           SourceName(s.source));
     absl::StrAppendFormat(&out, "  %-24s %9s %9s %8s\n", "phase", "p50", "p95", "GPU idle");
     for (const PhaseStats& p : s.phases) {
@@ -253,34 +255,37 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
   if (s.activity.has_value()) {
     const ActivityStats& a = *s.activity;
     absl::StrAppend(&out, "\nGPU activity per step (mean over the window)\n");
-    internal::AppendHanging(&out, absl::StrFormat("  kernels %9.1f   ", a.kernels_per_step),
-                            absl::StrFormat("median %s; %.1f waits for a launch (%s)",
-                                            Duration(a.kernel_time_p50), a.host_wait_gaps_per_step,
-                                            Duration(a.host_wait_time_per_step)),
-                            20);
+    internal::AppendHanging(
+        &out, absl::StrFormat("  kernels %9.1f   ", a.kernels_per_step),
+        absl::StrFormat("median %s; %.1f waits for a launch (%s)", Duration(a.kernel_time_p50),
+                        a.host_wait_gaps_per_step, Duration(a.host_wait_time_per_step)),
+        20);
     if (a.kernel_time_per_step > 0) {
       internal::AppendHanging(
           &out, absl::StrFormat("  GEMMs   %9s   ", Duration(a.gemm_time_per_step)),
-          absl::StrFormat("FP32 %s of them; NCCL %s; of %s kernel time", Duration(a.fp32_gemm_time_per_step),
-                          Duration(a.collective_time_per_step), Duration(a.kernel_time_per_step)),
+          absl::StrFormat("FP32 %s of them; NCCL %s; of %s kernel time",
+                          Duration(a.fp32_gemm_time_per_step), Duration(a.collective_time_per_step),
+                          Duration(a.kernel_time_per_step)),
           22);
     }
-    absl::StrAppendFormat(&out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n", a.copies_per_step,
-                          a.pageable_copies_per_step, Bytes(a.h2d_bytes_per_step),
-                          Bytes(a.d2h_bytes_per_step));
+    absl::StrAppendFormat(&out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n",
+                          a.copies_per_step, a.pageable_copies_per_step,
+                          Bytes(a.h2d_bytes_per_step), Bytes(a.d2h_bytes_per_step));
     absl::StrAppendFormat(&out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
                           Duration(a.sync_time_per_step));
     if (a.dropped_records > 0) {
-      internal::AppendWrapped(&out,
-                    absl::StrCat("  ", a.dropped_records,
-                                 " activity records were dropped (buffers full): the numbers above "
-                                 "miss them"),
-                    4);
+      internal::AppendWrapped(
+          &out,
+          absl::StrCat("  ", a.dropped_records,
+                       " activity records were dropped (buffers full): the numbers above "
+                       "miss them"),
+          4);
     }
   }
   if (s.telemetry.has_value() && s.telemetry->steps > 0) {
     const TelemetryStats& t = *s.telemetry;
-    internal::AppendHanging(&out, absl::StrFormat("\ntelemetry (%d steps): ", t.steps), t.source, 4);
+    internal::AppendHanging(&out, absl::StrFormat("\ntelemetry (%d steps): ", t.steps), t.source,
+                            4);
     if (t.gpu_utilization_pct.has_value()) {
       std::string line = absl::StrFormat(
           "GPU utilization as nvidia-smi reports it: %.0f%% (a kernel ran during the sample: "
@@ -289,35 +294,44 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       internal::AppendHanging(&out, "  ", line, 4);
     }
     if (t.sm_clock_ratio.has_value()) {
-      std::string line = absl::StrFormat("clocks: the slowest GPU at %.0f%% of its maximum SM clock", 100 * *t.sm_clock_ratio);
+      std::string line = absl::StrFormat(
+          "clocks: the slowest GPU at %.0f%% of its maximum SM clock", 100 * *t.sm_clock_ratio);
       if (!t.clocks_event_reasons.empty()) {
-        absl::StrAppendFormat(&line, "; %.0f%% of steps throttled; reasons seen: %s", 100 * t.throttled_steps,
-                              absl::StrJoin(t.clocks_event_reasons, ", "));
+        absl::StrAppendFormat(&line, "; %.0f%% of steps throttled; reasons seen: %s",
+                              100 * t.throttled_steps, absl::StrJoin(t.clocks_event_reasons, ", "));
       }
       internal::AppendHanging(&out, "  ", line, 4);
     }
     if (t.host_cpu_pct.has_value()) {
       std::string line = absl::StrFormat("host CPUs %.0f%% busy, %.0f%% iowait", *t.host_cpu_pct,
                                          t.host_iowait_pct.value_or(0));
-      if (t.process_cores.has_value()) absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
-      if (t.worker_cores.has_value()) absl::StrAppendFormat(&line, ", its workers %.1f cores", *t.worker_cores);
+      if (t.process_cores.has_value())
+        absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
+      if (t.worker_cores.has_value())
+        absl::StrAppendFormat(&line, ", its workers %.1f cores", *t.worker_cores);
       if (t.load1.has_value()) absl::StrAppendFormat(&line, "; load %.1f", *t.load1);
       internal::AppendHanging(&out, "  ", line, 4);
     }
     if (t.memory_available_bytes.has_value()) {
-      std::string line = absl::StrFormat("memory %.1f GiB available", *t.memory_available_bytes / (1024.0 * 1024 * 1024));
-      if (t.memory_pressure_pct.has_value()) absl::StrAppendFormat(&line, ", pressure %.1f%%", *t.memory_pressure_pct);
-      if (t.swap_pages_per_s.has_value()) absl::StrAppendFormat(&line, ", swapping %.0f pages/s", *t.swap_pages_per_s);
+      std::string line = absl::StrFormat("memory %.1f GiB available",
+                                         *t.memory_available_bytes / (1024.0 * 1024 * 1024));
+      if (t.memory_pressure_pct.has_value())
+        absl::StrAppendFormat(&line, ", pressure %.1f%%", *t.memory_pressure_pct);
+      if (t.swap_pages_per_s.has_value())
+        absl::StrAppendFormat(&line, ", swapping %.0f pages/s", *t.swap_pages_per_s);
       internal::AppendHanging(&out, "  ", line, 4);
     }
     for (const GpuTelemetry& g : t.gpus) {
-      std::string line = absl::StrFormat("gpu%d: %.0f%% util, SM %.0f of %.0f MHz, %.0f of %.0f W, %.0f C", g.index,
-                                         g.utilization_pct, g.sm_clock_mhz, g.sm_clock_max_mhz, g.power_w,
-                                         g.power_limit_w, g.temperature_c);
+      std::string line =
+          absl::StrFormat("gpu%d: %.0f%% util, SM %.0f of %.0f MHz, %.0f of %.0f W, %.0f C",
+                          g.index, g.utilization_pct, g.sm_clock_mhz, g.sm_clock_max_mhz, g.power_w,
+                          g.power_limit_w, g.temperature_c);
       if (g.pcie_width > 0 && g.pcie_width_max > 0) {
-        absl::StrAppendFormat(&line, ", PCIe Gen%d x%d of Gen%d x%d", g.pcie_gen, g.pcie_width, g.pcie_gen_max, g.pcie_width_max);
+        absl::StrAppendFormat(&line, ", PCIe Gen%d x%d of Gen%d x%d", g.pcie_gen, g.pcie_width,
+                              g.pcie_gen_max, g.pcie_width_max);
       }
-      if (!g.clocks_event_reasons.empty()) absl::StrAppend(&line, "; ", absl::StrJoin(g.clocks_event_reasons, ", "));
+      if (!g.clocks_event_reasons.empty())
+        absl::StrAppend(&line, "; ", absl::StrJoin(g.clocks_event_reasons, ", "));
       internal::AppendHanging(&out, "  ", line, 4);
     }
   }
@@ -328,8 +342,8 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       absl::StrAppend(&out, "\noutside steps (whole run)\n");
       outside_header = true;
     }
-    absl::StrAppendFormat(&out, "  %s %7d x %9s total\n", Fit(p.name, 24),
-                          p.outside_steps_count, Duration(p.outside_steps_total));
+    absl::StrAppendFormat(&out, "  %s %7d x %9s total\n", Fit(p.name, 24), p.outside_steps_count,
+                          Duration(p.outside_steps_total));
   }
   if (s.misuse.total() > 0) {
     absl::StrAppend(&out, "\ninstrumentation problems (numbers above may be off):\n");
@@ -361,13 +375,15 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         on = f.severity == Severity::kHigh ? "\033[1;31m" : "\033[33m";
         off = "\033[0m";
       }
-      const std::string explains =
-          f.share > 0 ? absl::StrFormat("%.0f%% of step time", 100 * f.share) : std::string("notice");
+      const std::string explains = f.share > 0
+                                       ? absl::StrFormat("%.0f%% of step time", 100 * f.share)
+                                       : std::string("notice");
       absl::StrAppendFormat(&out, "%3d. %s%-8s%s %s (%s)\n", ++rank, on,
                             internal::ToAbsl(SeverityName(f.severity)), off, f.id, explains);
       internal::AppendWrapped(&out, f.title, 5);
       internal::AppendHanging(&out, "     fix: ", f.recommendation, 10);
-      internal::AppendHanging(&out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
+      internal::AppendHanging(
+          &out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
     }
   }
   return out;
@@ -399,8 +415,9 @@ class Exposition {
  public:
   // Starts a metric family (HELP and TYPE once).
   void Family(std::string_view name, std::string_view type, std::string_view help) {
-    absl::StrAppend(&out_, "# HELP gpuscope_", internal::ToAbsl(name), " ", internal::ToAbsl(help), "\n",
-                    "# TYPE gpuscope_", internal::ToAbsl(name), " ", internal::ToAbsl(type), "\n");
+    absl::StrAppend(&out_, "# HELP gpuscope_", internal::ToAbsl(name), " ", internal::ToAbsl(help),
+                    "\n", "# TYPE gpuscope_", internal::ToAbsl(name), " ", internal::ToAbsl(type),
+                    "\n");
     name_ = std::string(name);
   }
   void Sample(double value, std::vector<std::pair<std::string, std::string>> labels = {}) {
@@ -408,7 +425,8 @@ class Exposition {
     if (!labels.empty()) {
       out_ += "{";
       for (size_t i = 0; i < labels.size(); ++i) {
-        absl::StrAppend(&out_, i > 0 ? "," : "", labels[i].first, "=\"", LabelValue(labels[i].second), "\"");
+        absl::StrAppend(&out_, i > 0 ? "," : "", labels[i].first, "=\"",
+                        LabelValue(labels[i].second), "\"");
       }
       out_ += "}";
     }
@@ -435,8 +453,9 @@ class Exposition {
 
 std::string PrometheusText(const Summary& s) {
   Exposition e;
-  e.Family("info", "gauge",
-           "gpuscope's version, the data source in use and whether its GPU is simulated (value 1).");
+  e.Family(
+      "info", "gauge",
+      "gpuscope's version, the data source in use and whether its GPU is simulated (value 1).");
   e.Sample(1, {{"version", s.version},
                {"source", std::string(SourceName(s.source))},
                {"simulated", s.simulated ? "true" : "false"}});
@@ -446,29 +465,34 @@ std::string PrometheusText(const Summary& s) {
   e.Sample(static_cast<double>(s.steps));
   if (s.steps > 0) {
     e.Family("step_time_seconds", "gauge", "Step time over the window, by quantile (exact).");
-    const std::pair<const char*, double> qs[] = {
-        {"0.5", s.step_time.p50}, {"0.9", s.step_time.p90}, {"0.95", s.step_time.p95}, {"0.99", s.step_time.p99}};
+    const std::pair<const char*, double> qs[] = {{"0.5", s.step_time.p50},
+                                                 {"0.9", s.step_time.p90},
+                                                 {"0.95", s.step_time.p95},
+                                                 {"0.99", s.step_time.p99}};
     for (const auto& [q, v] : qs) e.Sample(v, {{"quantile", q}});
     e.Gauge("step_time_mean_seconds", "Mean step time over the window.", s.step_time.mean);
-    e.Family("phase_share_ratio", "gauge",
-             "Share of window step time in each top-level phase (\"other\": outside them); sums to 1.");
+    e.Family(
+        "phase_share_ratio", "gauge",
+        "Share of window step time in each top-level phase (\"other\": outside them); sums to 1.");
     for (const PhaseStats& p : s.phases) e.Sample(p.share, {{"phase", p.name}});
-    e.Family("phase_time_seconds", "gauge", "Per-step time in each phase (any depth), by quantile.");
+    e.Family("phase_time_seconds", "gauge",
+             "Per-step time in each phase (any depth), by quantile.");
     for (const PhaseStats& p : s.phases) {
       if (p.time.count == 0) continue;
       e.Sample(p.time.p50, {{"phase", p.name}, {"quantile", "0.5"}});
       e.Sample(p.time.p95, {{"phase", p.name}, {"quantile", "0.95"}});
     }
   }
-  e.Gauge("throughput_samples_per_second", "Samples per second over the window's steps that gave a count.",
-          s.samples_per_second);
-  e.Gauge("throughput_tokens_per_second", "Tokens per second over the window's steps that gave a count.",
-          s.tokens_per_second);
+  e.Gauge("throughput_samples_per_second",
+          "Samples per second over the window's steps that gave a count.", s.samples_per_second);
+  e.Gauge("throughput_tokens_per_second",
+          "Tokens per second over the window's steps that gave a count.", s.tokens_per_second);
   if (s.gpu_idle_pct.has_value()) {
     e.Gauge("gpu_idle_ratio", "Share of step time the GPU was idle (source events: a lower bound).",
             *s.gpu_idle_pct / 100);
     e.Family("gpu_idle_by_cause_ratio", "gauge",
-             "Share of step time the GPU was idle, by the host phase open (or launch gaps); sums to gpu_idle_ratio.");
+             "Share of step time the GPU was idle, by the host phase open (or launch gaps); sums "
+             "to gpu_idle_ratio.");
     for (const auto& [cause, pct] : s.idle_by_cause) e.Sample(pct / 100, {{"cause", cause}});
   }
   if (s.telemetry.has_value()) {
@@ -476,26 +500,36 @@ std::string PrometheusText(const Summary& s) {
     const auto ratio = [](const std::optional<double>& pct) {
       return pct.has_value() ? std::optional<double>(*pct / 100) : std::nullopt;
     };
-    e.Gauge("nvidia_smi_utilization_ratio",
-            "GPU utilization as nvidia-smi reports it (a kernel ran during the sample): not busy time.",
-            ratio(t.gpu_utilization_pct));
+    e.Gauge(
+        "nvidia_smi_utilization_ratio",
+        "GPU utilization as nvidia-smi reports it (a kernel ran during the sample): not busy time.",
+        ratio(t.gpu_utilization_pct));
     e.Gauge("sm_clock_ratio", "The slowest GPU's SM clock over its maximum.", t.sm_clock_ratio);
-    e.Gauge("throttled_steps_ratio", "Share of steps with a GPU power- or thermal-capped.", t.throttled_steps);
+    e.Gauge("throttled_steps_ratio", "Share of steps with a GPU power- or thermal-capped.",
+            t.throttled_steps);
     e.Gauge("host_cpu_ratio", "Share of the host's CPUs busy.", ratio(t.host_cpu_pct));
-    e.Gauge("host_iowait_ratio", "Share of the host's CPUs waiting for I/O.", ratio(t.host_iowait_pct));
+    e.Gauge("host_iowait_ratio", "Share of the host's CPUs waiting for I/O.",
+            ratio(t.host_iowait_pct));
     e.Gauge("process_cpu_cores", "CPU cores this process used.", t.process_cores);
-    e.Gauge("worker_cpu_cores", "CPU cores its child processes (DataLoader workers) used.", t.worker_cores);
+    e.Gauge("worker_cpu_cores", "CPU cores its child processes (DataLoader workers) used.",
+            t.worker_cores);
   }
-  e.Family("misuse_total", "counter", "Scope calls that could not be recorded as written, by kind.");
+  e.Family("misuse_total", "counter",
+           "Scope calls that could not be recorded as written, by kind.");
   const std::pair<const char*, int64_t> misuse[] = {
-      {"out_of_order_end", s.misuse.out_of_order_end}, {"stale_end", s.misuse.stale_end},
-      {"nested_step", s.misuse.nested_step},           {"wrong_thread", s.misuse.wrong_thread},
-      {"too_deep", s.misuse.too_deep},                 {"invalid_phase", s.misuse.invalid_phase},
-      {"dropped_records", s.misuse.dropped_records},   {"incomplete_steps", s.misuse.incomplete_steps}};
+      {"out_of_order_end", s.misuse.out_of_order_end},
+      {"stale_end", s.misuse.stale_end},
+      {"nested_step", s.misuse.nested_step},
+      {"wrong_thread", s.misuse.wrong_thread},
+      {"too_deep", s.misuse.too_deep},
+      {"invalid_phase", s.misuse.invalid_phase},
+      {"dropped_records", s.misuse.dropped_records},
+      {"incomplete_steps", s.misuse.incomplete_steps}};
   for (const auto& [kind, n] : misuse) e.Sample(static_cast<double>(n), {{"kind", kind}});
   const std::vector<Finding> findings = Diagnose(s);
   e.Family("finding_share_ratio", "gauge",
-           "The diagnosis: each finding's share of step time explained (0 for notices), by id and severity.");
+           "The diagnosis: each finding's share of step time explained (0 for notices), by id and "
+           "severity.");
   for (const Finding& f : findings) {
     e.Sample(f.share, {{"id", f.id}, {"severity", std::string(SeverityName(f.severity))}});
   }

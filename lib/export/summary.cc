@@ -11,12 +11,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "gpuscope/phase.h"
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/text.h"
 #include "core/phase_table.h"
 #include "export/summary_fields.h"
+#include "gpuscope/phase.h"
 
 namespace gpuscope {
 
@@ -53,13 +53,29 @@ class JsonOut {
  public:
   explicit JsonOut(JsonWriter& w) : w_(w) {}
 
-  void Int(std::string_view key, int64_t v, Range, bool = true) { w_.Key(key); w_.Int(v); }
-  void Number(std::string_view key, double v, Range, bool = true) { w_.Key(key); w_.Number(v); }
-  void Bool(std::string_view key, bool v, bool = true) { w_.Key(key); w_.Bool(v); }
-  void String(std::string_view key, const std::string& v) { w_.Key(key); w_.String(v); }
+  void Int(std::string_view key, int64_t v, Range, bool = true) {
+    w_.Key(key);
+    w_.Int(v);
+  }
+  void Number(std::string_view key, double v, Range, bool = true) {
+    w_.Key(key);
+    w_.Number(v);
+  }
+  void Bool(std::string_view key, bool v, bool = true) {
+    w_.Key(key);
+    w_.Bool(v);
+  }
+  void String(std::string_view key, const std::string& v) {
+    w_.Key(key);
+    w_.String(v);
+  }
   void PhaseName(std::string_view key, const std::string& v) { String(key, v); }
-  void Source(std::string_view key, gpuscope::Source v) { w_.Key(key); w_.String(SourceName(v)); }
-  void Optional(std::string_view key, const std::optional<double>& v, Range, bool /*required*/ = true) {
+  void Source(std::string_view key, gpuscope::Source v) {
+    w_.Key(key);
+    w_.String(SourceName(v));
+  }
+  void Optional(std::string_view key, const std::optional<double>& v, Range,
+                bool /*required*/ = true) {
     w_.Key(key);
     if (v.has_value()) {
       w_.Number(*v);
@@ -170,9 +186,9 @@ class JsonIn {
   void PhaseName(std::string_view key, std::string& out) {
     String(key, out);
     if (status_->ok() && out != kOtherPhaseName && internal::PhaseNameProblem(out) != nullptr) {
-      Fail(key, absl::StrCat("is not a phase name a session accepts (",
-                             internal::PhaseNameProblem(out), "): '", internal::TerminalSafe(out),
-                             "'"));
+      Fail(key,
+           absl::StrCat("is not a phase name a session accepts (", internal::PhaseNameProblem(out),
+                        "): '", internal::TerminalSafe(out), "'"));
     }
   }
   void Source(std::string_view key, gpuscope::Source& out) {
@@ -187,7 +203,8 @@ class JsonIn {
     }
     Fail(key, "must be \"host\", \"events\" or \"cupti\"");
   }
-  void Optional(std::string_view key, std::optional<double>& out, Range range, bool required = true) {
+  void Optional(std::string_view key, std::optional<double>& out, Range range,
+                bool required = true) {
     if (const JsonValue* v = Get(key, required)) {
       if (v->is_null()) {
         out.reset();
@@ -227,7 +244,8 @@ class JsonIn {
     for (const auto& [k, value] : v->as_object()) {
       const std::string field = absl::StrCat(internal::ToAbsl(key), ".", internal::TerminalSafe(k));
       if (!value.is_number()) return Fail(field, "must be a number");
-      if (k != kOtherPhaseName && k != kLaunchCauseName && internal::PhaseNameProblem(k) != nullptr) {
+      if (k != kOtherPhaseName && k != kLaunchCauseName &&
+          internal::PhaseNameProblem(k) != nullptr) {
         return Fail(field, "is not a phase name a session accepts");
       }
       if (!InRange(field, value.as_number(), range)) return;
@@ -288,9 +306,9 @@ class JsonIn {
   }
   void Fail(std::string_view key, std::string_view what) {
     if (!status_->ok()) return;
-    *status_ = absl::InvalidArgumentError(
-        absl::StrCat("gpuscope summary JSON: field '", path_, internal::ToAbsl(key), "' ",
-                     internal::ToAbsl(what)));
+    *status_ = absl::InvalidArgumentError(absl::StrCat("gpuscope summary JSON: field '", path_,
+                                                       internal::ToAbsl(key), "' ",
+                                                       internal::ToAbsl(what)));
   }
 
   const JsonValue& obj_;
@@ -302,9 +320,9 @@ class JsonIn {
 // named. Tolerances cover rounding, and the lifetime histogram's 1 % error.
 absl::Status CheckConsistency(const Summary& s) {
   const auto fail = [](std::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gpuscope summary JSON: ", internal::ToAbsl(what),
-        ": this is not a summary gpuscope wrote (edited or corrupt?)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpuscope summary JSON: ", internal::ToAbsl(what),
+                     ": this is not a summary gpuscope wrote (edited or corrupt?)"));
   };
   const auto at_most = [](double a, double b) { return a <= b * (1 + 0.02) + 1e-12; };
   const auto ordered = [&](const Quantiles& q) {
@@ -313,7 +331,8 @@ absl::Status CheckConsistency(const Summary& s) {
            at_most(q.p95, q.p99) && at_most(q.p99, q.max) && at_most(q.min, q.mean) &&
            at_most(q.mean, q.max);
   };
-  if (!ordered(s.step_time)) return fail("step_time quantiles are not ordered (min <= p50 <= ... <= max)");
+  if (!ordered(s.step_time))
+    return fail("step_time quantiles are not ordered (min <= p50 <= ... <= max)");
   if (!ordered(s.lifetime_step_time)) return fail("lifetime_step_time quantiles are not ordered");
   if (!ordered(s.device_step_time)) return fail("device_step_time quantiles are not ordered");
   if (s.window > 0 && s.steps > s.window) return fail("steps exceeds window");
@@ -326,10 +345,12 @@ absl::Status CheckConsistency(const Summary& s) {
   double shares = 0;
   for (const PhaseStats& p : s.phases) {
     if (!ordered(p.time) || !ordered(p.device)) {
-      return fail(absl::StrCat("phase '", internal::TerminalSafe(p.name), "' quantiles are not ordered"));
+      return fail(
+          absl::StrCat("phase '", internal::TerminalSafe(p.name), "' quantiles are not ordered"));
     }
     if (p.share > p.inclusive_share + 1e-9) {
-      return fail(absl::StrCat("phase '", internal::TerminalSafe(p.name), "' share exceeds its inclusive_share"));
+      return fail(absl::StrCat("phase '", internal::TerminalSafe(p.name),
+                               "' share exceeds its inclusive_share"));
     }
     shares += p.share;
   }
@@ -344,13 +365,16 @@ absl::Status CheckConsistency(const Summary& s) {
   }
   if (s.activity.has_value()) {
     const ActivityStats& a = *s.activity;
-    const auto within = [](double part, double whole) { return part <= whole * (1 + 1e-6) + 1e-12; };
+    const auto within = [](double part, double whole) {
+      return part <= whole * (1 + 1e-6) + 1e-12;
+    };
     if (!within(a.fp32_gemm_time_per_step, a.gemm_time_per_step) ||
         !within(a.gemm_time_per_step, a.kernel_time_per_step) ||
         !within(a.collective_time_per_step, a.kernel_time_per_step) ||
         !within(a.exposed_collective_time_per_step, a.collective_time_per_step)) {
-      return fail("activity kernel times are inconsistent (fp32 GEMM <= GEMM <= kernel time, "
-                  "exposed collective <= collective <= kernel time)");
+      return fail(
+          "activity kernel times are inconsistent (fp32 GEMM <= GEMM <= kernel time, "
+          "exposed collective <= collective <= kernel time)");
     }
     if (!within(a.pageable_h2d_copies_per_step, a.pageable_copies_per_step) ||
         !within(a.pageable_copies_per_step, a.copies_per_step)) {
@@ -397,7 +421,8 @@ template <typename T>
 absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
   absl::StatusOr<JsonValue> parsed = internal::ParseJson(json);
   if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) return absl::InvalidArgumentError("gpuscope summary JSON: a part is not an object");
+  if (!parsed->is_object())
+    return absl::InvalidArgumentError("gpuscope summary JSON: a part is not an object");
   absl::Status status;
   JsonIn in(*parsed, "", &status);
   T part;

@@ -55,17 +55,17 @@ struct Range {
 
   bool operator==(const Range&) const = default;
 };
-inline constexpr double kHuge = 1e15;                // beyond any count or size gpuscope writes
-inline constexpr Range kCount{0, kHuge};             // counts and integers >= 0
-inline constexpr Range kSeconds{0, 1e9};             // durations: 0 .. ~30 years
-inline constexpr Range kSignedSeconds{-1e9, 1e9};    // lags, which may be negative
-inline constexpr Range kFraction{0, 1 + 1e-9};       // shares, ratios of a whole
+inline constexpr double kHuge = 1e15;              // beyond any count or size gpuscope writes
+inline constexpr Range kCount{0, kHuge};           // counts and integers >= 0
+inline constexpr Range kSeconds{0, 1e9};           // durations: 0 .. ~30 years
+inline constexpr Range kSignedSeconds{-1e9, 1e9};  // lags, which may be negative
+inline constexpr Range kFraction{0, 1 + 1e-9};     // shares, ratios of a whole
 inline constexpr Range kPercent{0, 100 + 1e-6};
-inline constexpr Range kRate{0, kHuge};              // per second, per step, bytes
-inline constexpr Range kRatio{0, 100};               // clocks over their maximum
-inline constexpr Range kState{-1, kHuge};            // NVML state, -1: not available
+inline constexpr Range kRate{0, kHuge};    // per second, per step, bytes
+inline constexpr Range kRatio{0, 100};     // clocks over their maximum
+inline constexpr Range kState{-1, kHuge};  // NVML state, -1: not available
 inline constexpr Range kCelsius{-273.15, 1000};
-inline constexpr Range kAnyInteger{-kHuge, kHuge};   // checked by the caller
+inline constexpr Range kAnyInteger{-kHuge, kHuge};  // checked by the caller
 
 template <typename V, typename Q>
 void QuantilesFields(V& v, Q& q) {
@@ -132,7 +132,8 @@ void ActivityFields(V& v, A& a) {
   v.Number("gemm_time_per_step", a.gemm_time_per_step, kSeconds, kOptional);
   v.Number("fp32_gemm_time_per_step", a.fp32_gemm_time_per_step, kSeconds, kOptional);
   v.Number("collective_time_per_step", a.collective_time_per_step, kSeconds, kOptional);
-  v.Number("exposed_collective_time_per_step", a.exposed_collective_time_per_step, kSeconds, kOptional);
+  v.Number("exposed_collective_time_per_step", a.exposed_collective_time_per_step, kSeconds,
+           kOptional);
   v.Number("pageable_h2d_copies_per_step", a.pageable_h2d_copies_per_step, kRate, kOptional);
   v.Int("dropped_records", a.dropped_records, kCount);
 }
@@ -198,9 +199,12 @@ void SummaryFields(V& v, S& s) {
   v.Int("pending_steps", s.pending_steps, kCount);
   v.Number("window_time", s.window_time, kSeconds);
   v.Object("step_time", s.step_time, [](auto& sub, auto& q) { QuantilesFields(sub, q); });
-  v.Object("lifetime_step_time", s.lifetime_step_time, [](auto& sub, auto& q) { QuantilesFields(sub, q); });
+  v.Object("lifetime_step_time", s.lifetime_step_time,
+           [](auto& sub, auto& q) { QuantilesFields(sub, q); });
   v.Int("gpu_steps", s.gpu_steps, kCount, kOptional);
-  v.Object("device_step_time", s.device_step_time, [](auto& sub, auto& q) { QuantilesFields(sub, q); }, kOptional);
+  v.Object(
+      "device_step_time", s.device_step_time, [](auto& sub, auto& q) { QuantilesFields(sub, q); },
+      kOptional);
   v.Number("gpu_clock_error", s.gpu_clock_error, kSeconds, kOptional);
   v.Array("phases", s.phases, [](auto& sub, auto& p) { PhaseFields(sub, p); });
   v.Optional("samples_per_second", s.samples_per_second, kRate);
@@ -220,14 +224,38 @@ void SummaryFields(V& v, S& s) {
 template <typename T, typename Struct>
 concept Is = std::is_same_v<std::remove_const_t<T>, Struct>;
 
-template <typename V, Is<Quantiles> T> void FieldsOf(V& v, T& x) { QuantilesFields(v, x); }
-template <typename V, Is<MisuseCounts> T> void FieldsOf(V& v, T& x) { MisuseFields(v, x); }
-template <typename V, Is<PhaseStats> T> void FieldsOf(V& v, T& x) { PhaseFields(v, x); }
-template <typename V, Is<DeviceStats> T> void FieldsOf(V& v, T& x) { DeviceFields(v, x); }
-template <typename V, Is<ActivityStats> T> void FieldsOf(V& v, T& x) { ActivityFields(v, x); }
-template <typename V, Is<GpuTelemetry> T> void FieldsOf(V& v, T& x) { GpuTelemetryFields(v, x); }
-template <typename V, Is<TelemetryStats> T> void FieldsOf(V& v, T& x) { TelemetryFields(v, x); }
-template <typename V, Is<Summary> T> void FieldsOf(V& v, T& x) { SummaryFields(v, x); }
+template <typename V, Is<Quantiles> T>
+void FieldsOf(V& v, T& x) {
+  QuantilesFields(v, x);
+}
+template <typename V, Is<MisuseCounts> T>
+void FieldsOf(V& v, T& x) {
+  MisuseFields(v, x);
+}
+template <typename V, Is<PhaseStats> T>
+void FieldsOf(V& v, T& x) {
+  PhaseFields(v, x);
+}
+template <typename V, Is<DeviceStats> T>
+void FieldsOf(V& v, T& x) {
+  DeviceFields(v, x);
+}
+template <typename V, Is<ActivityStats> T>
+void FieldsOf(V& v, T& x) {
+  ActivityFields(v, x);
+}
+template <typename V, Is<GpuTelemetry> T>
+void FieldsOf(V& v, T& x) {
+  GpuTelemetryFields(v, x);
+}
+template <typename V, Is<TelemetryStats> T>
+void FieldsOf(V& v, T& x) {
+  TelemetryFields(v, x);
+}
+template <typename V, Is<Summary> T>
+void FieldsOf(V& v, T& x) {
+  SummaryFields(v, x);
+}
 
 // PartToJson() / PartFromJson()
 //

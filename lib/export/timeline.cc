@@ -18,7 +18,8 @@ void OptionalNumber(internal::JsonWriter& w, std::string_view key, const std::op
   }
 }
 
-void NumberMap(internal::JsonWriter& w, std::string_view key, const std::map<std::string, double>& m) {
+void NumberMap(internal::JsonWriter& w, std::string_view key,
+               const std::map<std::string, double>& m) {
   w.Key(key);
   w.BeginObject();
   for (const auto& [name, value] : m) {

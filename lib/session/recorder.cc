@@ -73,9 +73,10 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream, bool named_strea
   // host only: no marker.
   f.stream = stream;
   f.named_stream = named_stream;
-  f.begin_event = step_frame_ >= 0 && stack_[static_cast<size_t>(step_frame_)].begin_event != kNoEvent
-                      ? RecordMarker(stream)
-                      : kNoEvent;
+  f.begin_event =
+      step_frame_ >= 0 && stack_[static_cast<size_t>(step_frame_)].begin_event != kNoEvent
+          ? RecordMarker(stream)
+          : kNoEvent;
   f.begin_ns = Now();
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
@@ -106,25 +107,29 @@ std::optional<uint16_t> SessionImpl::LookUp(std::string_view name) noexcept {
 ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = Validate(phase);
-  return id.has_value() ? OpenPhase(*id, stream_, false) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream_, false)
+                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = LookUp(name);
-  return id.has_value() ? OpenPhase(*id, stream_, false) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream_, false)
+                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(PhaseId phase, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = Validate(phase);
-  return id.has_value() ? OpenPhase(*id, stream, true) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream, true)
+                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const std::optional<uint16_t> id = LookUp(name);
-  return id.has_value() ? OpenPhase(*id, stream, true) : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  return id.has_value() ? OpenPhase(*id, stream, true)
+                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activity) noexcept {
@@ -149,7 +154,8 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activ
     // A scope ended after the fact gets no end marker: one recorded now
     // would take in whatever the GPU ran since. Its step keeps host numbers
     // only (a marker missing: see DeviceResolver::MakePending).
-    end_markers[i] = f.begin_event != kNoEvent && !at_last_activity ? RecordMarker(f.stream) : kNoEvent;
+    end_markers[i] =
+        f.begin_event != kNoEvent && !at_last_activity ? RecordMarker(f.stream) : kNoEvent;
   }
   int64_t now = Now();
   if (at_last_activity) {

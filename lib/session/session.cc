@@ -23,9 +23,8 @@ namespace {
 bool DisabledByEnvironment() { return internal::EnvFlag("GPUSCOPE_DISABLE", false); }
 
 absl::Status RangeError(const char* field, int64_t value, int64_t lo, int64_t hi) {
-  return absl::InvalidArgumentError(absl::StrCat("Options::", field, " = ", value,
-                                                 " is out of range: use a value from ", lo,
-                                                 " to ", hi));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "Options::", field, " = ", value, " is out of range: use a value from ", lo, " to ", hi));
 }
 
 // The options a session runs with when `options` could not be used: enough
@@ -59,8 +58,7 @@ absl::Status Options::Validate() const {
 
 std::string_view ScopeStatusMessage(ScopeStatus status) {
   switch (status) {
-    case ScopeStatus::kOk:
-      return "recorded";
+    case ScopeStatus::kOk: return "recorded";
     case ScopeStatus::kDisabled:
       return "the session is not recording (disabled, closed, or in a forked child process)";
     case ScopeStatus::kWrongThread:
@@ -113,9 +111,10 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
       backends_(WithAnnotator(std::move(backends))),
       annotator_(backends_.annotator.get()),
       recording_flag_(recording_flag),
-      phases_(options.max_phases,
-              [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); },
-              session_tag_),
+      phases_(
+          options.max_phases,
+          [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); },
+          session_tag_),
       stream_(options.stream),
       queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
       orphaned_markers_(backends_.device_timer != nullptr ? size_t{1} << 16 : 2),
@@ -172,7 +171,7 @@ absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
 void SessionImpl::Close() {
   if (closed_.exchange(true)) return;
   recording_flag_->store(false, std::memory_order_relaxed);
-  events_on_.store(false);  // scopes still open end without a marker
+  events_on_.store(false);      // scopes still open end without a marker
   if (InForkedChild()) return;  // the parent's worker is not ours to touch
   if (registered_.exchange(false)) Worker::Get().Unregister(this);
   Flush();
@@ -212,7 +211,8 @@ Session::Session(Options options, std::unique_ptr<internal::Backends> backends) 
     options.enabled = false;
   }
   internal::Backends chosen;
-  if (options.enabled) chosen = backends ? std::move(*backends) : internal::DefaultBackends(options);
+  if (options.enabled)
+    chosen = backends ? std::move(*backends) : internal::DefaultBackends(options);
   const bool enabled = options.enabled;
   impl_ = std::make_unique<internal::SessionImpl>(options, std::move(status), std::move(chosen),
                                                   &recording_);

@@ -28,6 +28,8 @@
 #ifndef GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_
 #define GPUSCOPE_LIB_SESSION_SESSION_IMPL_H_
 
+#include <pthread.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -37,26 +39,26 @@
 #include <string_view>
 #include <vector>
 
-#include <pthread.h>
-
 #include "absl/status/status.h"
-#include "session/sources.h"
 #include "backends/host/clock.h"
 #include "backends/host/tsc.h"
+#include "base/spsc_queue.h"
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
 #include "core/summarize.h"
-#include "base/spsc_queue.h"
-#include "session/worker.h"
 #include "gpuscope/session.h"
+#include "session/sources.h"
+#include "session/worker.h"
 
 namespace gpuscope::internal {
 
 // A counter written by one thread and read by others.
 class SingleWriterCounter {
  public:
-  void Increment() noexcept { v_.store(v_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  void Increment() noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   int64_t Get() const noexcept { return static_cast<int64_t>(v_.load(std::memory_order_relaxed)); }
 
  private:
@@ -164,7 +166,7 @@ class SessionImpl final : public Pumpable {
   // Final drain of the activity source, then detaches it (CUPTI usable by
   // others). Steps still waiting lose their GPU numbers. Requires agg_mu_.
   void StopActivityLocked();
-  void PumpLocked();        // requires agg_mu_
+  void PumpLocked();  // requires agg_mu_
   // Requires agg_mu_: the staged records, then the queue's, into the
   // aggregator, in order. Returns how many came from the queue itself.
   size_t DrainQueueLocked();
@@ -182,8 +184,8 @@ class SessionImpl final : public Pumpable {
   const absl::Status status_;
   const uint32_t fork_generation_;
   const uint16_t session_tag_;  // tells this session's PhaseIds and tokens from others'
-  const Clock* const clock_;      // Options::clock; null: TSC or CLOCK_MONOTONIC
-  const TscClock* const tsc_;    // non-null: scopes are stamped in TSC ticks
+  const Clock* const clock_;    // Options::clock; null: TSC or CLOCK_MONOTONIC
+  const TscClock* const tsc_;   // non-null: scopes are stamped in TSC ticks
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
   // NVTX counter tracks (under agg_mu_): when they were last sampled.
@@ -192,18 +194,18 @@ class SessionImpl final : public Pumpable {
   void SampleCountersLocked();
   DeviceTimer* timer_ = nullptr;  // backends_.device_timer once it started, else null (agg_mu_)
   std::atomic<DeviceTimer*> hot_timer_{nullptr};  // the same, for the recording thread
-  ActivitySource* activity_ = nullptr;  // backends_.activity when the cupti source won (agg_mu_)
+  ActivitySource* activity_ = nullptr;     // backends_.activity when the cupti source won (agg_mu_)
   DeviceTimer* fallback_timer_ = nullptr;  // not started: events after ReleaseCupti()
   Telemetry* telemetry_ = nullptr;         // backends_.telemetry once started
   // Held for a whole Pump(): the telemetry's sampling state and samples_.
   // Lock order: the worker's lock, pump_mu_, agg_mu_, drain_mu_; readers
   // never take it.
   std::mutex pump_mu_;
-  std::vector<TelemetrySample> samples_;   // collected, not yet aggregated (pump_mu_)
-  std::atomic<bool> events_on_{false};  // cleared when the source is lowered to host
+  std::vector<TelemetrySample> samples_;       // collected, not yet aggregated (pump_mu_)
+  std::atomic<bool> events_on_{false};         // cleared when the source is lowered to host
   std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
-  std::string source_reason_;           // guarded by agg_mu_ after construction
-  std::atomic<bool>* const recording_flag_;  // Session::recording_
+  std::string source_reason_;                  // guarded by agg_mu_ after construction
+  std::atomic<bool>* const recording_flag_;    // Session::recording_
   PhaseTable phases_;
 
   // ---- Recording thread only.
@@ -236,7 +238,7 @@ class SessionImpl final : public Pumpable {
   // the worker when a reader holds agg_mu_, and after agg_mu_ by whoever
   // drains; held only to move records; never by the recording thread.
   std::mutex drain_mu_;
-  std::vector<Record> staged_;  // drained from the queue, not yet aggregated, oldest first
+  std::vector<Record> staged_;          // drained from the queue, not yet aggregated, oldest first
   std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
   size_t last_drained_ = 0;  // records the last drain took from the queue itself (agg_mu_)
 

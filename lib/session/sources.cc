@@ -6,19 +6,18 @@
 
 #include "session/sources.h"
 
-#include <utility>
-
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_driver_timer.h"
 #include "backends/cupti/cupti_activity.h"
+#include "backends/sim/simulated_device.h"
 #include "backends/telemetry/process_telemetry.h"
 #include "base/log.h"
 #include "core/activity_timeline.h"
 #include "session/session_impl.h"
 #include "session/worker.h"
-#include "backends/sim/simulated_device.h"
 
 namespace gpuscope::internal {
 

@@ -6,7 +6,6 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-
 #include "backends/host/tsc.h"
 #include "base/log.h"
 

@@ -71,9 +71,9 @@ class Worker {
   std::vector<Pumpable*> sessions_;
   std::chrono::milliseconds interval_{10};  // the finest flush interval of the sessions
   bool started_ = false;
-  bool running_ = false;                 // the thread has entered its loop
-  std::condition_variable running_cv_;   // signals running_
-  std::thread thread_;  // never joined: the worker lives until the process ends
+  bool running_ = false;                // the thread has entered its loop
+  std::condition_variable running_cv_;  // signals running_
+  std::thread thread_;                  // never joined: the worker lives until the process ends
   std::atomic<uint64_t> passes_{0};
 };
 

@@ -33,7 +33,8 @@ struct ActivityLoop {
 
   explicit ActivityLoop(SimulatedDevice::Config config = WithActivity())
       : gpu(std::make_shared<SimulatedDevice>(config)) {
-    session = std::make_unique<Session>(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
+    session =
+        std::make_unique<Session>(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
   }
   template <typename Body>
   void Step(Body body) {
@@ -64,7 +65,10 @@ TEST(ActivityTest, StarvedLoopIsExact) {
   ActivityLoop loop;
   for (int i = 0; i < 20; ++i) {
     loop.Step([&] {
-      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(30 * kMs); }
+      {
+        PhaseScope p(*loop.session, Phase::kData);
+        loop.clock->Advance(30 * kMs);
+      }
       PhaseScope p(*loop.session, Phase::kForward);
       loop.gpu->Launch(10 * kMs);
       loop.clock->Advance(loop.gpu->Synchronize());
@@ -122,7 +126,8 @@ TEST(ActivityTest, PageableCopiesAndItemSyncsAreCounted) {
     loop.Step([&] {
       {
         PhaseScope p(*loop.session, Phase::kH2D);
-        loop.gpu->LaunchCopy(SimulatedDevice::Copy::kHostToDevice, 64 << 20, 5 * kMs, /*pageable=*/true);
+        loop.gpu->LaunchCopy(SimulatedDevice::Copy::kHostToDevice, 64 << 20, 5 * kMs,
+                             /*pageable=*/true);
         loop.clock->Advance(loop.gpu->Synchronize());  // a pageable copy blocks the host
       }
       {
@@ -153,9 +158,10 @@ TEST(ActivityTest, KernelNamesSplitKernelTimeIntoGemmsAndCollectives) {
   ActivityLoop loop;
   for (int i = 0; i < 4; ++i) {
     loop.Step([&] {
-      loop.gpu->Launch(6 * kMs, 0, "ampere_sgemm_128x64_nn");                            // FP32 GEMM
-      loop.gpu->Launch(2 * kMs, 0, "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_tn");     // BF16 GEMM
-      loop.gpu->Launch(3 * kMs, 0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+      loop.gpu->Launch(6 * kMs, 0, "ampere_sgemm_128x64_nn");                         // FP32 GEMM
+      loop.gpu->Launch(2 * kMs, 0, "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_tn");  // BF16 GEMM
+      loop.gpu->Launch(3 * kMs, 0,
+                       "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
       loop.gpu->Launch(1 * kMs, 0, "void at::native::vectorized_elementwise_kernel<4>()");
       loop.gpu->Launch(1 * kMs);  // no name: nothing said
       loop.clock->Advance(loop.gpu->Synchronize());
@@ -196,7 +202,10 @@ TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
     int launches = 1;
     for (int i = 0; i < 15; ++i) {
       loop.Step([&] {
-        { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(static_cast<int64_t>(rng() % 20) * kMs); }
+        {
+          PhaseScope p(*loop.session, Phase::kData);
+          loop.clock->Advance(static_cast<int64_t>(rng() % 20) * kMs);
+        }
         PhaseScope p(*loop.session, Phase::kForward);
         for (int k = static_cast<int>(rng() % 5); k > 0; --k) {
           loop.gpu->Launch(static_cast<int64_t>(1 + rng() % 10) * kMs, rng() % 2);
@@ -221,7 +230,8 @@ TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
 TEST(ActivityTest, AStepWaitsForWorkStillRunningWhenItEnded) {
   auto clock = std::make_shared<ManualClock>();
   auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
-  Session session(Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
+  Session session(
+      Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
   {
     StepScope step(session);
     gpu->Launch(20 * kMs);  // runs past the step's end
@@ -245,9 +255,13 @@ TEST(ActivityTest, AStepWaitsForWorkStillRunningWhenItEnded) {
 TEST(ActivityTest, ALongStepKeepsItsEarlyRecordsWhileItIsOpen) {
   auto clock = std::make_shared<ManualClock>();
   auto gpu = std::make_shared<SimulatedDevice>(WithActivity());
-  Session session(Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
+  Session session(
+      Options{.clock = clock, .flush_interval_ms = 1, .stream = 0, .simulated_device = gpu});
   gpu->Launch(kUs);  // the GPU is in use before the first step
-  { StepScope step(session); clock->Advance(kMs); }  // a completed step first
+  {
+    StepScope step(session);
+    clock->Advance(kMs);
+  }  // a completed step first
   {
     StepScope step(session);
     gpu->Launch(10 * kMs);
@@ -288,7 +302,10 @@ TEST(ActivityTest, TwoDevicesEachGetExactNumbers) {
   loop.gpu->PlaceStream(7, /*device=*/1);
   for (int i = 0; i < 10; ++i) {
     loop.Step([&] {
-      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(30 * kMs); }
+      {
+        PhaseScope p(*loop.session, Phase::kData);
+        loop.clock->Advance(30 * kMs);
+      }
       PhaseScope p(*loop.session, Phase::kForward);
       loop.gpu->Launch(10 * kMs, 0);
       loop.gpu->Launch(20 * kMs, 7);
@@ -363,7 +380,10 @@ TEST(ActivityTest, ARefusedSubscriptionFallsBackToEventsAndSaysWhy) {
   EXPECT_EQ(session.source(), Source::kEvents);
   {
     StepScope step(session);
-    { PhaseScope p(session, Phase::kData); clock->Advance(30 * kMs); }
+    {
+      PhaseScope p(session, Phase::kData);
+      clock->Advance(30 * kMs);
+    }
     PhaseScope p(session, Phase::kForward);
     gpu->Launch(10 * kMs);
     clock->Advance(10 * kMs);
@@ -374,7 +394,8 @@ TEST(ActivityTest, ARefusedSubscriptionFallsBackToEventsAndSaysWhy) {
   EXPECT_THAT(s.source_reason, HasSubstr("MULTIPLE_SUBSCRIBERS"));
   const std::vector<Finding> findings = Diagnose(s);
   EXPECT_TRUE(std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
-    return f.id == "events-only" && f.recommendation.find("MULTIPLE_SUBSCRIBERS") != std::string::npos;
+    return f.id == "events-only" &&
+           f.recommendation.find("MULTIPLE_SUBSCRIBERS") != std::string::npos;
   }));
 }
 
@@ -396,7 +417,10 @@ TEST(ActivityTest, ReleasingCuptiLowersToEventsAndTheLoopGoesOn) {
   ActivityLoop loop;
   const auto step = [&] {
     loop.Step([&] {
-      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(30 * kMs); }
+      {
+        PhaseScope p(*loop.session, Phase::kData);
+        loop.clock->Advance(30 * kMs);
+      }
       PhaseScope p(*loop.session, Phase::kForward);
       loop.gpu->Launch(10 * kMs);
       loop.clock->Advance(loop.gpu->Synchronize());

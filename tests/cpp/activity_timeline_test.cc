@@ -15,7 +15,8 @@ namespace {
 constexpr int64_t kUs = 1'000;
 constexpr int64_t kMs = 1'000'000;
 
-DeviceInterval Kernel(int64_t b, int64_t e, int64_t launch = -1, uint32_t stream = 0, uint32_t device = 0) {
+DeviceInterval Kernel(int64_t b, int64_t e, int64_t launch = -1, uint32_t stream = 0,
+                      uint32_t device = 0) {
   DeviceInterval a;
   a.begin_ns = b;
   a.end_ns = e;
@@ -128,7 +129,8 @@ TEST(ActivityTimelineTest, KnownDevicesTakePartEvenWhenIdle) {
 TEST(ActivityTimelineTest, LaunchedDeviceTimeCountsWorkByWhereItWasLaunched) {
   // Launched in [0, 1 ms): two overlapping kernels that run later; one
   // launched outside.
-  std::vector<DeviceInterval> acts = {Kernel(5 * kMs, 7 * kMs, 100 * kUs), Kernel(6 * kMs, 8 * kMs, 200 * kUs),
+  std::vector<DeviceInterval> acts = {Kernel(5 * kMs, 7 * kMs, 100 * kUs),
+                                      Kernel(6 * kMs, 8 * kMs, 200 * kUs),
                                       Kernel(8 * kMs, 9 * kMs, 2 * kMs)};
   EXPECT_EQ(LaunchedDeviceTime(acts, {{0, kMs}}), 3 * kMs);
   EXPECT_EQ(LaunchedDeviceTime(acts, {{0, kMs}, {2 * kMs, 3 * kMs}}), 4 * kMs);
@@ -145,7 +147,8 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
     for (int k = static_cast<int>(rng() % 12); k > 0; --k) {
       const int64_t b = static_cast<int64_t>(rng() % 200) * kUs;
       const int64_t d = static_cast<int64_t>(1 + rng() % 30) * kUs;
-      DeviceInterval a = Kernel(b, b + d, b, static_cast<uint32_t>(rng() % 2), static_cast<uint32_t>(rng() % 2));
+      DeviceInterval a =
+          Kernel(b, b + d, b, static_cast<uint32_t>(rng() % 2), static_cast<uint32_t>(rng() % 2));
       if (rng() % 5 == 0) a.kind = ActivityKind::kMemcpyH2D;
       if (rng() % 7 == 0) a.kind = ActivityKind::kSync;
       acts.push_back(a);
@@ -156,7 +159,8 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
     in.launch_threshold_ns = static_cast<int64_t>(1 + rng() % 25) * kUs;
     for (int p = static_cast<int>(rng() % 4); p > 0; --p) {
       const int64_t b = in.begin_ns + static_cast<int64_t>(rng() % 150) * kUs;
-      in.phases.push_back({p, static_cast<int>(rng() % 2), b, b + static_cast<int64_t>(rng() % 60) * kUs});
+      in.phases.push_back(
+          {p, static_cast<int>(rng() % 2), b, b + static_cast<int64_t>(rng() % 60) * kUs});
     }
     in.activity = acts;
     const ActivityStepResult got = AnalyzeActivityStep(in);
@@ -169,11 +173,13 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
           if (a.kind == ActivityKind::kSync || static_cast<int>(a.device) != d.device) continue;
           if (a.begin_ns <= t && t < a.end_ns) covered = true;
           if (a.end_ns <= t) prev_end = std::max(prev_end, a.end_ns);
-          if (a.begin_ns > t && (next_begin < 0 || a.begin_ns < next_begin)) next_begin = a.begin_ns;
+          if (a.begin_ns > t && (next_begin < 0 || a.begin_ns < next_begin))
+            next_begin = a.begin_ns;
         }
         if (covered) {
           ++busy;
-        } else if (prev_end >= 0 && next_begin >= 0 && next_begin - prev_end < in.launch_threshold_ns) {
+        } else if (prev_end >= 0 && next_begin >= 0 &&
+                   next_begin - prev_end < in.launch_threshold_ns) {
           ++launch;
         } else {
           int inner = -1;
@@ -194,7 +200,8 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
     }
     int64_t phase_idle = 0;
     for (const auto& p : got.phases) phase_idle += p.idle_ns;
-    ASSERT_EQ(got.idle_ns, got.idle_launch_ns + got.idle_other_ns + phase_idle) << "trial " << trial;
+    ASSERT_EQ(got.idle_ns, got.idle_launch_ns + got.idle_other_ns + phase_idle)
+        << "trial " << trial;
   }
 }
 

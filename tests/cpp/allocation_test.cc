@@ -23,7 +23,9 @@ void* Allocate(std::size_t n) {
 
 void* operator new(std::size_t n) { return Allocate(n); }
 void* operator new[](std::size_t n) { return Allocate(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n == 0 ? 1 : n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return std::malloc(n == 0 ? 1 : n);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
@@ -44,7 +46,9 @@ TEST(AllocationTest, ScopesAllocateNothing) {
   g_counting = true;
   for (int i = 0; i < 5000; ++i) {
     StepScope step(session, {.samples = 4});
-    { PhaseScope p(session, Phase::kData); }
+    {
+      PhaseScope p(session, Phase::kData);
+    }
     {
       PhaseScope p(session, custom);
       PhaseScope q(session, "by-name");

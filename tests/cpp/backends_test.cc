@@ -17,9 +17,9 @@ namespace gpuscope {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::FakeActivitySource;
 using testing::FakeDeviceTimer;
+using ::testing::HasSubstr;
 using testing::RecordingAnnotator;
 
 TEST(SourceLadderTest, ActivityRecordsWinWhenTheyStart) {
@@ -99,7 +99,9 @@ TEST(SessionBackendsTest, EveryScopeIsAnAnnotatedRangeWithItsName) {
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{}, std::move(b));
   for (int i = 0; i < 2; ++i) {
     StepScope step(*s);
-    { PhaseScope p(*s, Phase::kData); }
+    {
+      PhaseScope p(*s, Phase::kData);
+    }
     {
       PhaseScope p(*s, Phase::kForward);
       PhaseScope q(*s, "attention");
@@ -109,22 +111,25 @@ TEST(SessionBackendsTest, EveryScopeIsAnAnnotatedRangeWithItsName) {
   const ScopeToken step = s->BeginStep();
   s->BeginPhase(Phase::kSync);
   s->End(step);
-  { StepScope ignored(*s); }  // not nested: step closed above
+  {
+    StepScope ignored(*s);
+  }  // not nested: step closed above
   std::lock_guard<std::mutex> lock(log->mu);
   EXPECT_EQ(log->names[0], "data");
   EXPECT_EQ(log->names[9], "attention");
-  EXPECT_THAT(log->calls,
-              ElementsAre("push step 0", "push data", "pop", "push forward", "push attention",
-                          "pop", "pop", "pop", "push step 1", "push data", "pop", "push forward",
-                          "push attention", "pop", "pop", "pop", "push step 2", "push sync", "pop",
-                          "pop", "push step 3", "pop"));
+  EXPECT_THAT(
+      log->calls,
+      ElementsAre("push step 0", "push data", "pop", "push forward", "push attention", "pop", "pop",
+                  "pop", "push step 1", "push data", "pop", "push forward", "push attention", "pop",
+                  "pop", "pop", "push step 2", "push sync", "pop", "pop", "push step 3", "pop"));
 }
 
 TEST(SessionBackendsTest, DisabledSessionDoesNotStartBackends) {
   auto calls = std::make_shared<FakeActivitySource::Calls>();
   internal::Backends b;
   b.activity = std::make_unique<FakeActivitySource>(absl::OkStatus(), calls);
-  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(Options{.enabled = false}, std::move(b));
+  std::unique_ptr<Session> s =
+      internal::SessionTestPeer::Create(Options{.enabled = false}, std::move(b));
   EXPECT_EQ(s->Summarize().source, Source::kHost);
   EXPECT_EQ(calls->starts, 0);
 }

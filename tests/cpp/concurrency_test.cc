@@ -29,12 +29,16 @@ TEST(ConcurrencyTest, SummarizeWhileRecordingSeesConsistentSnapshots) {
   std::thread recorder([&] {
     for (int i = 0; i < kSteps; ++i) {
       StepScope step(session, {.samples = 8});
-      { PhaseScope p(session, Phase::kData); }
+      {
+        PhaseScope p(session, Phase::kData);
+      }
       {
         PhaseScope p(session, Phase::kForward);
         PhaseScope q(session, custom);
       }
-      { PhaseScope p(session, "named"); }
+      {
+        PhaseScope p(session, "named");
+      }
     }
     done = true;
   });

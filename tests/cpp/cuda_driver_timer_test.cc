@@ -34,8 +34,8 @@ int64_t fake_cuda_wrong_context_records();
 namespace gpuscope {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 void SleepMs(int ms) { std::this_thread::sleep_for(milliseconds(ms)); }
 
@@ -43,7 +43,9 @@ void SleepMs(int ms) { std::this_thread::sleep_for(milliseconds(ms)); }
 // recording thread has a context).
 void RecordUntilArmed(Session& s) {
   for (int i = 0; i < 2000 && s.Summarize().gpu_steps == 0; ++i) {
-    { StepScope step(s); }
+    {
+      StepScope step(s);
+    }
     SleepMs(1);
   }
 }
@@ -56,7 +58,9 @@ TEST(CudaDriverTimerTest, EndToEndAgainstAFakeDriver) {
   // A window of 8: the starved steps below push the empty arming steps out.
   Session session(Options{.window = 8, .flush_interval_ms = 1, .stream = 0});
   EXPECT_EQ(session.source(), Source::kEvents) << session.Summarize().source_reason;
-  { StepScope step(session); }
+  {
+    StepScope step(session);
+  }
   EXPECT_EQ(fake_cuda_records(), 0);
 
   // "torch creates its context": the next scopes note it, the worker arms.
@@ -67,7 +71,10 @@ TEST(CudaDriverTimerTest, EndToEndAgainstAFakeDriver) {
   // A starved loop: 20 ms of data, then a 10 ms kernel the host waits for.
   for (int i = 0; i < 8; ++i) {
     StepScope step(session);
-    { PhaseScope p(session, Phase::kData); SleepMs(20); }
+    {
+      PhaseScope p(session, Phase::kData);
+      SleepMs(20);
+    }
     {
       PhaseScope p(session, Phase::kForward);
       fake_cuda_launch(0, 10'000'000);
@@ -115,7 +122,7 @@ TEST(CudaDriverTimerTest, EndToEndAgainstAFakeDriver) {
 // 0 is still current. Each context gets its own events (an event recorded on
 // another context's stream fails), and the summary has both devices.
 TEST(CudaDriverTimerTest, StreamsOfTwoDevicesInOneSession) {
-  fake_cuda_set_device(1);  // the framework touched device 1 ...
+  fake_cuda_set_device(1);     // the framework touched device 1 ...
   fake_cuda_create_context();  // ... and device 0 is current again
   const uintptr_t stage2 = fake_cuda_create_stream(1);
   Session session(Options{.window = 8, .flush_interval_ms = 1, .stream = 0});
@@ -127,7 +134,10 @@ TEST(CudaDriverTimerTest, StreamsOfTwoDevicesInOneSession) {
   ASSERT_EQ(session.Summarize().devices.size(), 2u) << "device 1's context was never armed";
   for (int i = 0; i < 8; ++i) {
     StepScope step(session);
-    { PhaseScope p(session, Phase::kData); SleepMs(10); }
+    {
+      PhaseScope p(session, Phase::kData);
+      SleepMs(10);
+    }
     {
       PhaseScope p(session, "stage2", Stream(stage2));
       fake_cuda_launch(stage2, 10'000'000);  // device 1 works 10 ms; the host waits
@@ -153,7 +163,8 @@ TEST(CudaDriverTimerTest, StreamsOfTwoDevicesInOneSession) {
   ASSERT_NE(stage, nullptr);
   EXPECT_GT(stage->device.p50, 0.009);
   EXPECT_LT(stage->device.p50, 0.030);
-  EXPECT_EQ(fake_cuda_wrong_context_records(), 0) << "an event was recorded on another context's stream";
+  EXPECT_EQ(fake_cuda_wrong_context_records(), 0)
+      << "an event was recorded on another context's stream";
   session.Close();
   EXPECT_EQ(fake_cuda_push_balance(), 0);
 }
@@ -182,12 +193,15 @@ TEST(CudaDriverTimerTest, RecordsFailingPassAfterPassLowerTheSource) {
   ASSERT_EQ(session.source(), Source::kEvents);
   fake_cuda_fail_records(400);  // as if the stream belonged to another context
   for (int i = 0; i < 200 && session.source() == Source::kEvents; ++i) {
-    { StepScope step(session); }
+    {
+      StepScope step(session);
+    }
     SleepMs(2);
   }
   fake_cuda_fail_records(0);
   EXPECT_EQ(session.source(), Source::kHost);
-  EXPECT_THAT(session.Summarize().source_reason, HasSubstr("cuEventRecord keeps failing (CUDA_ERROR_INVALID_HANDLE)"));
+  EXPECT_THAT(session.Summarize().source_reason,
+              HasSubstr("cuEventRecord keeps failing (CUDA_ERROR_INVALID_HANDLE)"));
 }
 
 TEST(CudaDriverTimerTest, NoMarkersUntilTheFrameworkInitializedCuda) {
@@ -195,7 +209,9 @@ TEST(CudaDriverTimerTest, NoMarkersUntilTheFrameworkInitializedCuda) {
   Session session(Options{.flush_interval_ms = 1, .stream = 0});
   EXPECT_EQ(session.source(), Source::kEvents);
   for (int i = 0; i < 20; ++i) {
-    { StepScope step(session); }
+    {
+      StepScope step(session);
+    }
     SleepMs(1);
   }
   EXPECT_EQ(session.Summarize().gpu_steps, 0);

@@ -45,8 +45,8 @@ int cuptiSubscribe(void** subscriber, void* callback, void* userdata);
 namespace gpuscope {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 constexpr int64_t kMs = 1'000'000;
 
 void SleepMs(int ms) { std::this_thread::sleep_for(milliseconds(ms)); }
@@ -59,7 +59,10 @@ Summary StarvedLoop(Session& s, int steps) {
   static uint32_t correlation = 100;
   for (int i = 0; i < steps; ++i) {
     StepScope step(s);
-    { PhaseScope p(s, Phase::kData); SleepMs(10); }
+    {
+      PhaseScope p(s, Phase::kData);
+      SleepMs(10);
+    }
     PhaseScope p(s, Phase::kForward);
     // 1 ms into the phase: the older CUPTI's calibrated clock may be off by
     // microseconds (more under sanitizers), which must not move the launch
@@ -70,7 +73,8 @@ Summary StarvedLoop(Session& s, int steps) {
     fake_cupti_emit_kernel(launch + 20'000, launch + 20'000 + 5 * kMs, 0, 7, correlation);
     SleepMs(6);
     fake_cupti_emit_sync(launch + 20'000, launch + 20'000 + 5 * kMs, /*stream sync*/ 3);
-    fake_cupti_emit_sync(launch, launch + 10'000, /*stream waits on an event*/ 2);  // not a host sync
+    fake_cupti_emit_sync(launch, launch + 10'000,
+                         /*stream waits on an event*/ 2);  // not a host sync
   }
   Summary sm;
   for (int i = 0; i < 400; ++i) {
@@ -183,7 +187,8 @@ TEST(CuptiActivityTest, CuptiThirteenOhCannotShareSoOnlyWhenAsked) {
   {
     Session session(Options{.flush_interval_ms = 1, .stream = 0});
     EXPECT_EQ(session.source(), Source::kEvents);
-    EXPECT_THAT(session.Summarize().source_reason, HasSubstr("allows one subscriber (sharing needs 13.2"));
+    EXPECT_THAT(session.Summarize().source_reason,
+                HasSubstr("allows one subscriber (sharing needs 13.2"));
     EXPECT_EQ(fake_cupti_subscribed(), 0);
   }
   Session asked(Options{.flush_interval_ms = 1, .cupti = Cupti::kOn});
@@ -218,7 +223,8 @@ TEST(CuptiActivityTest, ClosingDetachesSoThatAProfilerCanSubscribe) {
   EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
   EXPECT_EQ(fake_cupti_finalize_calls(), 0) << "never cuptiFinalize: another subscriber may exist";
   void* profiler = nullptr;
-  EXPECT_EQ(cuptiSubscribe(&profiler, nullptr, nullptr), 0) << "a profiler can subscribe after close";
+  EXPECT_EQ(cuptiSubscribe(&profiler, nullptr, nullptr), 0)
+      << "a profiler can subscribe after close";
   // ... and while it holds CUPTI, a new gpuscope session steps aside.
   Session later(Options{.flush_interval_ms = 1, .stream = 0});
   EXPECT_EQ(later.source(), Source::kEvents);
@@ -239,7 +245,11 @@ TEST(CuptiActivityTest, ReleaseCuptiHandsItBackAndGoesOnWithEvents) {
   // The loop goes on, timed by CUDA events once the timer is armed.
   Summary s;
   for (int i = 0; i < 400 && s.gpu_steps < 4; ++i) {
-    { StepScope step(session); PhaseScope p(session, Phase::kData); SleepMs(2); }
+    {
+      StepScope step(session);
+      PhaseScope p(session, Phase::kData);
+      SleepMs(2);
+    }
     s = session.Summarize();
   }
   EXPECT_EQ(s.source, Source::kEvents);

@@ -41,7 +41,7 @@ TEST(DeviceTimelineTest, BacklogAtTheStepsBeginIsBusy) {
   in.phases = {{0, 0, true, B(0, 15), B(30, 30)}, {2, 0, false, B(30, 30), B(40, 40)}};
   const StepTimeline t = AnalyzeStepTimeline(in);
   EXPECT_EQ(t.backlog_begin_ns, 15 * kMs);
-  EXPECT_EQ(t.busy_upper_ns, 25 * kMs);  // [0, 15] backlog + [30, 40] forward
+  EXPECT_EQ(t.busy_upper_ns, 25 * kMs);      // [0, 15] backlog + [30, 40] forward
   EXPECT_EQ(t.phases[0].idle_ns, 15 * kMs);  // [15, 30] in data
   EXPECT_EQ(t.phases[0].backlog_begin_ns, 15 * kMs);
 }
@@ -101,7 +101,8 @@ TEST(DeviceTimelineTest, MatchesABruteForceReferenceOnRandomTimelines) {
     in.end = Boundary{h.back(), c.back()};
     for (int p = 0; p < n_phases; ++p) {
       const size_t b = 1 + 2 * static_cast<size_t>(p);
-      in.phases.push_back({p, 0, rng() % 2 == 0, Boundary{h[b], c[b]}, Boundary{h[b + 1], c[b + 1]}});
+      in.phases.push_back(
+          {p, 0, rng() % 2 == 0, Boundary{h[b], c[b]}, Boundary{h[b + 1], c[b + 1]}});
     }
     const StepTimeline got = AnalyzeStepTimeline(in);
 
@@ -139,7 +140,8 @@ TEST(DeviceTimelineTest, MatchesABruteForceReferenceOnRandomTimelines) {
       }
       int inner = -1;
       for (size_t i = 0; i < in.phases.size(); ++i) {
-        if (in.phases[i].begin.host_ns <= t && t < in.phases[i].end.host_ns) inner = static_cast<int>(i);
+        if (in.phases[i].begin.host_ns <= t && t < in.phases[i].end.host_ns)
+          inner = static_cast<int>(i);
       }
       if (inner < 0) {
         other += hi - lo;
@@ -149,10 +151,10 @@ TEST(DeviceTimelineTest, MatchesABruteForceReferenceOnRandomTimelines) {
     }
     ASSERT_EQ(got.busy_upper_ns, busy) << "trial " << trial;
     ASSERT_EQ(got.idle_other_ns, other) << "trial " << trial;
-    for (size_t i = 0; i < idle.size(); ++i) ASSERT_EQ(got.phases[i].idle_ns, idle[i]) << "trial " << trial;
+    for (size_t i = 0; i < idle.size(); ++i)
+      ASSERT_EQ(got.phases[i].idle_ns, idle[i]) << "trial " << trial;
   }
 }
-
 
 // ---- Several streams and devices.
 
@@ -197,7 +199,7 @@ TEST(DeviceTimelineTest, SecondDeviceGetsItsOwnIdle) {
   EXPECT_EQ(t.devices[1].device, 1);
   EXPECT_EQ(t.devices[1].busy_upper_ns, 10 * kMs);  // [20, 30]
   EXPECT_EQ(t.devices[1].idle_lower_ns, 30 * kMs);
-  EXPECT_EQ(t.idle_lower_ns, 50 * kMs);  // summed over devices
+  EXPECT_EQ(t.idle_lower_ns, 50 * kMs);      // summed over devices
   EXPECT_EQ(t.phases[0].idle_ns, 40 * kMs);  // both devices idle in data
   EXPECT_EQ(t.phases[2].idle_ns, 10 * kMs);  // device 1 idle in forward after 30
 }
@@ -302,8 +304,8 @@ TEST(DeviceTimelineTest, BoundNeverExceedsTruthAcrossStreamsAndDevices) {
           }
         }
         const int64_t true_idle = (in.end.host_ns - in.begin.host_ns) - true_busy;
-        ASSERT_LE(d.idle_lower_ns, true_idle) << "trial " << trial << " step " << step
-                                              << " device " << d.device;
+        ASSERT_LE(d.idle_lower_ns, true_idle)
+            << "trial " << trial << " step " << step << " device " << d.device;
       }
       for (const Boundary& b : got.lane_last) past[b.lane] = {LanePast::State::kKnown, b};
       host += static_cast<int64_t>(rng() % 5) * kUnit;  // between steps

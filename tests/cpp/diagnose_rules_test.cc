@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "absl/status/status.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/summary.h"
 #include "gtest/gtest.h"
@@ -28,7 +28,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 void SetPhase(Summary& s, const std::string& name, double inclusive_share) {
-  auto it = std::find_if(s.phases.begin(), s.phases.end(), [&](const PhaseStats& p) { return p.name == name; });
+  auto it = std::find_if(s.phases.begin(), s.phases.end(),
+                         [&](const PhaseStats& p) { return p.name == name; });
   if (it == s.phases.end()) {
     PhaseStats p;
     p.name = name;
@@ -42,7 +43,8 @@ void SetPhase(Summary& s, const std::string& name, double inclusive_share) {
   it->inclusive_share = inclusive_share;
   it->total = inclusive_share * s.window_time;
   it->time.count = s.steps;
-  it->time.p50 = it->time.p95 = it->time.mean = inclusive_share * s.window_time / static_cast<double>(s.steps);
+  it->time.p50 = it->time.p95 = it->time.mean =
+      inclusive_share * s.window_time / static_cast<double>(s.steps);
 }
 
 // A healthy CUPTI-timed loop: 100 steps of 100 ms, the GPU 95 % busy, a
@@ -117,8 +119,8 @@ TEST(DiagnoseRulesTest, AHealthyLoopIsGpuBoundAndNothingElse) {
 
 struct RuleCase {
   const char* name;
-  std::function<void(Summary&)> fire;     // makes the rule fire
-  std::function<void(Summary&)> silent;   // a near miss: it must not
+  std::function<void(Summary&)> fire;    // makes the rule fire
+  std::function<void(Summary&)> silent;  // a near miss: it must not
   std::string id;
   Severity severity;
   std::string in_title;           // the title says what it is
@@ -144,11 +146,13 @@ TEST_P(DiagnoseRuleTest, FiresWhenTriggeredAndStaysSilentOnANearMiss) {
   EXPECT_FALSE(f->source.empty());
   EXPECT_GE(f->share, 0.0);
   EXPECT_LE(f->share, 1.0);
-  EXPECT_EQ(Find(fs, "gpu-bound"), nullptr) << "not healthy when " << c.id << " fires at moderate or above";
+  EXPECT_EQ(Find(fs, "gpu-bound"), nullptr)
+      << "not healthy when " << c.id << " fires at moderate or above";
 
   Summary quiet = Healthy();
   c.silent(quiet);
-  EXPECT_EQ(Find(Diagnose(quiet), c.id), nullptr) << c.id << " fired on the near miss: " << Ids(Diagnose(quiet));
+  EXPECT_EQ(Find(Diagnose(quiet), c.id), nullptr)
+      << c.id << " fired on the near miss: " << Ids(Diagnose(quiet));
 }
 
 void Data(Summary& s, double share) {
@@ -160,95 +164,231 @@ void Data(Summary& s, double share) {
 INSTANTIATE_TEST_SUITE_P(
     Rules, DiagnoseRuleTest,
     ::testing::Values(
-        RuleCase{"input_unknown_cause", [](Summary& s) { Data(s, 0.25); }, [](Summary& s) { Data(s, 0.04); },
-                 "input-bound", Severity::kHigh, "25% of step time", "num_workers"},
-        RuleCase{"input_moderate", [](Summary& s) { Data(s, 0.08); }, [](Summary& s) { Data(s, 0.04); },
-                 "input-bound", Severity::kModerate, "8%", "prefetch_factor"},
+        RuleCase{"input_unknown_cause", [](Summary& s) { Data(s, 0.25); },
+                 [](Summary& s) { Data(s, 0.04); }, "input-bound", Severity::kHigh,
+                 "25% of step time", "num_workers"},
+        RuleCase{"input_moderate", [](Summary& s) { Data(s, 0.08); },
+                 [](Summary& s) { Data(s, 0.04); }, "input-bound", Severity::kModerate, "8%",
+                 "prefetch_factor"},
         // 14 worker cores + 1 of 16 available: the CPUs are the limit.
-        RuleCase{"input_cpu", [](Summary& s) { Data(s, 0.25); s.telemetry->worker_cores = 14; },
-                 [](Summary& s) { Data(s, 0.25); s.telemetry->worker_cores = 6; },
+        RuleCase{"input_cpu",
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.telemetry->worker_cores = 14;
+                 },
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.telemetry->worker_cores = 6;
+                 },
                  "input-bound.cpu", Severity::kHigh, "CPUs saturated", "DALI"},
-        RuleCase{"input_cpu_host_busy", [](Summary& s) { Data(s, 0.25); s.telemetry->host_cpu_pct = 95; },
-                 [](Summary& s) { Data(s, 0.25); s.telemetry->host_cpu_pct = 60; },
+        RuleCase{"input_cpu_host_busy",
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.telemetry->host_cpu_pct = 95;
+                 },
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.telemetry->host_cpu_pct = 60;
+                 },
                  "input-bound.cpu", Severity::kHigh, "CPUs saturated", "pre-resize"},
         // iowait 20 % while the CPUs are 10 % busy: storage.
         RuleCase{"input_storage",
-                 [](Summary& s) { Data(s, 0.25); s.telemetry->host_iowait_pct = 20; s.telemetry->host_cpu_pct = 10; },
-                 [](Summary& s) { Data(s, 0.25); s.telemetry->host_iowait_pct = 20; s.telemetry->host_cpu_pct = 90; },
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.telemetry->host_iowait_pct = 20;
+                   s.telemetry->host_cpu_pct = 10;
+                 },
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.telemetry->host_iowait_pct = 20;
+                   s.telemetry->host_cpu_pct = 90;
+                 },
                  "input-bound.storage", Severity::kHigh, "iowait", "local NVMe"},
         RuleCase{"h2d_pageable",
-                 [](Summary& s) { s.idle_by_cause["h2d"] = 12; s.activity->pageable_h2d_copies_per_step = 2; },
-                 [](Summary& s) { s.idle_by_cause["h2d"] = 4; s.activity->pageable_h2d_copies_per_step = 2; },
+                 [](Summary& s) {
+                   s.idle_by_cause["h2d"] = 12;
+                   s.activity->pageable_h2d_copies_per_step = 2;
+                 },
+                 [](Summary& s) {
+                   s.idle_by_cause["h2d"] = 4;
+                   s.activity->pageable_h2d_copies_per_step = 2;
+                 },
                  "h2d-bound", Severity::kModerate, "pageable", "pin_memory=True"},
         // A pageable copy keeps the GPU busy copying while it blocks the host;
         // a pageable D2H copy (loss.item()) is not an input copy.
         RuleCase{"h2d_pageable_blocks_the_host",
-                 [](Summary& s) { SetPhase(s, "h2d", 0.10); s.activity->pageable_h2d_copies_per_step = 1; },
-                 [](Summary& s) { SetPhase(s, "h2d", 0.10); s.activity->pageable_copies_per_step = 1; },
+                 [](Summary& s) {
+                   SetPhase(s, "h2d", 0.10);
+                   s.activity->pageable_h2d_copies_per_step = 1;
+                 },
+                 [](Summary& s) {
+                   SetPhase(s, "h2d", 0.10);
+                   s.activity->pageable_copies_per_step = 1;
+                 },
                  "h2d-bound", Severity::kModerate, "pageable", "pin_memory=True"},
         RuleCase{"h2d_host_source",
-                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "h2d", 0.25); },
-                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "h2d", 0.03); },
+                 [](Summary& s) {
+                   s.source = Source::kHost;
+                   s.idle_by_cause.clear();
+                   s.gpu_idle_pct.reset();
+                   s.activity.reset();
+                   SetPhase(s, "h2d", 0.25);
+                 },
+                 [](Summary& s) {
+                   s.source = Source::kHost;
+                   s.idle_by_cause.clear();
+                   s.gpu_idle_pct.reset();
+                   s.activity.reset();
+                   SetPhase(s, "h2d", 0.03);
+                 },
                  "h2d-bound", Severity::kHigh, "25%", "non_blocking=True"},
         // Two syncs a step, 25 ms of the GPU waiting for the host, 22 % idle in forward.
         RuleCase{"sync",
-                 [](Summary& s) { s.activity->syncs_per_step = 2; s.activity->host_wait_time_per_step = 0.025; s.idle_by_cause["forward"] = 22; },
-                 [](Summary& s) { s.activity->syncs_per_step = 0; s.activity->host_wait_time_per_step = 0.025; s.idle_by_cause["forward"] = 22; },
+                 [](Summary& s) {
+                   s.activity->syncs_per_step = 2;
+                   s.activity->host_wait_time_per_step = 0.025;
+                   s.idle_by_cause["forward"] = 22;
+                 },
+                 [](Summary& s) {
+                   s.activity->syncs_per_step = 0;
+                   s.activity->host_wait_time_per_step = 0.025;
+                   s.idle_by_cause["forward"] = 22;
+                 },
                  "sync-bound", Severity::kHigh, ".item()", "set_sync_debug_mode"},
         // The same waits, but the idle is the loader's: input-bound, not sync-bound.
         RuleCase{"sync_not_when_the_loader_explains_it",
-                 [](Summary& s) { s.activity->syncs_per_step = 2; s.activity->host_wait_time_per_step = 0.025; s.idle_by_cause["forward"] = 6; },
-                 [](Summary& s) { Data(s, 0.25); s.activity->syncs_per_step = 2; s.activity->host_wait_time_per_step = 0.025; },
-                 "sync-bound", Severity::kModerate, "7%", "every N steps"},  // 6 % in forward, 1 % other
+                 [](Summary& s) {
+                   s.activity->syncs_per_step = 2;
+                   s.activity->host_wait_time_per_step = 0.025;
+                   s.idle_by_cause["forward"] = 6;
+                 },
+                 [](Summary& s) {
+                   Data(s, 0.25);
+                   s.activity->syncs_per_step = 2;
+                   s.activity->host_wait_time_per_step = 0.025;
+                 },
+                 "sync-bound", Severity::kModerate, "7%",
+                 "every N steps"},  // 6 % in forward, 1 % other
         RuleCase{"sync_phase_events",
-                 [](Summary& s) { s.source = Source::kEvents; s.activity.reset(); s.idle_by_cause["sync"] = 7; },
-                 [](Summary& s) { s.source = Source::kEvents; s.activity.reset(); s.idle_by_cause["sync"] = 4; },
+                 [](Summary& s) {
+                   s.source = Source::kEvents;
+                   s.activity.reset();
+                   s.idle_by_cause["sync"] = 7;
+                 },
+                 [](Summary& s) {
+                   s.source = Source::kEvents;
+                   s.activity.reset();
+                   s.idle_by_cause["sync"] = 4;
+                 },
                  "sync-bound", Severity::kModerate, "7%", "every N steps"},
         RuleCase{"launch_tiny_kernels",
-                 [](Summary& s) { s.idle_by_cause["launch"] = 18; s.activity->kernel_time_p50 = 8e-6; },
-                 [](Summary& s) { s.idle_by_cause["launch"] = 2; s.activity->kernel_time_p50 = 8e-6; },
+                 [](Summary& s) {
+                   s.idle_by_cause["launch"] = 18;
+                   s.activity->kernel_time_p50 = 8e-6;
+                 },
+                 [](Summary& s) {
+                   s.idle_by_cause["launch"] = 2;
+                   s.activity->kernel_time_p50 = 8e-6;
+                 },
                  "launch-bound", Severity::kHigh, "batch may be too small", "CUDA graphs"},
         RuleCase{"launch_moderate", [](Summary& s) { s.idle_by_cause["launch"] = 5; },
-                 [](Summary& s) { s.idle_by_cause["launch"] = 2.9; },
-                 "launch-bound", Severity::kModerate, "gaps between kernels", "torch.compile"},
+                 [](Summary& s) { s.idle_by_cause["launch"] = 2.9; }, "launch-bound",
+                 Severity::kModerate, "gaps between kernels", "torch.compile"},
         RuleCase{"precision", [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.05; },
-                 [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.02; },
-                 "precision", Severity::kHigh, "without tensor cores", "bfloat16"},
+                 [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.02; }, "precision",
+                 Severity::kHigh, "without tensor cores", "bfloat16"},
         RuleCase{"precision_small_gemm_share",
-                 [](Summary& s) { s.activity->gemm_time_per_step = 0.012; s.activity->fp32_gemm_time_per_step = 0.01; },
-                 [](Summary& s) { s.activity->gemm_time_per_step = 0.008; s.activity->fp32_gemm_time_per_step = 0.008; },
+                 [](Summary& s) {
+                   s.activity->gemm_time_per_step = 0.012;
+                   s.activity->fp32_gemm_time_per_step = 0.01;
+                 },
+                 [](Summary& s) {
+                   s.activity->gemm_time_per_step = 0.008;
+                   s.activity->fp32_gemm_time_per_step = 0.008;
+                 },
                  "precision", Severity::kModerate, "FP32", "allow_tf32"},
         // 20 ms of NCCL a step, none of it hidden under compute; the near miss
         // runs the same all-reduce overlapped with backward (DDP).
         RuleCase{"comm",
-                 [](Summary& s) { s.activity->collective_time_per_step = s.activity->exposed_collective_time_per_step = 0.02; },
-                 [](Summary& s) { s.activity->collective_time_per_step = 0.02; s.activity->exposed_collective_time_per_step = 0.001; },
+                 [](Summary& s) {
+                   s.activity->collective_time_per_step =
+                       s.activity->exposed_collective_time_per_step = 0.02;
+                 },
+                 [](Summary& s) {
+                   s.activity->collective_time_per_step = 0.02;
+                   s.activity->exposed_collective_time_per_step = 0.001;
+                 },
                  "comm-bound", Severity::kHigh, "20%", "bucket_cap_mb"},
         RuleCase{"comm_phase_host",
-                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "comm", 0.12); },
-                 [](Summary& s) { s.source = Source::kHost; s.idle_by_cause.clear(); s.gpu_idle_pct.reset(); s.activity.reset(); SetPhase(s, "comm", 0.08); },
+                 [](Summary& s) {
+                   s.source = Source::kHost;
+                   s.idle_by_cause.clear();
+                   s.gpu_idle_pct.reset();
+                   s.activity.reset();
+                   SetPhase(s, "comm", 0.12);
+                 },
+                 [](Summary& s) {
+                   s.source = Source::kHost;
+                   s.idle_by_cause.clear();
+                   s.gpu_idle_pct.reset();
+                   s.activity.reset();
+                   SetPhase(s, "comm", 0.08);
+                 },
                  "comm-bound", Severity::kModerate, "12%", "straggler"},
         RuleCase{"throttling_power",
-                 [](Summary& s) { s.telemetry->throttled_steps = 0.5; s.telemetry->clocks_event_reasons = {"sw_power_cap"}; s.telemetry->sm_clock_ratio = 0.7; },
-                 [](Summary& s) { s.telemetry->throttled_steps = 0.05; s.telemetry->clocks_event_reasons = {"sw_power_cap"}; },
+                 [](Summary& s) {
+                   s.telemetry->throttled_steps = 0.5;
+                   s.telemetry->clocks_event_reasons = {"sw_power_cap"};
+                   s.telemetry->sm_clock_ratio = 0.7;
+                 },
+                 [](Summary& s) {
+                   s.telemetry->throttled_steps = 0.05;
+                   s.telemetry->clocks_event_reasons = {"sw_power_cap"};
+                 },
                  "throttling", Severity::kModerate, "sw_power_cap", "power limit"},
         RuleCase{"throttling_thermal",
-                 [](Summary& s) { s.telemetry->throttled_steps = 0.3; s.telemetry->clocks_event_reasons = {"sw_thermal_slowdown"}; s.telemetry->sm_clock_ratio = 0.9; },
-                 [](Summary& s) { s.telemetry->throttled_steps = 0.05; s.telemetry->clocks_event_reasons = {"sw_thermal_slowdown"}; },
+                 [](Summary& s) {
+                   s.telemetry->throttled_steps = 0.3;
+                   s.telemetry->clocks_event_reasons = {"sw_thermal_slowdown"};
+                   s.telemetry->sm_clock_ratio = 0.9;
+                 },
+                 [](Summary& s) {
+                   s.telemetry->throttled_steps = 0.05;
+                   s.telemetry->clocks_event_reasons = {"sw_thermal_slowdown"};
+                 },
                  "throttling", Severity::kModerate, "sw_thermal_slowdown", "airflow"},
         RuleCase{"throttling_hardware",
-                 [](Summary& s) { s.telemetry->throttled_steps = 0.2; s.telemetry->clocks_event_reasons = {"hw_slowdown"}; s.telemetry->sm_clock_ratio = 0.5; },
-                 [](Summary& s) { s.telemetry->throttled_steps = 0; s.telemetry->clocks_event_reasons = {"gpu_idle"}; },
+                 [](Summary& s) {
+                   s.telemetry->throttled_steps = 0.2;
+                   s.telemetry->clocks_event_reasons = {"hw_slowdown"};
+                   s.telemetry->sm_clock_ratio = 0.5;
+                 },
+                 [](Summary& s) {
+                   s.telemetry->throttled_steps = 0;
+                   s.telemetry->clocks_event_reasons = {"gpu_idle"};
+                 },
                  "throttling", Severity::kHigh, "hw_slowdown", "drain the node"},
         RuleCase{"pcie_narrow", [](Summary& s) { s.telemetry->gpus[0].pcie_width = 8; },
-                 [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 1; s.telemetry->gpus[0].utilization_pct = 5; },  // idle downshift
+                 [](Summary& s) {
+                   s.telemetry->gpus[0].pcie_gen = 1;
+                   s.telemetry->gpus[0].utilization_pct = 5;
+                 },  // idle downshift
                  "pcie-link", Severity::kHigh, "Gen5 x8 of Gen5 x16", "lspci"},
         RuleCase{"pcie_slow_gen_under_load", [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 3; },
-                 [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 3; s.telemetry->gpus[0].utilization_pct = 10; },
+                 [](Summary& s) {
+                   s.telemetry->gpus[0].pcie_gen = 3;
+                   s.telemetry->gpus[0].utilization_pct = 10;
+                 },
                  "pcie-link", Severity::kModerate, "Gen3 x16 of Gen5 x16", "reseat"},
         RuleCase{"utilization_lies",
-                 [](Summary& s) { Data(s, 0.6); s.telemetry->gpu_utilization_pct = 95; },
-                 [](Summary& s) { Data(s, 0.6); s.telemetry->gpu_utilization_pct = 45; },
+                 [](Summary& s) {
+                   Data(s, 0.6);
+                   s.telemetry->gpu_utilization_pct = 95;
+                 },
+                 [](Summary& s) {
+                   Data(s, 0.6);
+                   s.telemetry->gpu_utilization_pct = 45;
+                 },
                  "utilization-lies", Severity::kInfo, "nvidia-smi reports 95%", "busy time"}),
     [](const ::testing::TestParamInfo<RuleCase>& p) { return std::string(p.param.name); });
 
@@ -304,10 +444,10 @@ TEST(DiagnoseRulesTest, EventsCannotShowAGpuBusyEnoughToCallItGpuBound) {
 
 TEST(DiagnoseRulesTest, FindingsAreRankedByTheStepTimeTheyExplain) {
   Summary s = Healthy();
-  Data(s, 0.25);                                 // 25 %
-  s.idle_by_cause["launch"] = 8;                 // 8 %
-  s.activity->fp32_gemm_time_per_step = 0.05;    // 50 %
-  s.telemetry->gpu_utilization_pct = 99;         // a notice (explains no time)
+  Data(s, 0.25);                               // 25 %
+  s.idle_by_cause["launch"] = 8;               // 8 %
+  s.activity->fp32_gemm_time_per_step = 0.05;  // 50 %
+  s.telemetry->gpu_utilization_pct = 99;       // a notice (explains no time)
   const std::vector<Finding> fs = Diagnose(s);
   ASSERT_GE(fs.size(), 3u) << Ids(fs);
   EXPECT_EQ(fs[0].id, "precision");
@@ -325,11 +465,11 @@ TEST(DiagnoseRulesTest, RulesNeedTheirDataSource) {
   s.idle_by_cause = {{"data", 2}};
   s.telemetry.reset();
   const std::vector<Finding> fs = Diagnose(s);
-  for (const char* id : {"launch-bound", "precision", "comm-bound", "throttling", "pcie-link", "utilization-lies"}) {
+  for (const char* id :
+       {"launch-bound", "precision", "comm-bound", "throttling", "pcie-link", "utilization-lies"}) {
     EXPECT_EQ(Find(fs, id), nullptr) << id;
   }
 }
-
 
 // Each DiagnoseOptions field, the range it accepts, and a summary on which
 // moving it (to `value`) changes the verdict of the rule `id` from
@@ -337,7 +477,7 @@ TEST(DiagnoseRulesTest, RulesNeedTheirDataSource) {
 // puts `title_with_value` in its title.
 struct ThresholdCase {
   const char* field;
-  double DiagnoseOptions::*member;
+  double DiagnoseOptions::* member;
   double hi;  // accepted: [0, hi]; infinity: any finite value >= 0
   double value;
   std::function<void(Summary&)> setup;
@@ -355,7 +495,8 @@ constexpr auto kHigh = Severity::kHigh;
 constexpr auto kInfo = Severity::kInfo;
 
 // Every field has a case: a field added without one fails here.
-static_assert(sizeof(DiagnoseOptions) == 25 * sizeof(double), "add the new DiagnoseOptions field to kThresholds");
+static_assert(sizeof(DiagnoseOptions) == 25 * sizeof(double),
+              "add the new DiagnoseOptions field to kThresholds");
 
 std::optional<Severity> SeverityOf(const std::vector<Finding>& fs, const std::string& id) {
   const Finding* f = Find(fs, id);
@@ -375,18 +516,18 @@ void Throttled(Summary& s, double steps, double clock_ratio) {
 }
 
 const ThresholdCase kThresholds[] = {
-    {"input_bound_moderate", &DiagnoseOptions::input_bound_moderate, 1, 0.10, [](Summary& s) { Data(s, 0.08); },
-     "input-bound", kModerate, std::nullopt},
-    {"input_bound_high", &DiagnoseOptions::input_bound_high, 1, 0.07, [](Summary& s) { Data(s, 0.08); },
-     "input-bound", kModerate, kHigh},
+    {"input_bound_moderate", &DiagnoseOptions::input_bound_moderate, 1, 0.10,
+     [](Summary& s) { Data(s, 0.08); }, "input-bound", kModerate, std::nullopt},
+    {"input_bound_high", &DiagnoseOptions::input_bound_high, 1, 0.07,
+     [](Summary& s) { Data(s, 0.08); }, "input-bound", kModerate, kHigh},
     {"h2d_bound_moderate", &DiagnoseOptions::h2d_bound_moderate, 1, 0.07,
      [](Summary& s) { s.idle_by_cause["h2d"] = 6; }, "h2d-bound", kModerate, std::nullopt},
-    {"h2d_bound_high", &DiagnoseOptions::h2d_bound_high, 1, 0.10, [](Summary& s) { s.idle_by_cause["h2d"] = 12; },
-     "h2d-bound", kModerate, kHigh},
-    {"sync_bound_moderate", &DiagnoseOptions::sync_bound_moderate, 1, 0.08, [](Summary& s) { Sync(s, 2); },
-     "sync-bound", kModerate, std::nullopt},
-    {"sync_bound_high", &DiagnoseOptions::sync_bound_high, 1, 0.06, [](Summary& s) { Sync(s, 2); }, "sync-bound",
-     kModerate, kHigh},
+    {"h2d_bound_high", &DiagnoseOptions::h2d_bound_high, 1, 0.10,
+     [](Summary& s) { s.idle_by_cause["h2d"] = 12; }, "h2d-bound", kModerate, kHigh},
+    {"sync_bound_moderate", &DiagnoseOptions::sync_bound_moderate, 1, 0.08,
+     [](Summary& s) { Sync(s, 2); }, "sync-bound", kModerate, std::nullopt},
+    {"sync_bound_high", &DiagnoseOptions::sync_bound_high, 1, 0.06, [](Summary& s) { Sync(s, 2); },
+     "sync-bound", kModerate, kHigh},
     {"sync_min_syncs_per_step", &DiagnoseOptions::sync_min_syncs_per_step, kAny, 0.5,
      [](Summary& s) { Sync(s, 0.5); }, "sync-bound", std::nullopt, kModerate},
     {"launch_bound_moderate", &DiagnoseOptions::launch_bound_moderate, 1, 0.06,
@@ -394,32 +535,58 @@ const ThresholdCase kThresholds[] = {
     {"launch_bound_high", &DiagnoseOptions::launch_bound_high, 1, 0.04,
      [](Summary& s) { s.idle_by_cause["launch"] = 5; }, "launch-bound", kModerate, kHigh},
     {"tiny_kernel_seconds", &DiagnoseOptions::tiny_kernel_seconds, kAny, 50e-6,
-     [](Summary& s) { s.idle_by_cause["launch"] = 5; s.activity->kernel_time_p50 = 30e-6; }, "launch-bound",
-     kModerate, kModerate, "batch may be too small"},
+     [](Summary& s) {
+       s.idle_by_cause["launch"] = 5;
+       s.activity->kernel_time_p50 = 30e-6;
+     },
+     "launch-bound", kModerate, kModerate, "batch may be too small"},
     {"comm_bound_moderate", &DiagnoseOptions::comm_bound_moderate, 1, 0.13,
-     [](Summary& s) { s.activity->collective_time_per_step = s.activity->exposed_collective_time_per_step = 0.012; },
+     [](Summary& s) {
+       s.activity->collective_time_per_step = s.activity->exposed_collective_time_per_step = 0.012;
+     },
      "comm-bound", kModerate, std::nullopt},
     {"comm_bound_high", &DiagnoseOptions::comm_bound_high, 1, 0.11,
-     [](Summary& s) { s.activity->collective_time_per_step = s.activity->exposed_collective_time_per_step = 0.012; },
+     [](Summary& s) {
+       s.activity->collective_time_per_step = s.activity->exposed_collective_time_per_step = 0.012;
+     },
      "comm-bound", kModerate, kHigh},
     // 13 of 16 CPUs in use.
     {"cpu_saturated_share", &DiagnoseOptions::cpu_saturated_share, 1, 0.80,
-     [](Summary& s) { Data(s, 0.25); s.telemetry->worker_cores = 12; }, "input-bound.cpu", std::nullopt, kHigh},
+     [](Summary& s) {
+       Data(s, 0.25);
+       s.telemetry->worker_cores = 12;
+     },
+     "input-bound.cpu", std::nullopt, kHigh},
     {"cpu_saturated_pct", &DiagnoseOptions::cpu_saturated_pct, 100, 75,
-     [](Summary& s) { Data(s, 0.25); s.telemetry->host_cpu_pct = 80; }, "input-bound.cpu", std::nullopt, kHigh},
+     [](Summary& s) {
+       Data(s, 0.25);
+       s.telemetry->host_cpu_pct = 80;
+     },
+     "input-bound.cpu", std::nullopt, kHigh},
     {"storage_iowait_pct", &DiagnoseOptions::storage_iowait_pct, 100, 3,
-     [](Summary& s) { Data(s, 0.25); s.telemetry->host_iowait_pct = 4; s.telemetry->host_cpu_pct = 10; },
+     [](Summary& s) {
+       Data(s, 0.25);
+       s.telemetry->host_iowait_pct = 4;
+       s.telemetry->host_cpu_pct = 10;
+     },
      "input-bound.storage", std::nullopt, kHigh},
     {"storage_cpu_pct", &DiagnoseOptions::storage_cpu_pct, 100, 70,
-     [](Summary& s) { Data(s, 0.25); s.telemetry->host_iowait_pct = 20; s.telemetry->host_cpu_pct = 60; },
+     [](Summary& s) {
+       Data(s, 0.25);
+       s.telemetry->host_iowait_pct = 20;
+       s.telemetry->host_cpu_pct = 60;
+     },
      "input-bound.storage", std::nullopt, kHigh},
     // GEMMs 8 % of kernel time, all of it FP32.
     {"gemm_share_of_kernels", &DiagnoseOptions::gemm_share_of_kernels, 1, 0.08,
-     [](Summary& s) { s.activity->gemm_time_per_step = s.activity->fp32_gemm_time_per_step = 0.008; }, "precision",
-     std::nullopt, kModerate},
+     [](Summary& s) {
+       s.activity->gemm_time_per_step = s.activity->fp32_gemm_time_per_step = 0.008;
+     },
+     "precision", std::nullopt, kModerate},
     // FP32 42 % of GEMM time, 25 % of step time.
     {"fp32_gemm_share", &DiagnoseOptions::fp32_gemm_share, 1, 0.4,
-     [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.025; }, "precision", std::nullopt, kHigh},
+     [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.025; }, "precision", std::nullopt,
+     kHigh},
     {"precision_high", &DiagnoseOptions::precision_high, 1, 0.6,
      [](Summary& s) { s.activity->fp32_gemm_time_per_step = 0.05; }, "precision", kHigh, kModerate},
     {"throttled_steps_share", &DiagnoseOptions::throttled_steps_share, 1, 0.05,
@@ -428,17 +595,26 @@ const ThresholdCase kThresholds[] = {
      [](Summary& s) { Throttled(s, 0.5, 0.85); }, "throttling", kInfo, kModerate},
     // Gen3 of Gen5 while 40 % utilized: busy enough only for a lower line.
     {"pcie_busy_utilization_pct", &DiagnoseOptions::pcie_busy_utilization_pct, 100, 30,
-     [](Summary& s) { s.telemetry->gpus[0].pcie_gen = 3; s.telemetry->gpus[0].utilization_pct = 40; }, "pcie-link",
-     std::nullopt, kModerate},
+     [](Summary& s) {
+       s.telemetry->gpus[0].pcie_gen = 3;
+       s.telemetry->gpus[0].utilization_pct = 40;
+     },
+     "pcie-link", std::nullopt, kModerate},
     // The GPU busy 37 % of step time.
     {"high_reported_utilization_pct", &DiagnoseOptions::high_reported_utilization_pct, 100, 70,
-     [](Summary& s) { Data(s, 0.6); s.telemetry->gpu_utilization_pct = 75; }, "utilization-lies", std::nullopt,
-     kInfo},
+     [](Summary& s) {
+       Data(s, 0.6);
+       s.telemetry->gpu_utilization_pct = 75;
+     },
+     "utilization-lies", std::nullopt, kInfo},
     {"low_busy_pct", &DiagnoseOptions::low_busy_pct, 100, 30,
-     [](Summary& s) { Data(s, 0.6); s.telemetry->gpu_utilization_pct = 95; }, "utilization-lies", kInfo,
-     std::nullopt},
-    {"gpu_bound_idle_pct", &DiagnoseOptions::gpu_bound_idle_pct, 100, 20, [](Summary& s) { s.gpu_idle_pct = 15; },
-     "gpu-bound", std::nullopt, kInfo},
+     [](Summary& s) {
+       Data(s, 0.6);
+       s.telemetry->gpu_utilization_pct = 95;
+     },
+     "utilization-lies", kInfo, std::nullopt},
+    {"gpu_bound_idle_pct", &DiagnoseOptions::gpu_bound_idle_pct, 100, 20,
+     [](Summary& s) { s.gpu_idle_pct = 15; }, "gpu-bound", std::nullopt, kInfo},
 };
 
 class DiagnoseThresholdTest : public ::testing::TestWithParam<ThresholdCase> {};
@@ -490,7 +666,9 @@ TEST_P(DiagnoseThresholdTest, AnInvalidValueIsRejectedAndReplacedByItsDefault) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Options, DiagnoseThresholdTest, ::testing::ValuesIn(kThresholds),
-                         [](const ::testing::TestParamInfo<ThresholdCase>& p) { return std::string(p.param.field); });
+                         [](const ::testing::TestParamInfo<ThresholdCase>& p) {
+                           return std::string(p.param.field);
+                         });
 
 TEST(DiagnoseOptionsTest, TheDefaultsAreValidAndAreWhatDiagnoseUses) {
   EXPECT_TRUE(DiagnoseOptions{}.Validate().ok());
@@ -508,7 +686,8 @@ TEST(DiagnoseOptionsTest, AModerateLineAboveTheHighOneResetsBoth) {
   options.input_bound_moderate = 0.30;
   const absl::Status status = options.Validate();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("input_bound_moderate = 0.3 is above input_bound_high = 0.2"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("input_bound_moderate = 0.3 is above input_bound_high = 0.2"));
 
   Summary s = Healthy();
   Data(s, 0.25);
@@ -517,7 +696,8 @@ TEST(DiagnoseOptionsTest, AModerateLineAboveTheHighOneResetsBoth) {
   const Finding* notice = Find(fs, "invalid-options");
   ASSERT_NE(notice, nullptr) << Ids(fs);
   EXPECT_THAT(notice->title, HasSubstr("input_bound_moderate, input_bound_high"));
-  EXPECT_EQ(notice->evidence, (std::vector<std::pair<std::string, double>>{{"invalid_options", 2}}));
+  EXPECT_EQ(notice->evidence,
+            (std::vector<std::pair<std::string, double>>{{"invalid_options", 2}}));
 }
 
 TEST(DiagnoseOptionsTest, OnlyTheInvalidFieldsFallBack) {
@@ -551,7 +731,8 @@ TEST(DiagnoseOptionsTest, TheTinyKernelLineIsQuotedInTheRecommendation) {
   EXPECT_THAT(Find(Diagnose(s), "launch-bound")->recommendation, HasSubstr("under 20 us each"));
   DiagnoseOptions options;
   options.tiny_kernel_seconds = 10e-6;
-  EXPECT_THAT(Find(Diagnose(s, options), "launch-bound")->recommendation, HasSubstr("under 10 us each"));
+  EXPECT_THAT(Find(Diagnose(s, options), "launch-bound")->recommendation,
+              HasSubstr("under 10 us each"));
 }
 
 }  // namespace

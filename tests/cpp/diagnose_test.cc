@@ -13,8 +13,8 @@
 namespace gpuscope {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ClockedSession;
+using ::testing::HasSubstr;
 using testing::kMs;
 
 // A loop whose steps spend `data_ms` in data and `compute_ms` in forward.
@@ -125,7 +125,8 @@ TEST(DiagnoseTest, InstrumentationProblemsAreAFindingOnlyWhenPresent) {
 TEST(DiagnoseTest, ReportListsFindingsAndJsonCarriesThem) {
   const Summary s = Loop(30, 70);
   const std::string report = FormatReport(s);
-  EXPECT_THAT(report, HasSubstr("  1. high     input-bound (30% of step time)\n     Input-bound: 30%"));
+  EXPECT_THAT(report,
+              HasSubstr("  1. high     input-bound (30% of step time)\n     Input-bound: 30%"));
   const std::string json = FindingsToJson(Diagnose(s));
   EXPECT_THAT(json, HasSubstr("\"id\": \"input-bound\""));
   EXPECT_THAT(json, HasSubstr("\"data_share\": 0.3"));

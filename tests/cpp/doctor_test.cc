@@ -30,7 +30,9 @@ class FakeNode : public testing::TempTree {
  public:
   FakeNode() {
     Write("proc/stat", "cpu 100 0 50 800 40 5 5 0\n");
-    Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 8388608 kB\n");
+    Write("proc/meminfo",
+          "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: "
+          "8388608 kB\n");
     Write("proc/loadavg", "2.00 1.00 1.00 2/300 1\n");
     Write("sys/devices/system/cpu/online", "0-15\n");
     Write("sys/devices/system/node/node0/cpulist", "0-7\n");
@@ -39,7 +41,8 @@ class FakeNode : public testing::TempTree {
     Write("cgroup/cpu.max", "max 100000\n");
   }
   DoctorOptions Options() const {
-    return {root() + "/proc", root() + "/sys", root() + "/cgroup", {0, 1, 2, 3}};  // pinned to node 0
+    return {
+        root() + "/proc", root() + "/sys", root() + "/cgroup", {0, 1, 2, 3}};  // pinned to node 0
   }
 };
 
@@ -59,15 +62,18 @@ TEST(DoctorTest, AHealthyNodeIsAllOk) {
   FakeNode node;
   const DoctorReport r = Examine(node, FakeGpu{});
   for (const DoctorCheck& c : r.checks) {
-    EXPECT_EQ(c.status, CheckStatus::kOk) << c.subject << "." << c.id << ": " << c.value << " / " << c.reason;
+    EXPECT_EQ(c.status, CheckStatus::kOk)
+        << c.subject << "." << c.id << ": " << c.value << " / " << c.reason;
   }
   EXPECT_FALSE(r.has_failures());
   EXPECT_EQ(r.gpu_count, 1);
   EXPECT_EQ(r.driver_version, "580.65.06");
-  for (const char* id : {"pcie_link", "clocks", "persistence", "ecc", "temperature", "power", "compute_mode", "mig", "numa"}) {
+  for (const char* id : {"pcie_link", "clocks", "persistence", "ecc", "temperature", "power",
+                         "compute_mode", "mig", "numa"}) {
     EXPECT_NE(Find(r, "gpu0", id), nullptr) << id;
   }
-  for (const char* id : {"driver", "cpus", "memory", "swap", "load"}) EXPECT_NE(Find(r, "host", id), nullptr) << id;
+  for (const char* id : {"driver", "cpus", "memory", "swap", "load"})
+    EXPECT_NE(Find(r, "host", id), nullptr) << id;
   EXPECT_EQ(r.facts.at("gpu0.pcie_width"), "x16");
   EXPECT_EQ(r.facts.at("gpu0.pcie_link_max"), "Gen5 x16");
   const std::string text = FormatDoctor(r);
@@ -104,24 +110,70 @@ TEST_P(DoctorRuleTest, FiresOnANodeBuiltToTripItAndNamesTheFix) {
 INSTANTIATE_TEST_SUITE_P(
     Rules, DoctorRuleTest,
     ::testing::Values(
-        RuleCase{"narrow_link", [](FakeGpu& g, FakeNode&) { g.pcie_width = 8; }, "gpu0", "pcie_link", CheckStatus::kFail, "trained down to x8 of x16"},
+        RuleCase{"narrow_link", [](FakeGpu& g, FakeNode&) { g.pcie_width = 8; }, "gpu0",
+                 "pcie_link", CheckStatus::kFail, "trained down to x8 of x16"},
 
-        RuleCase{"power_cap", [](FakeGpu& g, FakeNode&) { g.clocks_event_reasons = 0x4; g.sm_clock = 1410; }, "gpu0", "clocks", CheckStatus::kWarn, "power limit"},
-        RuleCase{"hw_slowdown", [](FakeGpu& g, FakeNode&) { g.clocks_event_reasons = 0x8; }, "gpu0", "clocks", CheckStatus::kFail, "hardware slowdown"},
-        RuleCase{"persistence", [](FakeGpu& g, FakeNode&) { g.persistence = 0; }, "gpu0", "persistence", CheckStatus::kWarn, "nvidia-smi -pm 1"},
-        RuleCase{"ecc_uncorrected", [](FakeGpu& g, FakeNode&) { g.ecc_uncorrected = 2; }, "gpu0", "ecc", CheckStatus::kFail, "uncorrected memory errors"},
-        RuleCase{"ecc_corrected", [](FakeGpu& g, FakeNode&) { g.ecc_corrected = 5; }, "gpu0", "ecc", CheckStatus::kWarn, "corrected memory errors"},
-        RuleCase{"hot", [](FakeGpu& g, FakeNode&) { g.temperature = 88; }, "gpu0", "temperature", CheckStatus::kWarn, "thermal slowdown is near"},
-        RuleCase{"at_power_limit", [](FakeGpu& g, FakeNode&) { g.power_mw = 699000; }, "gpu0", "power", CheckStatus::kWarn, "at its power limit"},
-        RuleCase{"prohibited", [](FakeGpu& g, FakeNode&) { g.compute_mode = 2; }, "gpu0", "compute_mode", CheckStatus::kFail, "prohibited"},
-        RuleCase{"numa", [](FakeGpu&, FakeNode& n) { n.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n"); }, "gpu0", "numa", CheckStatus::kWarn, "numactl --cpunodebind=1"},
-        RuleCase{"cpu_limit", [](FakeGpu&, FakeNode& n) { n.Write("cgroup/cpu.max", "200000 100000\n");  /* 2 of the 4 allowed */ }, "host", "cpus", CheckStatus::kWarn, "num_workers"},
-        RuleCase{"swap", [](FakeGpu&, FakeNode& n) { n.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n"); n.Write("proc/pressure/memory", "some avg10=5.00 avg60=1 avg300=1 total=1\n"); }, "host", "swap", CheckStatus::kWarn, "swap in use while memory is short"},
-        RuleCase{"cpu_limit_v1", [](FakeGpu&, FakeNode& n) { n.Write("proc/self/cgroup", "4:cpu,cpuacct:/docker/ab\n"); n.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n"); n.Write("cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n"); }, "host", "cpus", CheckStatus::kWarn, "num_workers"},
+        RuleCase{"power_cap",
+                 [](FakeGpu& g, FakeNode&) {
+                   g.clocks_event_reasons = 0x4;
+                   g.sm_clock = 1410;
+                 },
+                 "gpu0", "clocks", CheckStatus::kWarn, "power limit"},
+        RuleCase{"hw_slowdown", [](FakeGpu& g, FakeNode&) { g.clocks_event_reasons = 0x8; }, "gpu0",
+                 "clocks", CheckStatus::kFail, "hardware slowdown"},
+        RuleCase{"persistence", [](FakeGpu& g, FakeNode&) { g.persistence = 0; }, "gpu0",
+                 "persistence", CheckStatus::kWarn, "nvidia-smi -pm 1"},
+        RuleCase{"ecc_uncorrected", [](FakeGpu& g, FakeNode&) { g.ecc_uncorrected = 2; }, "gpu0",
+                 "ecc", CheckStatus::kFail, "uncorrected memory errors"},
+        RuleCase{"ecc_corrected", [](FakeGpu& g, FakeNode&) { g.ecc_corrected = 5; }, "gpu0", "ecc",
+                 CheckStatus::kWarn, "corrected memory errors"},
+        RuleCase{"hot", [](FakeGpu& g, FakeNode&) { g.temperature = 88; }, "gpu0", "temperature",
+                 CheckStatus::kWarn, "thermal slowdown is near"},
+        RuleCase{"at_power_limit", [](FakeGpu& g, FakeNode&) { g.power_mw = 699000; }, "gpu0",
+                 "power", CheckStatus::kWarn, "at its power limit"},
+        RuleCase{"prohibited", [](FakeGpu& g, FakeNode&) { g.compute_mode = 2; }, "gpu0",
+                 "compute_mode", CheckStatus::kFail, "prohibited"},
+        RuleCase{"numa",
+                 [](FakeGpu&, FakeNode& n) {
+                   n.Write("sys/bus/pci/devices/0000:17:00.0/numa_node", "1\n");
+                 },
+                 "gpu0", "numa", CheckStatus::kWarn, "numactl --cpunodebind=1"},
+        RuleCase{"cpu_limit",
+                 [](FakeGpu&, FakeNode& n) {
+                   n.Write("cgroup/cpu.max", "200000 100000\n"); /* 2 of the 4 allowed */
+                 },
+                 "host", "cpus", CheckStatus::kWarn, "num_workers"},
+        RuleCase{"swap",
+                 [](FakeGpu&, FakeNode& n) {
+                   n.Write("proc/meminfo",
+                           "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 "
+                           "kB\nSwapFree: 1048576 kB\n");
+                   n.Write("proc/pressure/memory", "some avg10=5.00 avg60=1 avg300=1 total=1\n");
+                 },
+                 "host", "swap", CheckStatus::kWarn, "swap in use while memory is short"},
+        RuleCase{"cpu_limit_v1",
+                 [](FakeGpu&, FakeNode& n) {
+                   n.Write("proc/self/cgroup", "4:cpu,cpuacct:/docker/ab\n");
+                   n.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n");
+                   n.Write("cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+                 },
+                 "host", "cpus", CheckStatus::kWarn, "num_workers"},
         // 48 GiB free on the host, but the container's 8 GiB limit is all but used.
-        RuleCase{"container_memory", [](FakeGpu&, FakeNode& n) { n.Write("proc/self/cgroup", "0::/pod\n"); n.Write("cgroup/pod/memory.max", "8589934592\n"); n.Write("cgroup/pod/memory.current", "8480000000\n"); }, "host", "memory", CheckStatus::kWarn, "DataLoader workers"},
-        RuleCase{"memory_pressure", [](FakeGpu&, FakeNode& n) { n.Write("proc/pressure/memory", "some avg10=25.00 avg60=1 avg300=1 total=1\n"); }, "host", "memory", CheckStatus::kWarn, "stall"},
-        RuleCase{"load", [](FakeGpu&, FakeNode& n) { n.Write("proc/loadavg", "400.0 1 1 2/300 1\n"); }, "host", "load", CheckStatus::kWarn, "compete"}),
+        RuleCase{"container_memory",
+                 [](FakeGpu&, FakeNode& n) {
+                   n.Write("proc/self/cgroup", "0::/pod\n");
+                   n.Write("cgroup/pod/memory.max", "8589934592\n");
+                   n.Write("cgroup/pod/memory.current", "8480000000\n");
+                 },
+                 "host", "memory", CheckStatus::kWarn, "DataLoader workers"},
+        RuleCase{"memory_pressure",
+                 [](FakeGpu&, FakeNode& n) {
+                   n.Write("proc/pressure/memory", "some avg10=25.00 avg60=1 avg300=1 total=1\n");
+                 },
+                 "host", "memory", CheckStatus::kWarn, "stall"},
+        RuleCase{"load",
+                 [](FakeGpu&, FakeNode& n) { n.Write("proc/loadavg", "400.0 1 1 2/300 1\n"); },
+                 "host", "load", CheckStatus::kWarn, "compete"}),
     [](const ::testing::TestParamInfo<RuleCase>& p) { return std::string(p.param.name); });
 
 TEST(DoctorTest, QuietWhereNodesAreNormal) {
@@ -130,7 +182,9 @@ TEST(DoctorTest, QuietWhereNodesAreNormal) {
   idle.pcie_gen = 1;  // GPUs lower the link generation at idle
   EXPECT_EQ(Find(Examine(node, idle), "gpu0", "pcie_link")->status, CheckStatus::kOk);
   // Swap resident while memory is plentiful and nobody stalls on it.
-  node.Write("proc/meminfo", "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: 1048576 kB\n");
+  node.Write("proc/meminfo",
+             "MemTotal: 67108864 kB\nMemAvailable: 50331648 kB\nSwapTotal: 8388608 kB\nSwapFree: "
+             "1048576 kB\n");
   EXPECT_EQ(Find(Examine(node, FakeGpu{}), "host", "swap")->status, CheckStatus::kOk);
   // A container limit with room to spare.
   node.Write("proc/self/cgroup", "0::/pod\n");
@@ -153,13 +207,15 @@ TEST(DoctorTest, BaselineDiffCatchesALinkTrainedDown) {
   absl::StatusOr<DoctorReport> saved = DoctorFromJson(DoctorToJson(baseline));
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(*saved, baseline);
-  EXPECT_TRUE(DoctorBaselineDiff(*saved, Examine(node, good)).empty()) << "the same node is the same";
+  EXPECT_TRUE(DoctorBaselineDiff(*saved, Examine(node, good)).empty())
+      << "the same node is the same";
 
   FakeGpu degraded = good;
   degraded.pcie_gen = 3;
   degraded.pcie_width = 8;
   degraded.temperature = 60;  // readings that move on their own are not compared
-  EXPECT_THAT(DoctorBaselineDiff(*saved, Examine(node, degraded)), ElementsAre("gpu0.pcie_width: x16 -> x8"));
+  EXPECT_THAT(DoctorBaselineDiff(*saved, Examine(node, degraded)),
+              ElementsAre("gpu0.pcie_width: x16 -> x8"));
   // A link that merely idles at a lower generation is the same node.
   FakeGpu idle = good;
   idle.pcie_gen = 1;
@@ -185,8 +241,9 @@ TEST(DoctorTest, CorruptOrUnrelatedBaselinesAreRefusedClearly) {
               HasSubstr("invalid JSON"));
   EXPECT_THAT(DoctorFromJson("{\"schema_version\": 1, \"steps\": 3}").status().message(),
               HasSubstr("is it a summary"));
-  EXPECT_EQ(DoctorFromJson("{\"schema\": \"gpuscope.doctor\", \"schema_version\": 9}").status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      DoctorFromJson("{\"schema\": \"gpuscope.doctor\", \"schema_version\": 9}").status().code(),
+      absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(DoctorFromJson("[]").status().message(), HasSubstr("not an object"));
 }
 

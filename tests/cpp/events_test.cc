@@ -84,7 +84,8 @@ TEST(EventsTest, StarvedLoopIdleLowerBoundIsNearTheTruth) {
   for (int i = 0; i < 20; ++i) {
     loop.Step([&] {
       loop.Phase(Phase::kData, 30 * kMs);
-      loop.Phase(Phase::kForward, 10 * kMs, /*kernel_ns=*/10 * kMs);  // host waits as long as the kernel runs
+      loop.Phase(Phase::kForward, 10 * kMs,
+                 /*kernel_ns=*/10 * kMs);  // host waits as long as the kernel runs
     });
   }
   const Summary s = loop.DrainAndSummarize();
@@ -168,7 +169,8 @@ TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthOnRandomLoops) {
         const int phases = 1 + static_cast<int>(rng() % 4);
         for (int p = 0; p < phases; ++p) {
           const int64_t kernel = rng() % 3 == 0 ? 0 : static_cast<int64_t>(rng() % 15) * kMs;
-          int64_t host = static_cast<int64_t>(rng() % 8) * kMs + static_cast<int64_t>(rng() % 1000) * kUs;
+          int64_t host =
+              static_cast<int64_t>(rng() % 8) * kMs + static_cast<int64_t>(rng() % 1000) * kUs;
           if (rng() % 3 == 0) host += kernel;  // sometimes the host waits for it
           loop.Phase(static_cast<Phase>(1 + rng() % 4), host, kernel);
         }
@@ -197,10 +199,18 @@ TEST(EventsTest, NoMarkerIsLeakedWhateverTheLoopDoes) {
   s.End(b);
   s.End(a);
   const ScopeToken probe = s.BeginStep();
-  { PhaseScope p(s, Phase::kData); }
+  {
+    PhaseScope p(s, Phase::kData);
+  }
   s.Cancel(probe);
-  { PhaseScope p(s, Phase::kCheckpoint); loop.clock->Advance(kMs); }
-  { StepScope x(s); StepScope y(s); }
+  {
+    PhaseScope p(s, Phase::kCheckpoint);
+    loop.clock->Advance(kMs);
+  }
+  {
+    StepScope x(s);
+    StepScope y(s);
+  }
   loop.DrainAndSummarize();
   s.Close();
   EXPECT_GT(loop.gpu->markers_recorded(), 10);
@@ -245,7 +255,8 @@ TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthWithPhasesNestedInData) {
           loop.clock->Advance(static_cast<int64_t>(rng() % 5) * kMs);
         }
         const int64_t kernel = static_cast<int64_t>(rng() % 12) * kMs;
-        loop.Phase(Phase::kForward, static_cast<int64_t>(rng() % 6) * kMs + (rng() % 2 ? kernel : 0), kernel);
+        loop.Phase(Phase::kForward,
+                   static_cast<int64_t>(rng() % 6) * kMs + (rng() % 2 ? kernel : 0), kernel);
       });
     }
     const Summary s = loop.DrainAndSummarize();
@@ -260,7 +271,7 @@ TEST(EventsTest, ClosingWithScopesOpenLeaksNoMarker) {
   loop.Step([&] { loop.Phase(Phase::kForward, kMs, kMs); });
   const ScopeToken step = s.BeginStep();
   const ScopeToken phase = s.BeginPhase(Phase::kData);
-  s.Close();  // with a step and a phase open
+  s.Close();     // with a step and a phase open
   s.End(phase);  // after close: no new marker
   s.End(step);
   const int64_t recorded = loop.gpu->markers_recorded();
@@ -324,7 +335,10 @@ TEST(EventsTest, NoDriverMeansHostSourceAndSaysWhy) {
   gpu->InjectFault(SimulatedDevice::Fault::kNoDriver);
   auto clock = std::make_shared<ManualClock>();
   Session session(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
-  { StepScope step(session); clock->Advance(kMs); }
+  {
+    StepScope step(session);
+    clock->Advance(kMs);
+  }
   const Summary s = session.Summarize();
   EXPECT_EQ(s.source, Source::kHost);
   EXPECT_THAT(s.source_reason, HasSubstr("libcuda.so.1"));
@@ -356,7 +370,9 @@ TEST_P(FaultTest, AFaultMidRunLowersTheSourceOnceAndTheLoopGoesOn) {
   EXPECT_EQ(s.total_steps, 15);  // the loop went on
   EXPECT_EQ(s.pending_steps, 0);
   EXPECT_EQ(std::count_if(warnings.begin(), warnings.end(),
-                          [](const std::string& w) { return w.find("lowered to host") != std::string::npos; }),
+                          [](const std::string& w) {
+                            return w.find("lowered to host") != std::string::npos;
+                          }),
             1);
   loop.session->Close();
   EXPECT_EQ(loop.gpu->live_markers(), 0);
@@ -425,7 +441,8 @@ TEST(EventsTest, CopyStreamAndSecondDeviceGivePerDeviceNumbers) {
       window += e - b;
       busy += loop.gpu->DeviceBusyBetween(b, e, d.device);
     }
-    EXPECT_LE(*d.gpu_idle_pct, 100.0 * static_cast<double>(window - busy) / static_cast<double>(window) + 1e-9);
+    EXPECT_LE(*d.gpu_idle_pct,
+              100.0 * static_cast<double>(window - busy) / static_cast<double>(window) + 1e-9);
   }
   // The session's numbers are over both devices' time: their mean, and the
   // causes sum to it (device 1 idles in data, h2d and forward too).
@@ -571,7 +588,10 @@ TEST(EventsReportTest, SaysWhyThereAreNoGpuNumbersYet) {
   auto gpu = std::make_shared<SimulatedDevice>();
   auto clock = std::make_shared<ManualClock>();
   Session session(Options{.clock = clock, .simulated_device = gpu});  // no stream given
-  { StepScope step(session); clock->Advance(testing::kMs); }
+  {
+    StepScope step(session);
+    clock->Advance(testing::kMs);
+  }
   const Summary s = session.Summarize();
   EXPECT_EQ(s.source, Source::kEvents);
   EXPECT_EQ(s.gpu_steps, 0);

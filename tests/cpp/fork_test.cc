@@ -4,14 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
-#include "session/session_impl.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
+#include "session/session_impl.h"
 
 namespace gpuscope {
 namespace {

@@ -22,23 +22,23 @@
 #include <vector>
 
 #include "backends/telemetry/process_telemetry.h"
-#include "session/session_impl.h"
-#include "session/worker.h"
-#include "gmock/gmock.h"
-#include "gpuscope/testing.h"
-#include "gpuscope/gpuscope.h"
-#include "gtest/gtest.h"
-#include "test_util.h"
 #include "base/dynlib.h"
 #include "base/env.h"
 #include "base/json.h"
+#include "gmock/gmock.h"
+#include "gpuscope/gpuscope.h"
+#include "gpuscope/testing.h"
+#include "gtest/gtest.h"
+#include "session/session_impl.h"
+#include "session/worker.h"
+#include "test_util.h"
 
 namespace gpuscope {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::kMs;
+using ::testing::Not;
 using testing::TempTree;
 
 // Sets an environment variable for the scope's life.
@@ -122,7 +122,9 @@ TEST(EnvTest, SimulatedNumbersAreLabeledSimulated) {
   {
     ScopedEnv env("GPUSCOPE_SIMULATE", "false");
     Session session(Options{.stream = 0});
-    { StepScope step(session); }
+    {
+      StepScope step(session);
+    }
     const Summary s = session.Summarize();
     EXPECT_FALSE(s.simulated);
     EXPECT_NE(s.source_reason.find("simulated"), 0u);
@@ -131,7 +133,9 @@ TEST(EnvTest, SimulatedNumbersAreLabeledSimulated) {
   {
     ScopedEnv env("GPUSCOPE_SIMULATE", "yes");
     Session session(Options{.stream = 0});
-    { StepScope step(session); }
+    {
+      StepScope step(session);
+    }
     const Summary s = session.Summarize();
     EXPECT_TRUE(s.simulated);
     EXPECT_EQ(s.source, Source::kEvents);
@@ -160,20 +164,24 @@ TEST(EnvTest, DisableReadsTheSameWay) {
 
 TEST(PhaseNameTest, RefusesControlInvisibleAndLookAlikeCharacters) {
   const char* bad[] = {
-      "\xc2\x85",            // NEL (C1)
-      "a\xe2\x80\xae" "b",   // right-to-left override
-      "a\xe2\x80\x8b",       // zero-width space
-      "\xef\xbb\xbf" "x",    // BOM
-      "a\xe2\x81\xa6" "b",   // left-to-right isolate
-      "a\xc2\xa0" "b",       // no-break space
-      " ",                   // a lone space
+      "\xc2\x85",  // NEL (C1)
+      "a\xe2\x80\xae"
+      "b",              // right-to-left override
+      "a\xe2\x80\x8b",  // zero-width space
+      "\xef\xbb\xbf"
+      "x",  // BOM
+      "a\xe2\x81\xa6"
+      "b",  // left-to-right isolate
+      "a\xc2\xa0"
+      "b",  // no-break space
+      " ",  // a lone space
       " forward",
       "forward ",
-      "a\x1b[31m",           // ESC
+      "a\x1b[31m",  // ESC
       "a\rb",
-      "\xff",                // not UTF-8
-      "\xed\xa0\x80",        // a surrogate, encoded
-      "\xc0\xaf",            // overlong
+      "\xff",          // not UTF-8
+      "\xed\xa0\x80",  // a surrogate, encoded
+      "\xc0\xaf",      // overlong
   };
   Session session;
   for (const char* name : bad) {
@@ -185,7 +193,9 @@ TEST(PhaseNameTest, RefusesControlInvisibleAndLookAlikeCharacters) {
   }
   {
     StepScope step(session);
-    PhaseScope p(session, "a\xe2\x80\xae" "b");  // ignored and counted
+    PhaseScope p(session,
+                 "a\xe2\x80\xae"
+                 "b");  // ignored and counted
   }
   EXPECT_EQ(session.Summarize().misuse.invalid_phase, 1);
 }
@@ -198,11 +208,14 @@ TEST(PhaseNameTest, AcceptsVisibleTextInAnyScript) {
 }
 
 TEST(EscapeForTerminalTest, EscapesWhatCouldRewriteTheTerminal) {
-  EXPECT_EQ(EscapeForTerminal("plain text, \xe5\x89\x8d\xe5\x90\x91"), "plain text, \xe5\x89\x8d\xe5\x90\x91");
+  EXPECT_EQ(EscapeForTerminal("plain text, \xe5\x89\x8d\xe5\x90\x91"),
+            "plain text, \xe5\x89\x8d\xe5\x90\x91");
   EXPECT_EQ(EscapeForTerminal("a\x1b[2Kb"), "a\\e[2Kb");
   EXPECT_EQ(EscapeForTerminal("x\r\nREGRESSION:"), "x\\r\\nREGRESSION:");
   EXPECT_EQ(EscapeForTerminal("\xc2\x85"), "\\u{0085}");
-  EXPECT_EQ(EscapeForTerminal("a\xe2\x80\xae" "b"), "a\\u{202E}b");
+  EXPECT_EQ(EscapeForTerminal("a\xe2\x80\xae"
+                              "b"),
+            "a\\u{202E}b");
   EXPECT_EQ(EscapeForTerminal("a\xe2\x80\x8b"), "a\\u{200B}");
   EXPECT_EQ(EscapeForTerminal("\xff\xfe"), "\\xFF\\xFE");
   EXPECT_EQ(EscapeForTerminal("\xe2\x80"), "\\xE2\\x80");  // truncated sequence
@@ -213,8 +226,10 @@ bool HasTerminalControl(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
-    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xa0) return true;
-    if (text.compare(i, 3, "\xe2\x80\xae") == 0 || text.compare(i, 3, "\xe2\x80\x8b") == 0) return true;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xa0)
+      return true;
+    if (text.compare(i, 3, "\xe2\x80\xae") == 0 || text.compare(i, 3, "\xe2\x80\x8b") == 0)
+      return true;
   }
   return false;
 }
@@ -225,8 +240,14 @@ TEST(ReportTest, TextFromASummaryIsPrintedEscaped) {
   s.source_reason = "reason\r\nREGRESSION: fake";
   s.steps = s.total_steps = s.window = 4;
   s.window_time = 0.04;
-  s.step_time = Quantiles{.count = 4, .mean = 0.01, .min = 0.01, .max = 0.01, .p50 = 0.01, .p90 = 0.01,
-                          .p95 = 0.01, .p99 = 0.01};
+  s.step_time = Quantiles{.count = 4,
+                          .mean = 0.01,
+                          .min = 0.01,
+                          .max = 0.01,
+                          .p50 = 0.01,
+                          .p90 = 0.01,
+                          .p95 = 0.01,
+                          .p99 = 0.01};
   PhaseStats evil;
   evil.name = "data\x1b[2K\r\xc2\x85REGRESSION\xe2\x80\xae";
   evil.share = evil.inclusive_share = 1;
@@ -267,8 +288,15 @@ std::string SampleSummaryJson() {
   s.steps = 10;
   s.total_steps = 12;
   s.window_time = 0.2;
-  s.step_time = Quantiles{.count = 10, .mean = 0.02, .stddev = 0.001, .min = 0.018, .max = 0.025,
-                          .p50 = 0.02, .p90 = 0.021, .p95 = 0.022, .p99 = 0.024};
+  s.step_time = Quantiles{.count = 10,
+                          .mean = 0.02,
+                          .stddev = 0.001,
+                          .min = 0.018,
+                          .max = 0.025,
+                          .p50 = 0.02,
+                          .p90 = 0.021,
+                          .p95 = 0.022,
+                          .p99 = 0.024};
   s.lifetime_step_time = s.step_time;
   s.lifetime_step_time.count = 12;
   s.gpu_steps = 10;
@@ -339,7 +367,8 @@ TEST(SummaryJsonTest, RefusesValuesNoSessionProduces) {
       {"\"dropped_records\": 0", "\"dropped_records\": -1", "dropped_records' is -1"},
       {"\"data\": 50", "\"data\": -5", "'idle_by_cause.data' is -5"},
       {"\"simulated\": false", "\"simulated\": 1", "'simulated' must be true or false"},
-      {"\"name\": \"data\"", "\"name\": \"data\\u001b[2K\"", "is not a phase name a session accepts"},
+      {"\"name\": \"data\"", "\"name\": \"data\\u001b[2K\"",
+       "is not a phase name a session accepts"},
       {"\"name\": \"data\"", "\"name\": \"x\\u202e\"", "is not a phase name a session accepts"},
       {"\"name\": \"data\"", "\"name\": \" \"", "is not a phase name a session accepts"},
       // Relations between fields.
@@ -349,10 +378,14 @@ TEST(SummaryJsonTest, RefusesValuesNoSessionProduces) {
       {"\"count\": 10", "\"count\": 3", "step_time.count differs from steps"},
       {"\"gpu_steps\": 10", "\"gpu_steps\": 11", "gpu_steps exceeds steps"},
       {"\"data\": 50", "\"data\": 59", "idle_by_cause sums to"},
-      {"\"gemm_time_per_step\": 0.006", "\"gemm_time_per_step\": 4.9e-324", "activity kernel times are inconsistent"},
-      {"\"kernel_time_per_step\": 0.008", "\"kernel_time_per_step\": 0.001", "activity kernel times are inconsistent"},
-      {"\"pageable_copies_per_step\": 2", "\"pageable_copies_per_step\": 9", "activity copy counts"},
-      {"\"inclusive_share\": 0.5", "\"inclusive_share\": 0.25", "share exceeds its inclusive_share"},
+      {"\"gemm_time_per_step\": 0.006", "\"gemm_time_per_step\": 4.9e-324",
+       "activity kernel times are inconsistent"},
+      {"\"kernel_time_per_step\": 0.008", "\"kernel_time_per_step\": 0.001",
+       "activity kernel times are inconsistent"},
+      {"\"pageable_copies_per_step\": 2", "\"pageable_copies_per_step\": 9",
+       "activity copy counts"},
+      {"\"inclusive_share\": 0.5", "\"inclusive_share\": 0.25",
+       "share exceeds its inclusive_share"},
   };
   for (const Case& c : cases) {
     const absl::StatusOr<Summary> s = SummaryFromJson(Replace(json, c.from, c.to));
@@ -413,7 +446,8 @@ TEST(DynLibTest, RefusesAFifoInsteadOfBlockingOnIt) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("is not a regular file (a FIFO)"));
   // A directory, and a missing file, are plain errors too.
   EXPECT_FALSE(internal::DynLib::Open(tree.root() + "/").ok());
-  EXPECT_EQ(internal::DynLib::Open(tree.Path("missing.so")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(internal::DynLib::Open(tree.Path("missing.so")).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(DynLibTest, ASessionWithLibraryPathsAtFifosStartsAndSaysWhy) {
@@ -426,7 +460,9 @@ TEST(DynLibTest, ASessionWithLibraryPathsAtFifosStartsAndSaysWhy) {
   Summary s;
   EXPECT_TRUE(FinishesWithin(std::chrono::seconds(10), cuda, [&] {
     Session session;
-    { StepScope step(session); }
+    {
+      StepScope step(session);
+    }
     s = session.Summarize();
   }));
   EXPECT_EQ(s.source, Source::kHost);
@@ -477,7 +513,8 @@ TEST(ProcessTelemetryTest, SampledOncePerIntervalHoweverManySessions) {
   const uint64_t before = internal::ProcessTelemetrySamples();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kSessions; ++i) {
-    sessions.push_back(std::make_unique<Session>(Options{.window = 8, .telemetry_interval_ms = 50}));
+    sessions.push_back(
+        std::make_unique<Session>(Options{.window = 8, .telemetry_interval_ms = 50}));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   const double elapsed_ms =
@@ -497,8 +534,14 @@ TEST(ProcessTelemetryTest, EverySessionGetsTheSharedSamples) {
   Session a(Options{.telemetry_interval_ms = 20});
   Session b(Options{.telemetry_interval_ms = 20});
   for (int i = 0; i < 20; ++i) {
-    { StepScope step(a); std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
-    { StepScope step(b); std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
+    {
+      StepScope step(a);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    {
+      StepScope step(b);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (Session* s : {&a, &b}) {
@@ -510,7 +553,9 @@ TEST(ProcessTelemetryTest, EverySessionGetsTheSharedSamples) {
 }
 
 TEST(WorkerTest, SleepsWhileNoSessionIsOpen) {
-  { Session session(Options{.flush_interval_ms = 1}); }
+  {
+    Session session(Options{.flush_interval_ms = 1});
+  }
   internal::Worker& worker = internal::Worker::Get();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a pass in flight ends
   const uint64_t passes = worker.passes();

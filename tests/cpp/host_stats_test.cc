@@ -26,19 +26,24 @@ TEST(HostStatsTest, ReadsEveryProcFile) {
   FakeRoot r;
   r.Write("proc/stat", "cpu  100 0 50 800 40 5 5 0 0 0\ncpu0 50 0 25 400 20 2 3 0 0 0\n");
   const long hz = sysconf(_SC_CLK_TCK);
-  r.Write("proc/self/stat", "1234 (python -m train) S 1 2 3 4 5 6 7 8 9 10 " + std::to_string(3 * hz) + " " +
-                                std::to_string(hz) + " " + std::to_string(8 * hz) + " " + std::to_string(2 * hz) +
+  r.Write("proc/self/stat", "1234 (python -m train) S 1 2 3 4 5 6 7 8 9 10 " +
+                                std::to_string(3 * hz) + " " + std::to_string(hz) + " " +
+                                std::to_string(8 * hz) + " " + std::to_string(2 * hz) +
                                 " 20 0 1 0\n");
-  r.Write("proc/meminfo", "MemTotal:       16384 kB\nMemFree:  1 kB\nMemAvailable:    8192 kB\nSwapTotal: 4096 kB\nSwapFree: 1024 kB\n");
+  r.Write("proc/meminfo",
+          "MemTotal:       16384 kB\nMemFree:  1 kB\nMemAvailable:    8192 kB\nSwapTotal: 4096 "
+          "kB\nSwapFree: 1024 kB\n");
   r.Write("proc/loadavg", "3.50 2.00 1.00 2/300 4242\n");
-  r.Write("proc/pressure/memory", "some avg10=12.50 avg60=3.00 avg300=1.00 total=99\nfull avg10=1.00 avg60=0 avg300=0 total=9\n");
+  r.Write("proc/pressure/memory",
+          "some avg10=12.50 avg60=3.00 avg300=1.00 total=99\nfull avg10=1.00 avg60=0 avg300=0 "
+          "total=9\n");
   r.Write("proc/vmstat", "nr_free_pages 10\npswpin 7\npswpout 11\n");
   absl::StatusOr<HostSnapshot> s = ReadHost(r.Path("proc"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->cpu.user, 100u);
   EXPECT_EQ(s->cpu.iowait, 40u);
   EXPECT_EQ(s->cpu.total(), 1000u);
-  EXPECT_DOUBLE_EQ(s->process_cpu_s, 4.0);   // utime 3 s + stime 1 s, the name's spaces skipped
+  EXPECT_DOUBLE_EQ(s->process_cpu_s, 4.0);    // utime 3 s + stime 1 s, the name's spaces skipped
   EXPECT_DOUBLE_EQ(s->children_cpu_s, 10.0);  // DataLoader workers, once reaped
   EXPECT_DOUBLE_EQ(s->mem_total_bytes, 16384.0 * 1024);
   EXPECT_DOUBLE_EQ(s->mem_available_bytes, 8192.0 * 1024);
@@ -106,7 +111,8 @@ TEST(HostStatsTest, PlacementCgroupLimitAffinityAndNuma) {
   r.Write("sys/bus/pci/devices/10000:01:00.0/numa_node", "0\n");
   EXPECT_EQ(PciNumaNode(r.Path("sys"), "00010000:01:00.0"), 0);  // a VMD domain keeps its digits
   r.Write("cgroup/cpu.max", "max 100000\n");
-  EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit));
+  EXPECT_TRUE(std::isnan(
+      ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit));
 }
 
 TEST(HostStatsTest, CgroupLimitIsTheTightestOnTheWayUpFromTheProcessesOwn) {
@@ -115,11 +121,15 @@ TEST(HostStatsTest, CgroupLimitIsTheTightestOnTheWayUpFromTheProcessesOwn) {
   r.Write("proc/self/cgroup", "0::/slurm/job_7/step_0\n");
   r.Write("cgroup/cpu.max", "max 100000\n");
   r.Write("cgroup/slurm/cpu.max", "max 100000\n");
-  r.Write("cgroup/slurm/job_7/cpu.max", "300000 100000\n");          // the job: 3 cores
-  r.Write("cgroup/slurm/job_7/step_0/cpu.max", "max 100000\n");      // the step: no limit of its own
-  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 3.0);
-  r.Write("cgroup/cpu.max", "150000 100000\n");                       // a tighter root
-  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 1.5);
+  r.Write("cgroup/slurm/job_7/cpu.max", "300000 100000\n");      // the job: 3 cores
+  r.Write("cgroup/slurm/job_7/step_0/cpu.max", "max 100000\n");  // the step: no limit of its own
+  EXPECT_DOUBLE_EQ(
+      ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit,
+      3.0);
+  r.Write("cgroup/cpu.max", "150000 100000\n");  // a tighter root
+  EXPECT_DOUBLE_EQ(
+      ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit,
+      1.5);
 }
 
 TEST(HostStatsTest, CgroupV1CpuQuotaCounts) {
@@ -127,19 +137,25 @@ TEST(HostStatsTest, CgroupV1CpuQuotaCounts) {
   // the host's hierarchy, the mount shows the container's own cgroup.
   FakeRoot r;
   const std::vector<int> allowed = {0, 1, 2, 3};
-  r.Write("proc/self/cgroup", "12:memory:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
+  r.Write("proc/self/cgroup",
+          "12:memory:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
   r.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "250000\n");
   r.Write("cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 2.5);
+  EXPECT_DOUBLE_EQ(
+      ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit,
+      2.5);
   r.Write("cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");  // no limit
-  EXPECT_TRUE(std::isnan(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit));
+  EXPECT_TRUE(std::isnan(
+      ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit));
   // With the host's hierarchy visible, the process's own directory counts.
   r.Write("cgroup/cpu,cpuacct/docker/ab12/cpu.cfs_quota_us", "50000\n");
   r.Write("cgroup/cpu,cpuacct/docker/ab12/cpu.cfs_period_us", "100000\n");
-  EXPECT_DOUBLE_EQ(ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit, 0.5);
+  EXPECT_DOUBLE_EQ(
+      ReadPlacement(r.Path("sys"), r.Path("cgroup"), &allowed, r.Path("proc")).cgroup_cpu_limit,
+      0.5);
   EXPECT_THAT(CgroupChain(r.Path("proc"), r.Path("cgroup"), "cpu"),
-              ElementsAre(r.Path("cgroup/cpu,cpuacct/docker/ab12"), r.Path("cgroup/cpu,cpuacct/docker"),
-                          r.Path("cgroup/cpu,cpuacct")));
+              ElementsAre(r.Path("cgroup/cpu,cpuacct/docker/ab12"),
+                          r.Path("cgroup/cpu,cpuacct/docker"), r.Path("cgroup/cpu,cpuacct")));
   EXPECT_TRUE(CgroupChain(r.Path("proc"), r.Path("cgroup"), "").empty());  // no v2 line
 }
 
@@ -147,9 +163,10 @@ TEST(HostStatsTest, ContainerMemoryIsTheTightestLimitLessWhatCountsAgainstIt) {
   FakeRoot r;
   r.Write("proc/self/cgroup", "0::/kubepods/pod1/c1\n");
   r.Write("cgroup/kubepods/memory.max", "max\n");
-  r.Write("cgroup/kubepods/pod1/memory.max", "17179869184\n");  // 16 GiB
+  r.Write("cgroup/kubepods/pod1/memory.max", "17179869184\n");      // 16 GiB
   r.Write("cgroup/kubepods/pod1/memory.current", "12884901888\n");  // 12 GiB
-  r.Write("cgroup/kubepods/pod1/memory.stat", "anon 8589934592\nfile 4294967296\ninactive_file 2147483648\n");
+  r.Write("cgroup/kubepods/pod1/memory.stat",
+          "anon 8589934592\nfile 4294967296\ninactive_file 2147483648\n");
   r.Write("cgroup/kubepods/pod1/c1/memory.max", "max\n");
   ContainerMemory m = ReadContainerMemory(r.Path("cgroup"), r.Path("proc"));
   EXPECT_DOUBLE_EQ(m.limit_bytes, 16.0 * (1 << 30));

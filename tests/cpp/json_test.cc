@@ -58,9 +58,7 @@ void ExpectNumberRoundTrips(double value) {
   absl::StatusOr<JsonValue> parsed = ParseJson(text);
   ASSERT_TRUE(parsed.ok()) << parsed.status() << " for " << text;
   ASSERT_TRUE(parsed->is_number()) << text;
-  EXPECT_EQ(std::bit_cast<uint64_t>(parsed->as_number()),
-            std::bit_cast<uint64_t>(value))
-      << text;
+  EXPECT_EQ(std::bit_cast<uint64_t>(parsed->as_number()), std::bit_cast<uint64_t>(value)) << text;
 }
 
 TEST(JsonTest, DoublesRoundTripBitIdentical) {
@@ -176,8 +174,7 @@ TEST(JsonTest, AsInt64OnlyForExactIntegers) {
   EXPECT_EQ(ParseOrDie("1e3").as_int64(), 1000);
   EXPECT_EQ(ParseOrDie("2.0").as_int64(), 2);
   EXPECT_EQ(ParseOrDie("-0").as_int64(), 0);
-  EXPECT_EQ(ParseOrDie("9007199254740992.0").as_int64(),
-            int64_t{9007199254740992});
+  EXPECT_EQ(ParseOrDie("9007199254740992.0").as_int64(), int64_t{9007199254740992});
   EXPECT_EQ(ParseOrDie("1.5").as_int64(), std::nullopt);
   EXPECT_EQ(ParseOrDie("1e19").as_int64(), std::nullopt);
   EXPECT_EQ(ParseOrDie("9007199254740994.0").as_int64(), std::nullopt);
@@ -198,9 +195,7 @@ TEST(JsonTest, NegativeZeroKeepsItsSign) {
   // Inside containers and followed by other bytes.
   for (std::string_view text : {"[-0]", "[0, -0]", "[-0\n]", "-0 "}) {
     const JsonValue doc = ParseOrDie(text);
-    EXPECT_TRUE(std::signbit(
-        (doc.is_array() ? doc.as_array().back() : doc).as_number()))
-        << text;
+    EXPECT_TRUE(std::signbit((doc.is_array() ? doc.as_array().back() : doc).as_number())) << text;
   }
   EXPECT_EQ(Compact(ParseOrDie("[0,-0,0]")), "[0,-0,0]");
   EXPECT_EQ(Compact(ParseOrDie(R"({"a":-0,"b":0})")), R"({"a":-0,"b":0})");
@@ -216,10 +211,8 @@ TEST(JsonTest, IntegersBeyondInt64BecomeDoubles) {
       {"9223372036854775808", 9223372036854775808.0, "9223372036854775808"},
       {"18446744073709551615", 18446744073709551616.0, "18446744073709551616"},
       {"18446744073709551616", 18446744073709551616.0, "18446744073709551616"},
-      {"-9223372036854775809", -9223372036854775808.0,
-       "-9223372036854775808"},
-      {"123456789012345678901234567890", 1.2345678901234568e29,
-       "1.2345678901234568e+29"},
+      {"-9223372036854775809", -9223372036854775808.0, "-9223372036854775808"},
+      {"123456789012345678901234567890", 1.2345678901234568e29, "1.2345678901234568e+29"},
   };
   for (const Case& c : kCases) {
     const JsonValue parsed = ParseOrDie(c.text);
@@ -242,12 +235,10 @@ TEST(JsonTest, UnderflowBecomesSignedZeroAndOverflowIsRejected) {
        {"1e400", "-1e309", "1.8e308", "100000e99999999999999999", "[1e999]"}) {
     absl::StatusOr<JsonValue> parsed = ParseJson(text);
     ASSERT_FALSE(parsed.ok()) << text;
-    EXPECT_NE(parsed.status().message().find("too large"),
-              std::string_view::npos)
+    EXPECT_NE(parsed.status().message().find("too large"), std::string_view::npos)
         << parsed.status();
   }
-  EXPECT_EQ(ParseOrDie("1.7976931348623157e308").as_number(),
-            std::numeric_limits<double>::max());
+  EXPECT_EQ(ParseOrDie("1.7976931348623157e308").as_number(), std::numeric_limits<double>::max());
 }
 
 TEST(JsonTest, StringEscapesRoundTrip) {
@@ -306,8 +297,8 @@ TEST(JsonTest, WriterReplacesInvalidUtf8) {
   // truncated or invalid multi-byte sequence.
   const std::string kReplacement = "\xEF\xBF\xBD";
   const std::pair<std::string_view, int> kCases[] = {
-      {"\xE2\x82", 2},     {"\xF0\x9F\x98", 3}, {"\xED\xA0\x80", 3},
-      {"\xC0\xAF", 2},     {"\xF5", 1},         {"\x80\xBF", 2},
+      {"\xE2\x82", 2}, {"\xF0\x9F\x98", 3}, {"\xED\xA0\x80", 3},
+      {"\xC0\xAF", 2}, {"\xF5", 1},         {"\x80\xBF", 2},
   };
   for (const auto& [bytes, count] : kCases) {
     writer.String(std::string(bytes) + "x");
@@ -328,8 +319,7 @@ TEST(JsonTest, AcceptsValidEdgeCases) {
   EXPECT_TRUE(ParseOrDie("[]").as_array().empty());
   EXPECT_TRUE(ParseOrDie("{}").as_object().empty());
   EXPECT_EQ(ParseOrDie("[ 1 , [ ] , { } ]").as_array().size(), 3u);
-  EXPECT_EQ(ParseOrDie("\"\x7f\xF4\x8F\xBF\xBF\"").as_string(),
-            "\x7f\xF4\x8F\xBF\xBF");
+  EXPECT_EQ(ParseOrDie("\"\x7f\xF4\x8F\xBF\xBF\"").as_string(), "\x7f\xF4\x8F\xBF\xBF");
 }
 
 // Exact messages and positions, those of the earlier hand-written parser:
@@ -349,8 +339,8 @@ TEST(JsonTest, RejectsInvalidDocumentsWithLineAndColumn) {
     ASSERT_FALSE(parsed.ok()) << "accepted: " << c.text;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(parsed.status().message(),
-              absl::StrCat("JSON parse error at line ", c.line, ", column ",
-                           c.column, ": ", std::string(c.what)))
+              absl::StrCat("JSON parse error at line ", c.line, ", column ", c.column, ": ",
+                           std::string(c.what)))
         << "for " << c.text;
   }
 
@@ -361,11 +351,8 @@ TEST(JsonTest, RejectsInvalidDocumentsWithLineAndColumn) {
         "U+%04X in string",
         c);
     const std::string control(1, c);
-    EXPECT_EQ(ParseJson(absl::StrCat("\"ab", control, "\"")).status().message(),
-              expected);
-    EXPECT_EQ(
-        ParseJson(absl::StrCat("{\"k", control, "\":1}")).status().message(),
-        expected);
+    EXPECT_EQ(ParseJson(absl::StrCat("\"ab", control, "\"")).status().message(), expected);
+    EXPECT_EQ(ParseJson(absl::StrCat("{\"k", control, "\":1}")).status().message(), expected);
   }
 }
 
@@ -398,8 +385,7 @@ TEST(JsonTest, DepthLimit) {
     return text;
   };
   const JsonValue deepest = ParseOrDie(nested_mixed(kMaxJsonDepth));
-  EXPECT_EQ(Compact(ParseOrDie(JsonValueToString(deepest, 2))),
-            Compact(deepest));
+  EXPECT_EQ(Compact(ParseOrDie(JsonValueToString(deepest, 2))), Compact(deepest));
   EXPECT_EQ(ParseJson(nested_mixed(kMaxJsonDepth + 1)).status().message(),
             "JSON parse error at line 33, column 1: " + kTooDeep);
 
@@ -428,14 +414,11 @@ TEST(JsonTest, TruncatedDocumentsAreRejected) {
   const JsonValue full = ParseOrDie(kRealisticDocument);
   ASSERT_TRUE(full.is_object());
   for (const std::string& document :
-       {std::string(kRealisticDocument), Compact(full),
-        JsonValueToString(full, 2)}) {
+       {std::string(kRealisticDocument), Compact(full), JsonValueToString(full, 2)}) {
     for (size_t length = 0; length < document.size(); ++length) {
-      absl::StatusOr<JsonValue> parsed =
-          ParseJson(std::string_view(document).substr(0, length));
+      absl::StatusOr<JsonValue> parsed = ParseJson(std::string_view(document).substr(0, length));
       ASSERT_FALSE(parsed.ok()) << "accepted a prefix of length " << length;
-      EXPECT_NE(parsed.status().message().find("column"),
-                std::string_view::npos);
+      EXPECT_NE(parsed.status().message().find("column"), std::string_view::npos);
     }
     EXPECT_TRUE(ParseJson(document).ok());
   }
@@ -532,11 +515,9 @@ TEST(JsonTest, ConstructedValues) {
   members.emplace_back("n", JsonValue());
   members.emplace_back("b", JsonValue::Bool(true));
   members.emplace_back("x", JsonValue::Number(0.5));
-  members.emplace_back("i",
-                       JsonValue::Int(std::numeric_limits<int64_t>::min()));
+  members.emplace_back("i", JsonValue::Int(std::numeric_limits<int64_t>::min()));
   members.emplace_back("s", JsonValue::String("t"));
-  members.emplace_back(
-      "a", JsonValue::MakeArray({JsonValue::Number(-0.0), JsonValue()}));
+  members.emplace_back("a", JsonValue::MakeArray({JsonValue::Number(-0.0), JsonValue()}));
   const JsonValue value = JsonValue::MakeObject(std::move(members));
   EXPECT_EQ(value.type(), JsonValue::Type::kObject);
   EXPECT_TRUE(value.Find("n")->is_null());
@@ -544,9 +525,8 @@ TEST(JsonTest, ConstructedValues) {
   EXPECT_TRUE(value.Find("x")->is_number());
   EXPECT_TRUE(value.Find("s")->is_string());
   EXPECT_TRUE(value.Find("a")->is_array());
-  EXPECT_EQ(Compact(value),
-            R"({"n":null,"b":true,"x":0.5,"i":-9223372036854775808,)"
-            R"("s":"t","a":[-0,null]})");
+  EXPECT_EQ(Compact(value), R"({"n":null,"b":true,"x":0.5,"i":-9223372036854775808,)"
+                            R"("s":"t","a":[-0,null]})");
   EXPECT_EQ(Compact(ParseOrDie(Compact(value))), Compact(value));
 }
 
@@ -591,8 +571,7 @@ TEST(JsonTest, WriterMisuseDoesNotCrash) {
 
 TEST(JsonTest, RandomInputsDoNotCrash) {
   std::mt19937_64 rng(12345);
-  const std::string kAlphabet =
-      "{}[]:,\"\\ \n-+.0123456789eEtrufalsn/u\xC3\xA9";
+  const std::string kAlphabet = "{}[]:,\"\\ \n-+.0123456789eEtrufalsn/u\xC3\xA9";
   const std::string base(kRealisticDocument);
   auto check = [](std::string_view text) {
     absl::StatusOr<JsonValue> parsed = ParseJson(text);
@@ -612,8 +591,7 @@ TEST(JsonTest, RandomInputsDoNotCrash) {
     std::string text(rng() % 64, '\0');
     const bool raw = rng() % 2 == 0;
     for (char& c : text) {
-      c = raw ? static_cast<char>(rng() & 0xFF)
-              : kAlphabet[rng() % kAlphabet.size()];
+      c = raw ? static_cast<char>(rng() & 0xFF) : kAlphabet[rng() % kAlphabet.size()];
     }
     check(text);
 
@@ -622,21 +600,13 @@ TEST(JsonTest, RandomInputsDoNotCrash) {
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits && !mutated.empty(); ++e) {
       const size_t pos = rng() % mutated.size();
-      const char c = rng() % 2 == 0 ? static_cast<char>(rng() & 0xFF)
-                                    : kAlphabet[rng() % kAlphabet.size()];
+      const char c =
+          rng() % 2 == 0 ? static_cast<char>(rng() & 0xFF) : kAlphabet[rng() % kAlphabet.size()];
       switch (rng() % 4) {
-        case 0:
-          mutated[pos] = c;
-          break;
-        case 1:
-          mutated.insert(mutated.begin() + static_cast<std::ptrdiff_t>(pos), c);
-          break;
-        case 2:
-          mutated.erase(pos, 1 + rng() % 8);
-          break;
-        default:
-          mutated.insert(pos, mutated.substr(rng() % mutated.size(), 16));
-          break;
+        case 0: mutated[pos] = c; break;
+        case 1: mutated.insert(mutated.begin() + static_cast<std::ptrdiff_t>(pos), c); break;
+        case 2: mutated.erase(pos, 1 + rng() % 8); break;
+        default: mutated.insert(pos, mutated.substr(rng() % mutated.size(), 16)); break;
       }
     }
     check(mutated);

@@ -194,8 +194,9 @@ TEST(MisuseTest, ScopesBeyondTheDepthLimitAreIgnored) {
 }
 
 TEST(MisuseTest, StatusMessagesSayWhatToDo) {
-  for (ScopeStatus st : {ScopeStatus::kDisabled, ScopeStatus::kWrongThread, ScopeStatus::kNestedStep,
-                         ScopeStatus::kTooDeep, ScopeStatus::kInvalidPhase}) {
+  for (ScopeStatus st :
+       {ScopeStatus::kDisabled, ScopeStatus::kWrongThread, ScopeStatus::kNestedStep,
+        ScopeStatus::kTooDeep, ScopeStatus::kInvalidPhase}) {
     EXPECT_GT(ScopeStatusMessage(st).size(), 30u);
   }
 }

@@ -90,7 +90,8 @@ TEST(NvmlTest, ThrottleReasonsAreNamed) {
   auto nvml = Nvml::Open();
   ASSERT_TRUE(nvml.ok());
   const GpuState g = (*nvml)->Read(0);
-  EXPECT_THAT(ClocksEventReasonNames(g.clocks_event_reasons), ElementsAre("sw_power_cap", "sw_thermal_slowdown"));
+  EXPECT_THAT(ClocksEventReasonNames(g.clocks_event_reasons),
+              ElementsAre("sw_power_cap", "sw_thermal_slowdown"));
   EXPECT_TRUE(IsThrottling(g.clocks_event_reasons));
 }
 
@@ -99,7 +100,8 @@ TEST(NvmlTest, InitFailureSaysWhyAndClosingShutsDown) {
   absl::StatusOr<std::unique_ptr<Nvml>> failed = Nvml::Open();
   fake_nvml_fail_init(0);
   ASSERT_FALSE(failed.ok());
-  EXPECT_THAT(failed.status().message(), HasSubstr("NVML_ERROR_DRIVER_NOT_LOADED (no NVIDIA driver is loaded)"));
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("NVML_ERROR_DRIVER_NOT_LOADED (no NVIDIA driver is loaded)"));
   {
     auto nvml = Nvml::Open();
     ASSERT_TRUE(nvml.ok());

@@ -38,17 +38,19 @@ TEST(NvtxTest, StepsAndPhasesAreRangesInTheGpuscopeDomain) {
   testing::NvtxRecorderClear();
   for (int i = 0; i < 2; ++i) {
     StepScope step(session);
-    { PhaseScope p(session, Phase::kData); }
+    {
+      PhaseScope p(session, Phase::kData);
+    }
     {
       PhaseScope p(session, Phase::kForward);
       PhaseScope q(session, "attention");
     }
   }
-  EXPECT_THAT(GpuscopeRanges(),
-              ::testing::ElementsAre("push step 0", "push data", "pop", "push forward",
-                                     "push attention", "pop", "pop", "pop", "push step 1",
-                                     "push data", "pop", "push forward", "push attention", "pop",
-                                     "pop", "pop"));
+  EXPECT_THAT(
+      GpuscopeRanges(),
+      ::testing::ElementsAre("push step 0", "push data", "pop", "push forward", "push attention",
+                             "pop", "pop", "pop", "push step 1", "push data", "pop", "push forward",
+                             "push attention", "pop", "pop", "pop"));
   // Built-in phases carry a color for the timeline.
   for (const NvtxEvent& e : testing::NvtxRecorderEvents()) {
     if (e.kind == NvtxEvent::Kind::kPush) {
@@ -69,7 +71,10 @@ TEST(NvtxTest, RollingP95AndIdleAreCounterTracks) {
   const auto run = [&](int steps, int64_t ms) {
     for (int i = 0; i < steps; ++i) {
       StepScope step(session);
-      { PhaseScope p(session, Phase::kData); clock->Advance(ms * 750'000); }
+      {
+        PhaseScope p(session, Phase::kData);
+        clock->Advance(ms * 750'000);
+      }
       gpu->Launch(ms * 250'000);
       clock->Advance(gpu->Synchronize());
     }
@@ -114,7 +119,10 @@ TEST(NvtxTest, MisuseKeepsPushesAndPopsBalanced) {
   session.End(a);  // closes backward too
   session.End(step);
   session.End(a);
-  { StepScope s(session); StepScope nested(session); }
+  {
+    StepScope s(session);
+    StepScope nested(session);
+  }
   int depth = 0;
   for (const std::string& r : GpuscopeRanges()) {
     depth += r == "pop" ? -1 : 1;

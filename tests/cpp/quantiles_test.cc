@@ -73,15 +73,18 @@ TEST(QuantilesTest, SessionWindowQuantilesMatchBruteForceReference) {
                           std::pair{0.95, sum.step_time.p95}, std::pair{0.99, sum.step_time.p99}}) {
       EXPECT_NEAR(got * 1e9, Reference(last, q), 1e-3) << "window " << window << " q " << q;
     }
-    EXPECT_NEAR(sum.step_time.max * 1e9, static_cast<double>(*std::max_element(last.begin(), last.end())), 1e-3);
-    EXPECT_NEAR(sum.step_time.min * 1e9, static_cast<double>(*std::min_element(last.begin(), last.end())), 1e-3);
+    EXPECT_NEAR(sum.step_time.max * 1e9,
+                static_cast<double>(*std::max_element(last.begin(), last.end())), 1e-3);
+    EXPECT_NEAR(sum.step_time.min * 1e9,
+                static_cast<double>(*std::min_element(last.begin(), last.end())), 1e-3);
     double mean = 0;
     for (int64_t d : last) mean += static_cast<double>(d);
     mean /= static_cast<double>(last.size());
     double var = 0;
     for (int64_t d : last) var += (static_cast<double>(d) - mean) * (static_cast<double>(d) - mean);
     EXPECT_NEAR(sum.step_time.mean * 1e9, mean, 1e-3);
-    EXPECT_NEAR(sum.step_time.stddev * 1e9, std::sqrt(var / static_cast<double>(last.size())), 1e-2);
+    EXPECT_NEAR(sum.step_time.stddev * 1e9, std::sqrt(var / static_cast<double>(last.size())),
+                1e-2);
   }
 }
 

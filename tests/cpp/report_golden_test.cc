@@ -29,7 +29,10 @@ Summary GoldenLoop() {
   Session s(Options{.window = 64, .clock = clock, .stream = 0, .simulated_device = gpu});
   for (int i = 0; i < 40; ++i) {
     StepScope step(s, {.samples = 64});
-    { PhaseScope p(s, Phase::kData); clock->Advance((12 + i % 5) * kMs); }
+    {
+      PhaseScope p(s, Phase::kData);
+      clock->Advance((12 + i % 5) * kMs);
+    }
     {
       PhaseScope p(s, Phase::kH2D);
       gpu->LaunchCopy(SimulatedDevice::Copy::kHostToDevice, 16 << 20, 3 * kMs, /*pageable=*/true);
@@ -81,8 +84,12 @@ TEST(ReportGoldenTest, TextReport) {
   ExpectGolden("report.txt", report);
 }
 TEST(ReportGoldenTest, SummaryJson) { ExpectGolden("summary.json", ToJson(GoldenLoop()) + "\n"); }
-TEST(ReportGoldenTest, FindingsJson) { ExpectGolden("findings.json", FindingsToJson(Diagnose(GoldenLoop())) + "\n"); }
-TEST(ReportGoldenTest, PrometheusText) { ExpectGolden("metrics.prom", PrometheusText(GoldenLoop())); }
+TEST(ReportGoldenTest, FindingsJson) {
+  ExpectGolden("findings.json", FindingsToJson(Diagnose(GoldenLoop())) + "\n");
+}
+TEST(ReportGoldenTest, PrometheusText) {
+  ExpectGolden("metrics.prom", PrometheusText(GoldenLoop()));
+}
 
 }  // namespace
 }  // namespace gpuscope

@@ -1,8 +1,8 @@
 #include "gpuscope/report.h"
 
 #include <sstream>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
@@ -54,7 +54,8 @@ size_t Columns(const std::string& line) {
 
 TEST(ReportTest, LongNonAsciiNamesAreShortenedAtCharacterBoundaries) {
   ClockedSession s;
-  const std::string name = "\u6ce8\u610f\u529b\u5c42\u524d\u5411\u4f20\u64ad\u8ba1\u7b97-attention-forward-pass";
+  const std::string name =
+      "\u6ce8\u610f\u529b\u5c42\u524d\u5411\u4f20\u64ad\u8ba1\u7b97-attention-forward-pass";
   for (int i = 0; i < 3; ++i) {
     StepScope step(*s);
     s.Phase(name, kMs);
@@ -64,7 +65,11 @@ TEST(ReportTest, LongNonAsciiNamesAreShortenedAtCharacterBoundaries) {
   // Valid UTF-8 throughout: every lead byte is followed by its continuation bytes.
   for (size_t i = 0; i < report.size();) {
     const auto c = static_cast<unsigned char>(report[i]);
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    const size_t len = c < 0x80           ? 1
+                       : (c >> 5) == 0x6  ? 2
+                       : (c >> 4) == 0xE  ? 3
+                       : (c >> 3) == 0x1E ? 4
+                                          : 0;
     ASSERT_NE(len, 0u) << "stray byte at " << i;
     for (size_t k = 1; k < len; ++k) {
       ASSERT_LT(i + k, report.size());

@@ -10,8 +10,8 @@
 #include <random>
 #include <thread>
 
-#include "session/session_impl.h"
 #include "gtest/gtest.h"
+#include "session/session_impl.h"
 #include "test_util.h"
 
 namespace gpuscope {
@@ -271,7 +271,8 @@ TEST(SessionTest, EnvironmentVariableDisablesEverySession) {
 
 TEST(SessionTest, InvalidOptionsGiveAStatusAndADisabledSession) {
   for (int window : {0, -1, kMaxWindow + 1}) {
-    const absl::StatusOr<std::unique_ptr<Session>> created = Session::Create(Options{.window = window});
+    const absl::StatusOr<std::unique_ptr<Session>> created =
+        Session::Create(Options{.window = window});
     ASSERT_FALSE(created.ok());
     EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(created.status().message().find("Options::window"), std::string_view::npos);
@@ -279,7 +280,9 @@ TEST(SessionTest, InvalidOptionsGiveAStatusAndADisabledSession) {
     Session session(Options{.window = window});
     EXPECT_FALSE(session.recording());
     EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
-    { StepScope step(session); }
+    {
+      StepScope step(session);
+    }
     const Summary sum = session.Summarize();  // still answers
     EXPECT_EQ(sum.total_steps, 0);
     EXPECT_NE(sum.source_reason.find("Options::window"), std::string::npos);

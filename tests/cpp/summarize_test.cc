@@ -51,7 +51,8 @@ Quantiles QuantilesOf(std::vector<int64_t> ns) { return ExactQuantiles(ns); }
 // (outside steps only), telemetry on three steps, GPU numbers on three.
 class SummarizeTest : public ::testing::Test {
  protected:
-  SummarizeTest() : window_(kWindow, kMaxPhases), table_(kMaxPhases, [](uint16_t, std::string_view) {}) {
+  SummarizeTest()
+      : window_(kWindow, kMaxPhases), table_(kMaxPhases, [](uint16_t, std::string_view) {}) {
     attention_ = table_.Register("attention")->value();
     // duration, samples, tokens, top level, devices (busy), span, idle other, idle launch
     AddStep(10 * kMs, 8, -1, 10 * kMs, {}, -1, -1, -1);  // rolls out of the window
@@ -83,8 +84,13 @@ class SummarizeTest : public ::testing::Test {
     facts_.source_reason = "events from the test";
     facts_.simulated = true;
     facts_.gpu_clock_error = 2e-6;
-    facts_.misuse = {.out_of_order_end = 1, .stale_end = 2, .nested_step = 3, .wrong_thread = 4,
-                     .too_deep = 5, .invalid_phase = 6, .dropped_records = 7,
+    facts_.misuse = {.out_of_order_end = 1,
+                     .stale_end = 2,
+                     .nested_step = 3,
+                     .wrong_thread = 4,
+                     .too_deep = 5,
+                     .invalid_phase = 6,
+                     .dropped_records = 7,
                      .incomplete_steps = 99};  // ignored: the window counts those
   }
 
@@ -121,12 +127,21 @@ class SummarizeTest : public ::testing::Test {
               uint32_t top_count, int64_t device, int64_t idle, int64_t backlog) {
     PhaseHistory& h = window_.phases[id];
     if (h.window.capacity() == 0) h.window.Reset(kWindow);
-    h.window.Push({.step_index = step, .total_ns = total, .top_ns = top, .device_ns = device,
-                   .idle_ns = idle, .backlog_ns = backlog, .count = count, .top_count = top_count});
+    h.window.Push({.step_index = step,
+                   .total_ns = total,
+                   .top_ns = top,
+                   .device_ns = device,
+                   .idle_ns = idle,
+                   .backlog_ns = backlog,
+                   .count = count,
+                   .top_count = top_count});
   }
 
   WindowSnapshot Snapshot(std::optional<int64_t> activity_dropped = std::nullopt) const {
-    return {.window = &window_, .phases = &table_, .telemetry = &telemetry_, .pending_steps = 1,
+    return {.window = &window_,
+            .phases = &table_,
+            .telemetry = &telemetry_,
+            .pending_steps = 1,
             .activity_dropped = activity_dropped};
   }
 
@@ -153,31 +168,62 @@ class SummarizeTest : public ::testing::Test {
     e.tokens_per_second = 3000.0 / Sec(70 * kMs);
     // Device time: 20 + 2 * 30 + 10 = 90 ms, of which idle 8 + 20 + 0.
     e.gpu_idle_pct = 100.0 * static_cast<double>(28 * kMs) / static_cast<double>(90 * kMs);
-    const auto idle_pct = [](int64_t ns) { return 100.0 * static_cast<double>(ns) / static_cast<double>(90 * kMs); };
+    const auto idle_pct = [](int64_t ns) {
+      return 100.0 * static_cast<double>(ns) / static_cast<double>(90 * kMs);
+    };
     e.idle_by_cause = {{"other", idle_pct(7 * kMs)},
                        {"launch", idle_pct(1 * kMs)},
                        {"forward", idle_pct(4 * kMs)},
                        {"data", idle_pct(16 * kMs)}};
     e.devices = {{.device = 0, .gpu_steps = 2, .gpu_idle_pct = 100.0 * 13.0 / 50.0},
                  {.device = 1, .gpu_steps = 2, .gpu_idle_pct = 100.0 * 15.0 / 40.0}};
-    const auto share = [](int64_t ns) { return static_cast<double>(ns) / static_cast<double>(100 * kMs); };
-    PhaseStats other{.name = "other", .builtin = true, .top_level = true, .steps = 4, .count = 4,
-                     .total = Sec(51 * kMs), .share = share(51 * kMs),
+    const auto share = [](int64_t ns) {
+      return static_cast<double>(ns) / static_cast<double>(100 * kMs);
+    };
+    PhaseStats other{.name = "other",
+                     .builtin = true,
+                     .top_level = true,
+                     .steps = 4,
+                     .count = 4,
+                     .total = Sec(51 * kMs),
+                     .share = share(51 * kMs),
                      .inclusive_share = share(51 * kMs),
-                     .time = QuantilesOf({5 * kMs, 0, 40 * kMs, 6 * kMs}), .device = {}};
-    PhaseStats forward{.name = "forward", .builtin = true, .top_level = true, .steps = 3, .count = 4,
-                       .total = Sec(34 * kMs), .share = share(34 * kMs),
+                     .time = QuantilesOf({5 * kMs, 0, 40 * kMs, 6 * kMs}),
+                     .device = {}};
+    PhaseStats forward{.name = "forward",
+                       .builtin = true,
+                       .top_level = true,
+                       .steps = 3,
+                       .count = 4,
+                       .total = Sec(34 * kMs),
+                       .share = share(34 * kMs),
                        .inclusive_share = share(34 * kMs),
                        .time = QuantilesOf({4 * kMs, 20 * kMs, 10 * kMs}),
-                       .device = QuantilesOf({18 * kMs, 8 * kMs}), .backlog_p50 = Sec(3 * kMs)};
-    PhaseStats data{.name = "data", .builtin = true, .top_level = true, .steps = 2, .count = 2,
-                    .total = Sec(15 * kMs), .share = share(15 * kMs),
-                    .inclusive_share = share(15 * kMs), .time = QuantilesOf({10 * kMs, 5 * kMs}),
-                    .device = QuantilesOf({0, 0}), .backlog_p50 = Sec(500 * kUs)};
-    PhaseStats attention{.name = "attention", .steps = 1, .count = 1, .total = Sec(5 * kMs),
-                         .inclusive_share = share(5 * kMs), .time = QuantilesOf({5 * kMs}),
+                       .device = QuantilesOf({18 * kMs, 8 * kMs}),
+                       .backlog_p50 = Sec(3 * kMs)};
+    PhaseStats data{.name = "data",
+                    .builtin = true,
+                    .top_level = true,
+                    .steps = 2,
+                    .count = 2,
+                    .total = Sec(15 * kMs),
+                    .share = share(15 * kMs),
+                    .inclusive_share = share(15 * kMs),
+                    .time = QuantilesOf({10 * kMs, 5 * kMs}),
+                    .device = QuantilesOf({0, 0}),
+                    .backlog_p50 = Sec(500 * kUs)};
+    PhaseStats attention{.name = "attention",
+                         .steps = 1,
+                         .count = 1,
+                         .total = Sec(5 * kMs),
+                         .inclusive_share = share(5 * kMs),
+                         .time = QuantilesOf({5 * kMs}),
                          .device = {}};
-    PhaseStats eval{.name = "eval", .builtin = true, .time = {}, .device = {}, .outside_steps_count = 2,
+    PhaseStats eval{.name = "eval",
+                    .builtin = true,
+                    .time = {},
+                    .device = {},
+                    .outside_steps_count = 2,
                     .outside_steps_total = Sec(7 * kMs)};
     e.phases = {other, forward, data, attention, eval};  // by share, inclusive share, name
     TelemetryStats t;
@@ -186,8 +232,14 @@ class SummarizeTest : public ::testing::Test {
     t.gpu_utilization_pct = (50.0 * 2e7 + 80.0 * 3e7) / (2e7 + 3e7);  // weighted by step time
     t.host_cpu_pct = (10.0 * 2e7 + 30.0 * 1e7) / (2e7 + 1e7);
     e.telemetry = t;
-    e.misuse = {.out_of_order_end = 1, .stale_end = 2, .nested_step = 3, .wrong_thread = 4,
-                .too_deep = 5, .invalid_phase = 6, .dropped_records = 7, .incomplete_steps = 8};
+    e.misuse = {.out_of_order_end = 1,
+                .stale_end = 2,
+                .nested_step = 3,
+                .wrong_thread = 4,
+                .too_deep = 5,
+                .invalid_phase = 6,
+                .dropped_records = 7,
+                .incomplete_steps = 8};
     return e;
   }
 
@@ -225,7 +277,8 @@ TEST_F(SummarizeTest, EveryFieldComesFromTheWindowOrTheFacts) {
   EXPECT_EQ(s.telemetry, e.telemetry);
   EXPECT_EQ(s.misuse, e.misuse);
   ASSERT_EQ(s.phases.size(), e.phases.size());
-  for (size_t i = 0; i < s.phases.size(); ++i) EXPECT_EQ(s.phases[i], e.phases[i]) << e.phases[i].name;
+  for (size_t i = 0; i < s.phases.size(); ++i)
+    EXPECT_EQ(s.phases[i], e.phases[i]) << e.phases[i].name;
   EXPECT_EQ(s, e);
 }
 
@@ -261,10 +314,18 @@ TEST_F(SummarizeTest, ASubscriptionWithoutRecordsReadsAsHostAndSaysWhy) {
 
 TEST_F(SummarizeTest, ActivityCountsComeWithTheCuptiSourceOnly) {
   // Per-step counts on the three steps with GPU numbers (step 2 on two devices).
-  window_.steps[0].activity = {.kernels = 10, .kernel_median_ns = 100 * kUs, .h2d_bytes = 1000,
-                               .syncs = 1, .sync_ns = 2 * kMs, .kernel_ns = 6 * kMs};
-  window_.steps[1].activity = {.kernels = 20, .kernel_median_ns = 200 * kUs, .h2d_bytes = 2000,
-                               .pageable_copies = 3, .kernel_ns = 20 * kMs, .collective_ns = 4 * kMs,
+  window_.steps[0].activity = {.kernels = 10,
+                               .kernel_median_ns = 100 * kUs,
+                               .h2d_bytes = 1000,
+                               .syncs = 1,
+                               .sync_ns = 2 * kMs,
+                               .kernel_ns = 6 * kMs};
+  window_.steps[1].activity = {.kernels = 20,
+                               .kernel_median_ns = 200 * kUs,
+                               .h2d_bytes = 2000,
+                               .pageable_copies = 3,
+                               .kernel_ns = 20 * kMs,
+                               .collective_ns = 4 * kMs,
                                .collective_exposed_ns = 6 * kMs};  // clipped to the total
   window_.steps[3].activity = {.d2h_bytes = 300, .copies = 3};
   window_.steps[2].activity = {.kernels = 1000};  // no device data: not counted

@@ -58,8 +58,8 @@ TEST(SummaryJsonTest, EmptySummaryRoundTrips) {
 }
 
 TEST(SummaryJsonTest, RejectsTextThatIsNotASummary) {
-  for (const char* bad : {"", "{", "[]", "null", "{\"schema_version\": \"1\"}",
-                          "{\"hello\": 1}", "not json at all"}) {
+  for (const char* bad : {"", "{", "[]", "null", "{\"schema_version\": \"1\"}", "{\"hello\": 1}",
+                          "not json at all"}) {
     const absl::StatusOr<Summary> r = SummaryFromJson(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -112,7 +112,8 @@ TEST(SummaryJsonTest, NamesTheFieldThatIsMissingOrMistyped) {
   const std::string json = ToJson(RecordedSummary());
   std::string missing = json;
   missing.replace(missing.find("\"p95\""), 5, "\"pXX\"");
-  EXPECT_NE(SummaryFromJson(missing).status().message().find("step_time.p95"), std::string_view::npos);
+  EXPECT_NE(SummaryFromJson(missing).status().message().find("step_time.p95"),
+            std::string_view::npos);
   std::string mistyped = json;
   const size_t at = mistyped.find("\"builtin\": ");
   mistyped.replace(at, 15, "\"builtin\": 3   ");

@@ -12,13 +12,13 @@
 #include <memory>
 #include <string>
 
-#include "session/sources.h"
 #include "backends/nvml/nvml.h"
 #include "backends/telemetry/system_telemetry.h"
-#include "session/session_impl.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
+#include "session/session_impl.h"
+#include "session/sources.h"
 #include "support/fake_nvml.h"
 #include "test_util.h"
 
@@ -37,7 +37,8 @@ constexpr int64_t kMs = 1'000'000;
 // Returns the scripted samples in order (the last one again when out).
 class ScriptedTelemetry final : public internal::Telemetry {
  public:
-  explicit ScriptedTelemetry(std::deque<internal::TelemetrySample> script) : script_(std::move(script)) {}
+  explicit ScriptedTelemetry(std::deque<internal::TelemetrySample> script)
+      : script_(std::move(script)) {}
   absl::string_view name() const override { return "scripted"; }
   absl::Status Start() override { return absl::OkStatus(); }
   std::string description() const override { return "scripted"; }
@@ -74,7 +75,8 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   b.telemetry = std::make_unique<ScriptedTelemetry>(std::deque<internal::TelemetrySample>{
       GpuAt(100, 0, 2000, 50), GpuAt(0, internal::kSwPowerCap, 1000, 10), GpuAt(60, 0, 2000, 70)});
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
-      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10}, std::move(b));
+      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10},
+      std::move(b));
   // The worker's passes, by hand (Flush() and Summarize() never sample).
   const auto worker_pass = [&] { internal::SessionTestPeer::Impl(*s).Pump(); };
   worker_pass();  // sample 1 at t0: 100 %, full clock
@@ -99,7 +101,7 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   EXPECT_EQ(t.source, "scripted");
   EXPECT_EQ(t.steps, 1);
   EXPECT_NEAR(*t.gpu_utilization_pct, 30.0, 1e-4);  // half the step at 0 %, half at 60 %
-  EXPECT_NEAR(*t.sm_clock_ratio, 0.75, 1e-6);        // clocks hold after their sample: 1 then 0.5
+  EXPECT_NEAR(*t.sm_clock_ratio, 0.75, 1e-6);       // clocks hold after their sample: 1 then 0.5
   EXPECT_NEAR(*t.throttled_sm_clock_ratio, 0.75, 1e-6);  // the one step, throttled
   EXPECT_NEAR(*t.host_cpu_pct, 40.0, 1e-4);
   EXPECT_DOUBLE_EQ(t.throttled_steps, 1.0);
@@ -110,7 +112,8 @@ TEST(TelemetryTest, StepsGetTheirTimeWeightedShareOfTheSamples) {
   EXPECT_EQ(t.gpus[0].pcie_width, 8);  // the state of the last sample holding in the window
   EXPECT_EQ(t.gpus[0].pcie_width_max, 16);
   EXPECT_EQ(t.gpus[0].ecc_uncorrected, 0);
-  EXPECT_NEAR(t.gpus[0].utilization_pct, 30.0, 1e-9);  // the window's two halves, from samples 2 and 3
+  EXPECT_NEAR(t.gpus[0].utilization_pct, 30.0,
+              1e-9);  // the window's two halves, from samples 2 and 3
   EXPECT_THAT(FormatReport(sum), ::testing::HasSubstr("sw_power_cap"));
 }
 
@@ -122,7 +125,8 @@ TEST(TelemetryTest, ShortStepsTakeTheRateOfTheSampleThatFollowsThem) {
   b.telemetry = std::make_unique<ScriptedTelemetry>(
       std::deque<internal::TelemetrySample>{GpuAt(100, 0, 2000, 90), GpuAt(40, 0, 2000, 20)});
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
-      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10}, std::move(b));
+      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10},
+      std::move(b));
   const auto worker_pass = [&] { internal::SessionTestPeer::Impl(*s).Pump(); };
   worker_pass();
   for (int i = 0; i < 10; ++i) {
@@ -141,10 +145,14 @@ TEST(TelemetryTest, ShortStepsTakeTheRateOfTheSampleThatFollowsThem) {
 TEST(TelemetryTest, NoTelemetryWhenTurnedOff) {
   auto clock = std::make_shared<ManualClock>();
   internal::Backends b;
-  b.telemetry = std::make_unique<ScriptedTelemetry>(std::deque<internal::TelemetrySample>{GpuAt(1, 0, 1, 1)});
+  b.telemetry =
+      std::make_unique<ScriptedTelemetry>(std::deque<internal::TelemetrySample>{GpuAt(1, 0, 1, 1)});
   std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
       Options{.clock = clock, .telemetry_interval_ms = 0}, std::move(b));
-  { StepScope step(*s); clock->Advance(kMs); }
+  {
+    StepScope step(*s);
+    clock->Advance(kMs);
+  }
   EXPECT_FALSE(s->Summarize().telemetry.has_value());
   EXPECT_FALSE(Session(Options{.telemetry_interval_ms = -1}).status().ok());
 }
@@ -154,9 +162,10 @@ class FakeProc : public testing::TempTree {
  public:
   // A process's stat line: its parent and CPU ticks.
   void Process(int pid, int ppid, long utime, long stime) const {
-    Write(std::to_string(pid) + "/stat", std::to_string(pid) + " (pt_data_worker) S " + std::to_string(ppid) +
-                                             " 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
-                                             std::to_string(stime) + " 0 0 20 0 1 0\n");
+    Write(std::to_string(pid) + "/stat", std::to_string(pid) + " (pt_data_worker) S " +
+                                             std::to_string(ppid) + " 1 1 0 -1 0 0 0 0 0 " +
+                                             std::to_string(utime) + " " + std::to_string(stime) +
+                                             " 0 0 20 0 1 0\n");
   }
 };
 
@@ -165,15 +174,18 @@ TEST(TelemetryTest, OnlyTheGpusThisProcessUsesAreSampled) {
   // An 4-GPU node; this process runs on CUDA device 2 (bus 0x47 here), NVML's
   // index 1: the other three (idle, or another job's) must not count.
   FakeGpu gpus[4];
-  const char* bus[4] = {"00000000:17:00.0", "00000000:47:00.0", "00000000:27:00.0", "00000000:37:00.0"};
+  const char* bus[4] = {"00000000:17:00.0", "00000000:47:00.0", "00000000:27:00.0",
+                        "00000000:37:00.0"};
   for (int i = 0; i < 4; ++i) std::snprintf(gpus[i].bus_id, sizeof(gpus[i].bus_id), "%s", bus[i]);
   gpus[0].util_gpu = 0;
   gpus[1].util_gpu = 88;
-  gpus[2].clocks_event_reasons = static_cast<int64_t>(internal::kHwSlowdown);  // someone else's trouble
+  gpus[2].clocks_event_reasons =
+      static_cast<int64_t>(internal::kHwSlowdown);  // someone else's trouble
   fake_nvml_set_gpus(gpus, 4);
   FakeProc proc;
   proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
-  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  std::unique_ptr<internal::Telemetry> t =
+      internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
   ASSERT_TRUE(t->Start().ok());
   internal::TelemetrySample s;
   t->Sample(0, &s);  // CUDA not initialized yet: no GPU is the job's
@@ -181,7 +193,8 @@ TEST(TelemetryTest, OnlyTheGpusThisProcessUsesAreSampled) {
   EXPECT_THAT(t->description(), ::testing::HasSubstr("no GPU sampled: CUDA is not initialized"));
   fake_cuda_set_bus_id(2, "0000:47:00.0");
   fake_cuda_set_device(2);
-  for (int i = 1; i <= 10; ++i) t->Sample(i * 100 * kMs, &s);  // looked up again about once a second
+  for (int i = 1; i <= 10; ++i)
+    t->Sample(i * 100 * kMs, &s);  // looked up again about once a second
   ASSERT_EQ(s.gpu_count, 1);
   EXPECT_EQ(s.gpus[0].index, 1);
   EXPECT_DOUBLE_EQ(s.gpus[0].utilization_pct, 88);
@@ -200,11 +213,12 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   proc.Write("meminfo", "MemTotal: 1000 kB\nMemAvailable: 500 kB\n");
   proc.Write("loadavg", "3.25 1 1 1/1 1\n");
   proc.Write("pressure/memory", "some avg10=4.50 avg60=0 avg300=0 total=1\n");
-  proc.Process(4242, me, 0, 0);      // a DataLoader worker
-  proc.Process(4343, 1, 0, 0);       // someone else's process
+  proc.Process(4242, me, 0, 0);  // a DataLoader worker
+  proc.Process(4343, 1, 0, 0);   // someone else's process
   proc.Write("self/stat", "1 (self) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0\n");
   fake_cuda_set_device(0);  // the job's GPU: CUDA device 0, the one NVML lists
-  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  std::unique_ptr<internal::Telemetry> t =
+      internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
   ASSERT_TRUE(t->Start().ok());
   internal::TelemetrySample a, b;
   t->Sample(0, &a);
@@ -250,7 +264,8 @@ TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {
   setenv("GPUSCOPE_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
   FakeProc proc;
   proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
-  std::unique_ptr<internal::Telemetry> t = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  std::unique_ptr<internal::Telemetry> t =
+      internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
   const absl::Status started = t->Start();
   setenv("GPUSCOPE_LIBNVML", FAKE_LIBNVML_PATH, 1);
   ASSERT_TRUE(started.ok());

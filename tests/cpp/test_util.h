@@ -36,7 +36,9 @@ class TempTree {
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
-  std::string Path(const std::string& rel) const { return (std::filesystem::path(root_) / rel).string(); }
+  std::string Path(const std::string& rel) const {
+    return (std::filesystem::path(root_) / rel).string();
+  }
   const std::string& root() const { return root_; }
 
  private:

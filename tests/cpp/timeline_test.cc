@@ -6,18 +6,18 @@
 #include "gpuscope/timeline.h"
 
 #include <map>
-#include <random>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
-#include "base/json.h"
 
 namespace gpuscope {
 namespace {
@@ -41,7 +41,10 @@ struct Loop {
   void Run(int steps) {
     for (int i = 0; i < steps; ++i) {
       StepScope step(*session);
-      { PhaseScope p(*session, Phase::kData); clock->Advance(20 * kMs); }
+      {
+        PhaseScope p(*session, Phase::kData);
+        clock->Advance(20 * kMs);
+      }
       PhaseScope p(*session, Phase::kForward);
       for (int k = 0; k < 10; ++k) {
         gpu->Launch(1 * kMs, 0, "ampere_sgemm_128x64_nn");
@@ -124,16 +127,23 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
   // timestamp is negative.
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);
-    const auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    const auto uniform = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
     Loop loop(/*activity=*/true, /*trace_steps=*/6);
     for (int i = 0; i < 12; ++i) {
       StepScope step(*loop.session);
-      const bool fine = seed % 2 == 0;  // half the seeds: gaps near the 20 us threshold at step edges
-      { PhaseScope p(*loop.session, Phase::kData); loop.clock->Advance(fine ? uniform(0, 30) * kUs : uniform(0, 3) * kMs); }
+      const bool fine =
+          seed % 2 == 0;  // half the seeds: gaps near the 20 us threshold at step edges
+      {
+        PhaseScope p(*loop.session, Phase::kData);
+        loop.clock->Advance(fine ? uniform(0, 30) * kUs : uniform(0, 3) * kMs);
+      }
       PhaseScope p(*loop.session, Phase::kForward);
       const int kernels = static_cast<int>(uniform(1, 12));
       for (int k = 0; k < kernels; ++k) {
-        loop.gpu->Launch((fine ? uniform(2, 30) : uniform(2, 400)) * kUs, static_cast<uint64_t>(uniform(0, 1)));
+        loop.gpu->Launch((fine ? uniform(2, 30) : uniform(2, 400)) * kUs,
+                         static_cast<uint64_t>(uniform(0, 1)));
         loop.clock->Advance(uniform(0, fine ? 30 : 60) * kUs);
       }
       if (uniform(0, 2) == 0) loop.clock->Advance(loop.gpu->Synchronize(0));
@@ -149,7 +159,8 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
       if (Str(*e, "cat") == "step") traced[*e->Find("args")->Find("index")->as_int64()];
       if (Str(*e, "cat") != "idle") continue;
       const int64_t step = *e->Find("args")->Find("step")->as_int64();
-      traced[step][e->Find("args")->Find("cause")->as_string()] += e->Find("dur")->as_number() * 1e-6;
+      traced[step][e->Find("args")->Find("cause")->as_string()] +=
+          e->Find("dur")->as_number() * 1e-6;
     }
     ASSERT_EQ(traced.size(), 6u) << "seed " << seed;
     for (const auto& [step, causes] : traced) {
@@ -157,7 +168,8 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
       ASSERT_EQ(p.index, static_cast<uint64_t>(step));
       for (const auto& [cause, seconds] : p.idle_by_cause) {
         const auto it = causes.find(cause);
-        EXPECT_NEAR(it != causes.end() ? it->second : 0.0, seconds, 1e-8) << "seed " << seed << " step " << step << " " << cause;
+        EXPECT_NEAR(it != causes.end() ? it->second : 0.0, seconds, 1e-8)
+            << "seed " << seed << " step " << step << " " << cause;
       }
       for (const auto& [cause, seconds] : causes) {
         EXPECT_TRUE(p.idle_by_cause.count(cause) != 0 || seconds < 1e-8)
@@ -178,7 +190,8 @@ TEST(TimelineTest, WithEventsTheTraceShowsEachPhasesDeviceSpan) {
     if (Str(*e, "cat") != "device_span") continue;
     ++spans;
     if (Str(*e, "name") == "forward") {
-      EXPECT_NEAR(e->Find("dur")->as_number(), 10'100, 1);  // us: its end marker is recorded after the sync
+      EXPECT_NEAR(e->Find("dur")->as_number(), 10'100,
+                  1);  // us: its end marker is recorded after the sync
     }
   }
   EXPECT_EQ(spans, 4);  // data and forward, in each of the 2 kept steps

@@ -70,8 +70,7 @@ absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
         lib.Bind(&d.CtxPushCurrent, {"cuCtxPushCurrent_v2", "cuCtxPushCurrent"}),
         lib.Bind(&d.CtxPopCurrent, {"cuCtxPopCurrent_v2", "cuCtxPopCurrent"}),
         lib.Bind(&d.CtxGetDevice, {"cuCtxGetDevice"}),
-        lib.Bind(&d.StreamGetCtx, {"cuStreamGetCtx"}),
-        lib.Bind(&d.EventCreate, {"cuEventCreate"}),
+        lib.Bind(&d.StreamGetCtx, {"cuStreamGetCtx"}), lib.Bind(&d.EventCreate, {"cuEventCreate"}),
         lib.Bind(&d.EventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}),
         lib.Bind(&d.EventRecord, {"cuEventRecord"}), lib.Bind(&d.EventQuery, {"cuEventQuery"}),
         lib.Bind(&d.EventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}),
@@ -195,7 +194,7 @@ class CudaDriverTimer final : public DeviceTimer {
     const CUresult r = d_->EventRecord(c->pool[id].event, reinterpret_cast<CUstream>(stream));
     if (r != CUDA_SUCCESS) {
       last_record_error_.store(r, std::memory_order_relaxed);
-      ForgetStream(stream);  // a stale handle (destroyed, reused elsewhere): ask again next time
+      ForgetStream(stream);   // a stale handle (destroyed, reused elsewhere): ask again next time
       failed_.TryPush(slot);  // back to the pool through the background side
       return kNoEvent;
     }
@@ -266,7 +265,8 @@ class CudaDriverTimer final : public DeviceTimer {
         return error_;
       }
       if (c->pool.free_approx() < c->pool.created() / 4 + 1) {
-        c->pool.Grow(c->pool.created(), [this](CudaSlot& slot) { return CreateEvent(&slot.event); });
+        c->pool.Grow(c->pool.created(),
+                     [this](CudaSlot& slot) { return CreateEvent(&slot.event); });
       }
       if (const int64_t now = ReadMonotonicNs(); now - c->calib_taken_ns > kRecalibrateNs) {
         // A failed refresh keeps the previous calibration (drift is slow) and
@@ -405,7 +405,8 @@ class CudaDriverTimer final : public DeviceTimer {
       return s;
     }
     if (absl::Status s = Calibrate(c); !s.ok()) return s;
-    if (c.pool.Grow(kInitialEvents, [this](CudaSlot& slot) { return CreateEvent(&slot.event); }) == 0) {
+    if (c.pool.Grow(kInitialEvents, [this](CudaSlot& slot) { return CreateEvent(&slot.event); }) ==
+        0) {
       return absl::ResourceExhaustedError("cuEventCreate failed: no CUDA event could be created");
     }
     LogOnce(absl::StrCat("cuda-armed-", device), LogLevel::kInfo,
@@ -419,7 +420,8 @@ class CudaDriverTimer final : public DeviceTimer {
   // time at completion lies within the polling bracket. Context pushed.
   absl::Status Calibrate(ContextTimer& c) {
     const int64_t before = ReadMonotonicNs();
-    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventRecord(c.spare_event, c.stream)); !s.ok()) return s;
+    if (absl::Status s = GPUSCOPE_CU_CALL(*d_, EventRecord(c.spare_event, c.stream)); !s.ok())
+      return s;
     CUresult r = CUDA_ERROR_NOT_READY;
     int64_t after = before;
     while ((r = d_->EventQuery(c.spare_event)) == CUDA_ERROR_NOT_READY) {

@@ -24,7 +24,8 @@ class LaneTable {
   // Recording thread: the lane of (context, stream), added when new;
   // kNoLane once kMaxLanes lanes exist (the caller records no marker).
   uint16_t Find(uint64_t context, uint64_t stream) noexcept {
-    if (last_ < count_ && keys_[last_].context == context && keys_[last_].stream == stream) return last_;
+    if (last_ < count_ && keys_[last_].context == context && keys_[last_].stream == stream)
+      return last_;
     for (uint16_t i = 0; i < count_; ++i) {
       if (keys_[i].context == context && keys_[i].stream == stream) return last_ = i;
     }

@@ -72,7 +72,7 @@ class MarkerPool {
  private:
   const uint32_t max_;
   const std::unique_ptr<Slot[]> slots_;
-  SpscQueue<uint32_t> free_;  // producer: background; consumer: recording thread
+  SpscQueue<uint32_t> free_;          // producer: background; consumer: recording thread
   std::atomic<uint32_t> created_{0};  // written by the background side only
 };
 

@@ -123,9 +123,11 @@ std::vector<std::string> CuptiCandidates() {
   if (const char* env = std::getenv("GPUSCOPE_LIBCUPTI"); env != nullptr && env[0] != '\0') {
     return {env};  // explicit: only this
   }
-  if (std::string loaded = LoadedCuptiPath(); !loaded.empty()) return {loaded};  // never a second copy
+  if (std::string loaded = LoadedCuptiPath(); !loaded.empty())
+    return {loaded};  // never a second copy
   std::vector<std::string> roots;
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && home[0] != '\0') roots.push_back(home);
+  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && home[0] != '\0')
+    roots.push_back(home);
   roots.push_back("/usr/local/cuda");
   for (const std::string& root : roots) {
     for (const char* sub : {"/extras/CUPTI/lib64/", "/lib64/", "/targets/x86_64-linux/lib/"}) {
@@ -157,7 +159,7 @@ constexpr CUpti_ActivityKind kKinds[] = {
 // allocated once and recycled, so the callbacks never allocate; a request
 // finding none free gets none, and CUPTI drops (and counts) records.
 struct Hub {
-  std::mutex mu;  // guards the fields below; held only briefly, never across CUPTI calls
+  std::mutex mu;        // guards the fields below; held only briefly, never across CUPTI calls
   bool active = false;  // a session owns CUPTI
   std::unique_ptr<uint8_t[]> storage;
   std::array<bool, kBuffers> in_use{};
@@ -212,7 +214,8 @@ void BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t,
   }
   if (buffer == nullptr) return;
   std::lock_guard<std::mutex> lock(h.mu);
-  if (h.storage == nullptr || buffer < h.storage.get() || buffer >= h.storage.get() + kBuffers * kBufferBytes) {
+  if (h.storage == nullptr || buffer < h.storage.get() ||
+      buffer >= h.storage.get() + kBuffers * kBufferBytes) {
     return;  // not ours
   }
   if (!h.active || h.completed_count == kBuffers) {
@@ -234,11 +237,13 @@ class CuptiActivity final : public ActivitySource {
   absl::string_view name() const override { return "CUPTI"; }
 
   absl::Status Start() override {
-    if (mode_ == Cupti::kOff) return absl::UnavailableError("CUPTI is off (Options::cupti, GPUSCOPE_CUPTI)");
+    if (mode_ == Cupti::kOff)
+      return absl::UnavailableError("CUPTI is off (Options::cupti, GPUSCOPE_CUPTI)");
     for (const char* var : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
       if (const char* v = std::getenv(var); v != nullptr && v[0] != '\0') {
         return absl::FailedPreconditionError(absl::StrCat(
-            var, " is set: a profiler (Nsight Systems?) injected itself; gpuscope leaves CUPTI to it"));
+            var,
+            " is set: a profiler (Nsight Systems?) injected itself; gpuscope leaves CUPTI to it"));
       }
     }
     // CUPTI only once CUDA is in use: gpuscope never initializes CUDA (a
@@ -251,7 +256,8 @@ class CuptiActivity final : public ActivitySource {
     {
       std::lock_guard<std::mutex> lock(TheHub().mu);
       if (TheHub().active) {
-        return absl::FailedPreconditionError("another gpuscope session holds CUPTI (one at a time)");
+        return absl::FailedPreconditionError(
+            "another gpuscope session holds CUPTI (one at a time)");
       }
     }
     // Subscribe: shared and named where the library can share (13.2+);
@@ -260,7 +266,8 @@ class CuptiActivity final : public ActivitySource {
     const bool can_share = api_.SubscribeV2 != nullptr && version >= cupti::kFirstSharingVersion;
     if (!can_share && mode_ != Cupti::kOn) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "CUPTI ", version, " allows one subscriber (sharing needs 13.2 and cuptiSubscribe_v2): "
+          "CUPTI ", version,
+          " allows one subscriber (sharing needs 13.2 and cuptiSubscribe_v2): "
           "gpuscope takes it only when asked (Options::cupti = Cupti::kOn, cupti=True, "
           "GPUSCOPE_CUPTI=on), so that torch.profiler keeps recording GPU events"));
     }
@@ -329,8 +336,9 @@ class CuptiActivity final : public ActivitySource {
       enabled_.push_back(kind);
     }
     LogOnce("cupti-on", LogLevel::kInfo,
-            absl::StrCat("CUPTI ", version, " (", path_, ") activity records on; timestamps ",
-                         timestamps_are_host_ ? "from CLOCK_MONOTONIC" : "calibrated to CLOCK_MONOTONIC"));
+            absl::StrCat(
+                "CUPTI ", version, " (", path_, ") activity records on; timestamps ",
+                timestamps_are_host_ ? "from CLOCK_MONOTONIC" : "calibrated to CLOCK_MONOTONIC"));
     return absl::OkStatus();
   }
 
@@ -392,7 +400,8 @@ class CuptiActivity final : public ActivitySource {
     std::lock_guard<std::mutex> lock(h.mu);
     h.active = false;
     h.get_dropped = nullptr;
-    for (size_t i = 0; i < h.completed_count; ++i) h.in_use[h.IndexOf(h.completed[i].buffer)] = false;
+    for (size_t i = 0; i < h.completed_count; ++i)
+      h.in_use[h.IndexOf(h.completed[i].buffer)] = false;
     h.completed_count = 0;
   }
 
@@ -491,8 +500,7 @@ class CuptiActivity final : public ActivitySource {
           d = Interval(s->start, s->end, 0, s->streamId, ActivityKind::kSync);
           break;
         }
-        default:
-          continue;
+        default: continue;
       }
       if (correlation != 0) {
         const Launch& l = launches_[correlation % kCorrelationSlots];
@@ -561,10 +569,13 @@ Cupti EffectiveCuptiMode(Cupti requested) {
   if (env == nullptr) return requested;
   const std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(env));
   if (v.empty() || v == "auto") return Cupti::kAuto;
-  if (const std::optional<bool> on = ParseBool(v); on.has_value()) return *on ? Cupti::kOn : Cupti::kOff;
-  LogOnce("env-GPUSCOPE_CUPTI", LogLevel::kWarning,
-          absl::StrCat("GPUSCOPE_CUPTI='", absl::CHexEscape(env), "' is not auto or a boolean (1, true, "
-                       "yes, on; 0, false, no, off): ignored, CUPTI is used when it can be shared"));
+  if (const std::optional<bool> on = ParseBool(v); on.has_value())
+    return *on ? Cupti::kOn : Cupti::kOff;
+  LogOnce(
+      "env-GPUSCOPE_CUPTI", LogLevel::kWarning,
+      absl::StrCat("GPUSCOPE_CUPTI='", absl::CHexEscape(env),
+                   "' is not auto or a boolean (1, true, "
+                   "yes, on; 0, false, no, off): ignored, CUPTI is used when it can be shared"));
   return Cupti::kAuto;
 }
 

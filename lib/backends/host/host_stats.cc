@@ -38,9 +38,11 @@ bool ReadFile(const std::string& path, std::string* out) {
 double MeminfoBytes(const std::string& text, absl::string_view key) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (!absl::ConsumePrefix(&line, key) || !absl::ConsumePrefix(&line, ":")) continue;
-    std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
     double v = 0;
-    if (parts.empty() || !absl::SimpleAtod(parts[0], &v)) return std::numeric_limits<double>::quiet_NaN();
+    if (parts.empty() || !absl::SimpleAtod(parts[0], &v))
+      return std::numeric_limits<double>::quiet_NaN();
     return parts.size() > 1 && parts[1] == "kB" ? v * 1024 : v;
   }
   return std::numeric_limits<double>::quiet_NaN();
@@ -72,13 +74,14 @@ double StatValue(const std::string& path, absl::string_view key) {
 
 std::vector<int> ParseCpuList(const std::string& list) {
   std::vector<int> cpus;
-  for (absl::string_view part : absl::StrSplit(absl::StripAsciiWhitespace(list), ',', absl::SkipEmpty())) {
+  for (absl::string_view part :
+       absl::StrSplit(absl::StripAsciiWhitespace(list), ',', absl::SkipEmpty())) {
     std::vector<absl::string_view> range = absl::StrSplit(part, '-');
     int lo = 0, hi = 0;
     if (range.size() == 1 && absl::SimpleAtoi(range[0], &lo)) {
       hi = lo;
-    } else if (range.size() != 2 || !absl::SimpleAtoi(range[0], &lo) || !absl::SimpleAtoi(range[1], &hi) ||
-               hi < lo || hi - lo > 1 << 16) {
+    } else if (range.size() != 2 || !absl::SimpleAtoi(range[0], &lo) ||
+               !absl::SimpleAtoi(range[1], &hi) || hi < lo || hi - lo > 1 << 16) {
       return {};
     }
     for (int c = lo; c <= hi; ++c) cpus.push_back(c);
@@ -90,24 +93,28 @@ absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root, const std::s
   HostSnapshot s;
   std::string text;
   const std::string stat_path = proc_root + "/stat";
-  if (!ReadFile(stat_path, &text)) return absl::NotFoundError(absl::StrCat("cannot read ", stat_path));
+  if (!ReadFile(stat_path, &text))
+    return absl::NotFoundError(absl::StrCat("cannot read ", stat_path));
   {
     std::istringstream in(text);
     std::string cpu;
-    in >> cpu >> s.cpu.user >> s.cpu.nice >> s.cpu.system >> s.cpu.idle >> s.cpu.iowait >> s.cpu.irq >>
-        s.cpu.softirq >> s.cpu.steal;
-    if (cpu != "cpu" || !in) return absl::DataLossError(absl::StrCat(stat_path, ": no 'cpu' totals line"));
+    in >> cpu >> s.cpu.user >> s.cpu.nice >> s.cpu.system >> s.cpu.idle >> s.cpu.iowait >>
+        s.cpu.irq >> s.cpu.softirq >> s.cpu.steal;
+    if (cpu != "cpu" || !in)
+      return absl::DataLossError(absl::StrCat(stat_path, ": no 'cpu' totals line"));
   }
   const double ticks = static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)));
   if (ReadFile(absl::StrCat(proc_root, "/", pid_dir, "/stat"), &text)) {
     // Fields after the command name (which may hold spaces) in parentheses.
     const size_t close = text.rfind(')');
     if (close != std::string::npos) {
-      std::vector<absl::string_view> f = absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipEmpty());
+      std::vector<absl::string_view> f =
+          absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipEmpty());
       // f[0] is field 3 (state); utime..cstime are fields 14..17.
       uint64_t v[4] = {0, 0, 0, 0};
       bool ok = f.size() > 14;
-      for (int i = 0; ok && i < 4; ++i) ok = absl::SimpleAtoi(f[static_cast<size_t>(11 + i)], &v[i]);
+      for (int i = 0; ok && i < 4; ++i)
+        ok = absl::SimpleAtoi(f[static_cast<size_t>(11 + i)], &v[i]);
       if (ok) {
         s.process_cpu_s = static_cast<double>(v[0] + v[1]) / ticks;
         s.children_cpu_s = static_cast<double>(v[2] + v[3]) / ticks;
@@ -130,7 +137,8 @@ absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root, const std::s
       if (!absl::ConsumePrefix(&line, "some ")) continue;
       for (absl::string_view kv : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
         double v = 0;
-        if (absl::ConsumePrefix(&kv, "avg10=") && absl::SimpleAtod(kv, &v)) s.memory_pressure_pct = v;
+        if (absl::ConsumePrefix(&kv, "avg10=") && absl::SimpleAtod(kv, &v))
+          s.memory_pressure_pct = v;
       }
     }
   }
@@ -147,7 +155,9 @@ absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root, const std::s
 
 HostRates RatesBetween(const HostSnapshot& a, const HostSnapshot& b, double seconds) {
   HostRates r;
-  const auto delta = [](uint64_t x, uint64_t y) { return y >= x ? static_cast<double>(y - x) : 0.0; };
+  const auto delta = [](uint64_t x, uint64_t y) {
+    return y >= x ? static_cast<double>(y - x) : 0.0;
+  };
   const double total = delta(a.cpu.total(), b.cpu.total());
   if (total > 0) {
     const double idle = delta(a.cpu.idle, b.cpu.idle);
@@ -158,7 +168,9 @@ HostRates RatesBetween(const HostSnapshot& a, const HostSnapshot& b, double seco
   if (seconds > 0) {
     r.process_cores = std::max(0.0, b.process_cpu_s - a.process_cpu_s) / seconds;
     r.children_cores = std::max(0.0, b.children_cpu_s - a.children_cpu_s) / seconds;
-    r.swap_pages_per_s = (delta(a.swap_in_pages, b.swap_in_pages) + delta(a.swap_out_pages, b.swap_out_pages)) / seconds;
+    r.swap_pages_per_s =
+        (delta(a.swap_in_pages, b.swap_in_pages) + delta(a.swap_out_pages, b.swap_out_pages)) /
+        seconds;
   }
   return r;
 }
@@ -187,13 +199,15 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
   // cpu.max ("max 100000": no limit; "200000 100000": 2 cores), cgroup v1's
   // cpu.cfs_quota_us (-1: no limit) over cpu.cfs_period_us.
   const auto tighten = [&p](double quota, double period) {
-    if (quota > 0 && period > 0 && (std::isnan(p.cgroup_cpu_limit) || quota / period < p.cgroup_cpu_limit)) {
+    if (quota > 0 && period > 0 &&
+        (std::isnan(p.cgroup_cpu_limit) || quota / period < p.cgroup_cpu_limit)) {
       p.cgroup_cpu_limit = quota / period;
     }
   };
   for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "")) {
     if (!ReadFile(dir + "/cpu.max", &text)) continue;
-    std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
     double quota = 0, period = 0;
     if (parts.size() == 2 && parts[0] != "max" && absl::SimpleAtod(parts[0], &quota) &&
         absl::SimpleAtod(parts[1], &period)) {
@@ -203,7 +217,8 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
   for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "cpu")) {
     std::string period_text;
     double quota = 0, period = 0;
-    if (ReadFile(dir + "/cpu.cfs_quota_us", &text) && ReadFile(dir + "/cpu.cfs_period_us", &period_text) &&
+    if (ReadFile(dir + "/cpu.cfs_quota_us", &text) &&
+        ReadFile(dir + "/cpu.cfs_period_us", &period_text) &&
         absl::SimpleAtod(absl::StripAsciiWhitespace(text), &quota) &&
         absl::SimpleAtod(absl::StripAsciiWhitespace(period_text), &period)) {
       tighten(quota, period);
@@ -273,7 +288,8 @@ ContainerMemory ReadContainerMemory(const std::string& cgroup_root, const std::s
              StatValue(dir + "/memory.stat", "inactive_file"));
   }
   for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "memory")) {
-    consider(CgroupNumber(dir + "/memory.limit_in_bytes"), CgroupNumber(dir + "/memory.usage_in_bytes"),
+    consider(CgroupNumber(dir + "/memory.limit_in_bytes"),
+             CgroupNumber(dir + "/memory.usage_in_bytes"),
              StatValue(dir + "/memory.stat", "total_inactive_file"));
   }
   return m;

@@ -50,19 +50,19 @@ absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root = "/proc",
 
 // What happened between two snapshots `seconds` apart.
 struct HostRates {
-  double cpu_pct = 0;          // of all CPUs busy (not idle, not iowait)
-  double iowait_pct = 0;       // of all CPUs waiting for I/O
-  double process_cores = 0;    // CPUs this process used
-  double children_cores = 0;   // CPUs its (reaped) children used
-  double swap_pages_per_s = 0; // in + out
+  double cpu_pct = 0;           // of all CPUs busy (not idle, not iowait)
+  double iowait_pct = 0;        // of all CPUs waiting for I/O
+  double process_cores = 0;     // CPUs this process used
+  double children_cores = 0;    // CPUs its (reaped) children used
+  double swap_pages_per_s = 0;  // in + out
 };
 HostRates RatesBetween(const HostSnapshot& before, const HostSnapshot& after, double seconds);
 
 struct HostPlacement {
-  int cpus_online = -1;                // /proc/cpuinfo-independent: sysfs online list
-  int cpus_allowed = -1;               // this process's affinity
+  int cpus_online = -1;   // /proc/cpuinfo-independent: sysfs online list
+  int cpus_allowed = -1;  // this process's affinity
   double cgroup_cpu_limit = std::numeric_limits<double>::quiet_NaN();  // cores; NaN: no limit
-  std::vector<int> numa_nodes_of_allowed_cpus;  // sorted
+  std::vector<int> numa_nodes_of_allowed_cpus;                         // sorted
 };
 
 // ReadPlacement()

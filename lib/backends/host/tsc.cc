@@ -124,11 +124,12 @@ const TscClock* Calibrate(std::string* description) {
   const double ns_per_tick =
       static_cast<double>(p1.mono - p0.mono) / static_cast<double>(p1.tsc - p0.tsc);
   if (ns_per_tick < 0.05 || ns_per_tick > 10) {  // outside 0.1 to 20 GHz: not a clock we trust
-    *description = absl::StrFormat("CLOCK_MONOTONIC (implausible TSC rate %.3f GHz)", 1 / ns_per_tick);
+    *description =
+        absl::StrFormat("CLOCK_MONOTONIC (implausible TSC rate %.3f GHz)", 1 / ns_per_tick);
     return nullptr;
   }
-  *description = absl::StrFormat("TSC at %.3f GHz, calibrated against CLOCK_MONOTONIC",
-                                 1 / ns_per_tick);
+  *description =
+      absl::StrFormat("TSC at %.3f GHz, calibrated against CLOCK_MONOTONIC", 1 / ns_per_tick);
   return new TscClock(p0.tsc, p0.mono, ns_per_tick);
 #endif
 }

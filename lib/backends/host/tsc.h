@@ -59,7 +59,6 @@ class TscClock {
       : tsc0_(tsc0), mono0_(mono0), ns_per_tick_(ns_per_tick) {}
 
  private:
-
   const int64_t tsc0_;
   const int64_t mono0_;
   mutable std::atomic<double> ns_per_tick_;

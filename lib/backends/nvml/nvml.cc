@@ -146,15 +146,17 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
   absl::StatusOr<DynLib> lib = DynLib::Open(name);
   if (!lib.ok()) return lib.status();
   auto api = std::make_unique<Api>();
-  for (absl::Status s : {lib->Bind(&api->Init, {"nvmlInit_v2", "nvmlInit"}),
-                         lib->Bind(&api->Shutdown, {"nvmlShutdown"}),
-                         lib->Bind(&api->DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}),
-                         lib->Bind(&api->DeviceGetHandleByIndex,
-                                  {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"})}) {
+  for (absl::Status s :
+       {lib->Bind(&api->Init, {"nvmlInit_v2", "nvmlInit"}),
+        lib->Bind(&api->Shutdown, {"nvmlShutdown"}),
+        lib->Bind(&api->DeviceGetCount, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}),
+        lib->Bind(&api->DeviceGetHandleByIndex,
+                  {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"})}) {
     if (!s.ok()) return s;
   }
   (void)lib->Bind(&api->SystemGetDriverVersion, {"nvmlSystemGetDriverVersion"});
-  (void)lib->Bind(&api->SystemGetCudaDriverVersion, {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
+  (void)lib->Bind(&api->SystemGetCudaDriverVersion,
+                  {"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"});
   (void)lib->Bind(&api->DeviceGetName, {"nvmlDeviceGetName"});
   (void)lib->Bind(&api->DeviceGetPciInfo, {"nvmlDeviceGetPciInfo_v3"});
   (void)lib->Bind(&api->DeviceGetClockInfo, {"nvmlDeviceGetClockInfo"});
@@ -163,8 +165,8 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
   (void)lib->Bind(&api->DeviceGetEnforcedPowerLimit, {"nvmlDeviceGetEnforcedPowerLimit"});
   (void)lib->Bind(&api->DeviceGetTemperature, {"nvmlDeviceGetTemperature"});
   // Renamed in driver 535; the old name stays for older drivers.
-  (void)lib->Bind(&api->DeviceGetClocksEventReasons,
-           {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  (void)lib->Bind(&api->DeviceGetClocksEventReasons, {"nvmlDeviceGetCurrentClocksEventReasons",
+                                                      "nvmlDeviceGetCurrentClocksThrottleReasons"});
   (void)lib->Bind(&api->DeviceGetUtilizationRates, {"nvmlDeviceGetUtilizationRates"});
   (void)lib->Bind(&api->DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"});
   (void)lib->Bind(&api->DeviceGetCurrPcieLinkGeneration, {"nvmlDeviceGetCurrPcieLinkGeneration"});
@@ -240,7 +242,7 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
   g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_SM);
   g.mem_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_MEM);
   g.mem_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_MEM);
-  g.power_w = uint_query(api_->DeviceGetPowerUsage) / 1000.0;          // mW
+  g.power_w = uint_query(api_->DeviceGetPowerUsage) / 1000.0;  // mW
   g.power_limit_w = uint_query(api_->DeviceGetEnforcedPowerLimit) / 1000.0;
   g.temperature_c = uint_query(api_->DeviceGetTemperature, NVML_TEMPERATURE_GPU);
   unsigned long long reasons = 0;

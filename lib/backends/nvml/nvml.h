@@ -26,7 +26,7 @@ inline constexpr double kUnknownValue = std::numeric_limits<double>::quiet_NaN()
 struct GpuState {
   int index = -1;
   std::string name;
-  std::string bus_id;              // "00000000:17:00.0"
+  std::string bus_id;  // "00000000:17:00.0"
   double sm_clock_mhz = kUnknownValue;
   double sm_clock_max_mhz = kUnknownValue;
   double mem_clock_mhz = kUnknownValue;
@@ -36,7 +36,8 @@ struct GpuState {
   double temperature_c = kUnknownValue;
   bool clocks_event_reasons_known = false;
   uint64_t clocks_event_reasons = 0;
-  double utilization_gpu_pct = kUnknownValue;     // as nvidia-smi reports it: a kernel ran in the sample
+  double utilization_gpu_pct =
+      kUnknownValue;  // as nvidia-smi reports it: a kernel ran in the sample
   double utilization_memory_pct = kUnknownValue;
   double memory_used_bytes = kUnknownValue;
   double memory_total_bytes = kUnknownValue;
@@ -46,11 +47,11 @@ struct GpuState {
   int pcie_width_max = -1;
   double pcie_tx_bytes_per_s = kUnknownValue;
   double pcie_rx_bytes_per_s = kUnknownValue;
-  int64_t ecc_corrected = -1;      // volatile (since the driver loaded)
+  int64_t ecc_corrected = -1;  // volatile (since the driver loaded)
   int64_t ecc_uncorrected = -1;
-  int persistence_mode = -1;       // 0 off, 1 on
-  int compute_mode = -1;           // 0 default, 1 exclusive thread, 2 prohibited, 3 exclusive process
-  int mig_mode = -1;               // 0 off, 1 on
+  int persistence_mode = -1;  // 0 off, 1 on
+  int compute_mode = -1;      // 0 default, 1 exclusive thread, 2 prohibited, 3 exclusive process
+  int mig_mode = -1;          // 0 off, 1 on
 };
 
 class Nvml {

@@ -99,8 +99,10 @@ class NvtxAnnotator final : public Annotator {
   void SampleCounters(double step_p95_ms, std::optional<double> gpu_idle_pct) override {
 #if GPUSCOPE_HAVE_NVTX_COUNTERS
     if (p95_counter_ == 0) {
-      p95_counter_ = Register("step time p95 (ms)", "gpuscope: p95 step time over the session's window");
-      idle_counter_ = Register("GPU idle (%)", "gpuscope: GPU idle share of step time over the window");
+      p95_counter_ =
+          Register("step time p95 (ms)", "gpuscope: p95 step time over the session's window");
+      idle_counter_ =
+          Register("GPU idle (%)", "gpuscope: GPU idle share of step time over the window");
     }
     nvtxCounterSampleFloat64(domain_, p95_counter_, step_p95_ms);
     if (gpu_idle_pct.has_value()) nvtxCounterSampleFloat64(domain_, idle_counter_, *gpu_idle_pct);

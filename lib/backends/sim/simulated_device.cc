@@ -77,8 +77,7 @@ class SimulatedTimer final : public DeviceTimer {
       case SimulatedDevice::Fault::kContextDestroyed:
         return VendorCallError(absl::StatusCode::kFailedPrecondition, "cuCtxPushCurrent",
                                "CUDA_ERROR_CONTEXT_IS_DESTROYED", "simulated", __FILE__, __LINE__);
-      default:
-        break;
+      default: break;
     }
     // Off the hot path: double the pool when under a quarter is free.
     MarkerPool<SimSlot>& pool = state_->pool;
@@ -89,7 +88,6 @@ class SimulatedTimer final : public DeviceTimer {
   }
 
   int64_t accuracy_ns() const override { return 0; }
-
 
   void Stop() override {}
 
@@ -119,8 +117,7 @@ class SimulatedActivity final : public ActivitySource {
         return VendorCallError(absl::StatusCode::kFailedPrecondition, "cuptiSubscribe_v2",
                                "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
                                "simulated: another profiler holds CUPTI", __FILE__, __LINE__);
-      default:
-        break;
+      default: break;
     }
     if (!owner_) {
       return absl::FailedPreconditionError(
@@ -134,8 +131,8 @@ class SimulatedActivity final : public ActivitySource {
     std::lock_guard<std::mutex> lock(state_->activity_mu);
     // Like CUPTI, deliver what has completed; the rest stays for later.
     std::vector<DeviceInterval>& held = state_->activity;
-    const auto done = std::stable_partition(held.begin(), held.end(),
-                                            [now](const DeviceInterval& a) { return a.end_ns <= now; });
+    const auto done = std::stable_partition(
+        held.begin(), held.end(), [now](const DeviceInterval& a) { return a.end_ns <= now; });
     records_ += static_cast<uint64_t>(done - held.begin());
     out->insert(out->end(), held.begin(), done);
     held.erase(held.begin(), done);
@@ -147,7 +144,9 @@ class SimulatedActivity final : public ActivitySource {
   }
 
   uint64_t records() const override { return records_; }
-  uint64_t dropped() const override { return static_cast<uint64_t>(state_->activity_dropped.load()); }
+  uint64_t dropped() const override {
+    return static_cast<uint64_t>(state_->activity_dropped.load());
+  }
   void Stop() override {}
 
  private:
@@ -232,9 +231,10 @@ void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream, std::string_v
 
 void SimulatedDevice::LaunchCopy(Copy kind, uint64_t bytes, int64_t duration_ns, bool pageable,
                                  uint64_t stream) {
-  const internal::ActivityKind k = kind == Copy::kHostToDevice   ? internal::ActivityKind::kMemcpyH2D
-                                   : kind == Copy::kDeviceToHost ? internal::ActivityKind::kMemcpyD2H
-                                                                 : internal::ActivityKind::kMemcpyOther;
+  const internal::ActivityKind k = kind == Copy::kHostToDevice ? internal::ActivityKind::kMemcpyH2D
+                                   : kind == Copy::kDeviceToHost
+                                       ? internal::ActivityKind::kMemcpyD2H
+                                       : internal::ActivityKind::kMemcpyOther;
   state_->Enqueue(k, duration_ns, stream, bytes, pageable);
 }
 
@@ -287,7 +287,8 @@ int64_t SimulatedDevice::DeviceBusyBetween(int64_t begin_ns, int64_t end_ns, int
       if (e > b) ks.push_back({b, e});
     }
   }
-  std::sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
+  std::sort(ks.begin(), ks.end(),
+            [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
   int64_t busy = 0;
   int64_t cursor = begin_ns;
   for (const internal::SimKernel& k : ks) {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "backends/activity_source.h"
-#include "backends/device_timer.h"
 #include "backends/cuda/lane_table.h"
 #include "backends/cuda/marker_pool.h"
+#include "backends/device_timer.h"
 #include "gpuscope/clock.h"
 #include "gpuscope/testing.h"
 
@@ -61,8 +61,8 @@ struct SimState {
 
   // Enqueues `duration_ns` of work on `stream` at the clock's current time:
   // ground truth, and an activity record of `kind`.
-  void Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes, bool pageable,
-               KernelClass kernel_class = KernelClass::kOther);
+  void Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes,
+               bool pageable, KernelClass kernel_class = KernelClass::kOther);
   void AddActivity(const DeviceInterval& a);
 
   MarkerPool<SimSlot> pool;
@@ -80,8 +80,8 @@ struct SimulatedBackends {
 };
 SimulatedBackends MakeSimulatedBackends(const std::shared_ptr<SimulatedDevice>& device,
                                         std::shared_ptr<Clock> clock);
-inline std::unique_ptr<DeviceTimer> MakeSimulatedTimer(const std::shared_ptr<SimulatedDevice>& device,
-                                                       std::shared_ptr<Clock> clock) {
+inline std::unique_ptr<DeviceTimer> MakeSimulatedTimer(
+    const std::shared_ptr<SimulatedDevice>& device, std::shared_ptr<Clock> clock) {
   return MakeSimulatedBackends(device, std::move(clock)).timer;
 }
 

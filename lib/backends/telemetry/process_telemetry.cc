@@ -58,7 +58,8 @@ class Sampler {
     if (due) {
       Entry entry;
       system_->Sample(now_ns, &entry.sample);
-      std::string description = system_->description();  // which GPUs may change as the job takes them up
+      std::string description =
+          system_->description();  // which GPUs may change as the job takes them up
       std::lock_guard<std::mutex> lock(mu_);
       if (ring_.size() == kRingSize) ring_.pop_front();
       entry.seq = next_seq_++;
@@ -131,7 +132,8 @@ class ProcessTelemetry final : public Telemetry {
     if (!samples.empty()) *out = samples.back();
   }
 
-  void Collect(int64_t now_ns, int64_t /*interval_ns*/, std::vector<TelemetrySample>* out) override {
+  void Collect(int64_t now_ns, int64_t /*interval_ns*/,
+               std::vector<TelemetrySample>* out) override {
     if (attached_) Sampler::Get().Collect(now_ns, &cursor_, out);
   }
 

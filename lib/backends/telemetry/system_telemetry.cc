@@ -98,7 +98,8 @@ class SystemTelemetry final : public Telemetry {
     absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open();
     if (nvml.ok()) {
       nvml_ = std::move(*nvml);
-      for (int i = 0; i < nvml_->device_count(); ++i) nvml_bus_ids_.push_back(CanonicalPciBusId(nvml_->BusId(i)));
+      for (int i = 0; i < nvml_->device_count(); ++i)
+        nvml_bus_ids_.push_back(CanonicalPciBusId(nvml_->BusId(i)));
     } else {
       nvml_status_ = std::string(nvml.status().message());
     }
@@ -107,11 +108,13 @@ class SystemTelemetry final : public Telemetry {
     // limit (placement does not change while a job runs).
     const HostPlacement p = ReadPlacement("/sys", cgroup_root_, nullptr, proc_root_);
     if (p.cpus_allowed > 0) {
-      cpus_available_ = std::isnan(p.cgroup_cpu_limit) ? p.cpus_allowed
-                                                        : std::min<double>(p.cpus_allowed, p.cgroup_cpu_limit);
+      cpus_available_ = std::isnan(p.cgroup_cpu_limit)
+                            ? p.cpus_allowed
+                            : std::min<double>(p.cpus_allowed, p.cgroup_cpu_limit);
     }
     if (nvml_ == nullptr && !host_ok_) {
-      return absl::UnavailableError(absl::StrCat("neither NVML (", nvml_status_, ") nor ", proc_root_, " is readable"));
+      return absl::UnavailableError(
+          absl::StrCat("neither NVML (", nvml_status_, ") nor ", proc_root_, " is readable"));
     }
     return absl::OkStatus();
   }
@@ -122,9 +125,9 @@ class SystemTelemetry final : public Telemetry {
     if (job_gpus_.empty()) {
       gpus = absl::StrCat("NVML (no GPU sampled: ", job_gpus_note_, ")");
     } else {
-      gpus = absl::StrCat("NVML (", job_gpus_.size() == 1 ? "GPU " : "GPUs ", absl::StrJoin(job_gpus_, ", "),
-                          " of ", nvml_->device_count(), ": the ", job_gpus_.size() == 1 ? "one" : "ones",
-                          " this process uses)");
+      gpus = absl::StrCat("NVML (", job_gpus_.size() == 1 ? "GPU " : "GPUs ",
+                          absl::StrJoin(job_gpus_, ", "), " of ", nvml_->device_count(), ": the ",
+                          job_gpus_.size() == 1 ? "one" : "ones", " this process uses)");
     }
     return host_ok_ ? absl::StrCat(gpus, ", /proc") : gpus;
   }
@@ -181,13 +184,15 @@ class SystemTelemetry final : public Telemetry {
     job_gpus_.clear();
     absl::StatusOr<std::vector<std::string>> ids = ProcessCudaDeviceBusIds();
     if (!ids.ok()) {
-      job_gpus_note_ = absl::IsFailedPrecondition(ids.status()) ? "CUDA is not initialized in this process"
-                                                                  : std::string(ids.status().message());
+      job_gpus_note_ = absl::IsFailedPrecondition(ids.status())
+                           ? "CUDA is not initialized in this process"
+                           : std::string(ids.status().message());
       return;
     }
     for (const std::string& id : *ids) {
       const auto it = std::find(nvml_bus_ids_.begin(), nvml_bus_ids_.end(), CanonicalPciBusId(id));
-      if (it != nvml_bus_ids_.end()) job_gpus_.push_back(static_cast<int>(it - nvml_bus_ids_.begin()));
+      if (it != nvml_bus_ids_.end())
+        job_gpus_.push_back(static_cast<int>(it - nvml_bus_ids_.begin()));
     }
     std::sort(job_gpus_.begin(), job_gpus_.end());
     job_gpus_note_ = ids->empty() ? "this process uses no CUDA device yet"
@@ -218,7 +223,8 @@ class SystemTelemetry final : public Telemetry {
       double ticks = 0;
       for (const auto& [pid, now_ticks] : children) {
         const auto it = prev_children_.find(pid);
-        if (it != prev_children_.end() && now_ticks >= it->second) ticks += static_cast<double>(now_ticks - it->second);
+        if (it != prev_children_.end() && now_ticks >= it->second)
+          ticks += static_cast<double>(now_ticks - it->second);
       }
       const double hz = static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)));
       out->children_cores = ticks / hz / seconds;
@@ -231,8 +237,8 @@ class SystemTelemetry final : public Telemetry {
   const std::string proc_root_;
   const std::string cgroup_root_;
   std::unique_ptr<Nvml> nvml_;
-  std::vector<std::string> nvml_bus_ids_;  // canonical, by NVML index
-  std::vector<int> job_gpus_;              // NVML indices, ascending
+  std::vector<std::string> nvml_bus_ids_;            // canonical, by NVML index
+  std::vector<int> job_gpus_;                        // NVML indices, ascending
   std::string job_gpus_note_ = "not looked up yet";  // why job_gpus_ is empty
   std::string nvml_status_;
   bool host_ok_ = false;

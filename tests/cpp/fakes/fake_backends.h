@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "session/sources.h"
 #include "core/record.h"
+#include "session/sources.h"
 
 namespace gpuscope::testing {
 

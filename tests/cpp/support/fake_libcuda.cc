@@ -78,8 +78,8 @@ State& S() {
   return *s;
 }
 
-thread_local std::vector<Context*> pushed;    // cuCtxPushCurrent's stack
-thread_local Context* current = nullptr;      // the thread's own (cudaSetDevice)
+thread_local std::vector<Context*> pushed;  // cuCtxPushCurrent's stack
+thread_local Context* current = nullptr;    // the thread's own (cudaSetDevice)
 
 Context* Current() { return !pushed.empty() ? pushed.back() : current; }
 bool HasContext() { return Current() != nullptr; }
@@ -144,7 +144,8 @@ __attribute__((visibility("default"))) int64_t fake_cuda_records() { return S().
 __attribute__((visibility("default"))) int64_t fake_cuda_wrong_context_records() {
   return S().wrong_context_records;
 }
-__attribute__((visibility("default"))) void fake_cuda_launch(uintptr_t stream, int64_t duration_ns) {
+__attribute__((visibility("default"))) void fake_cuda_launch(uintptr_t stream,
+                                                             int64_t duration_ns) {
   std::lock_guard<std::mutex> lock(S().mu);
   int64_t& busy = S().busy_until[{StreamContext(stream), stream}];
   busy = std::max(busy, NowNs()) + duration_ns;

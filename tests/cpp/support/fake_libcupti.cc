@@ -86,7 +86,8 @@ int64_t MonotonicNs() {
 // records with.
 uint64_t Stamp(int64_t host_ns) {
 #ifdef FAKE_CUPTI_V2
-  if (S().timestamp != nullptr) return static_cast<uint64_t>(host_ns);  // the client's clock is ours
+  if (S().timestamp != nullptr)
+    return static_cast<uint64_t>(host_ns);  // the client's clock is ours
 #endif
   return static_cast<uint64_t>(host_ns + kOwnClockOffsetNs);
 }
@@ -143,8 +144,8 @@ EXPORT void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t 
 // The name later kernels carry (static storage, as CUPTI's own names).
 const char* g_kernel_name = nullptr;
 EXPORT void fake_cupti_set_kernel_name(const char* name) { g_kernel_name = name; }
-EXPORT void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, uint32_t stream,
-                                   uint32_t correlation) {
+EXPORT void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device,
+                                   uint32_t stream, uint32_t correlation) {
   KernelRecord k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.start = Stamp(start_ns);
@@ -155,8 +156,9 @@ EXPORT void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t de
   k.name = g_kernel_name;
   Emit(k);
 }
-EXPORT void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind, uint8_t src_kind,
-                                   uint8_t dst_kind, uint64_t bytes, uint32_t correlation) {
+EXPORT void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind,
+                                   uint8_t src_kind, uint8_t dst_kind, uint64_t bytes,
+                                   uint32_t correlation) {
   MemcpyRecord m{};
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
   m.copyKind = copy_kind;

@@ -42,7 +42,9 @@ extern "C" {
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT void fake_nvml_set_gpus(const FakeGpu* gpus, int count) { S().gpus.assign(gpus, gpus + count); }
+EXPORT void fake_nvml_set_gpus(const FakeGpu* gpus, int count) {
+  S().gpus.assign(gpus, gpus + count);
+}
 EXPORT void fake_nvml_fail_init(int result) { S().init_result = static_cast<nvmlReturn_t>(result); }
 EXPORT int fake_nvml_inits() { return S().inits; }
 

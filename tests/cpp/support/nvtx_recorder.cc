@@ -67,8 +67,7 @@ struct State {
   std::vector<std::unique_ptr<nvtxDomainRegistration_st>> domains;
   std::vector<std::unique_ptr<nvtxStringRegistration_st>> strings;
   std::unordered_map<std::string, nvtxDomainHandle_t> domain_by_name;
-  std::map<std::pair<nvtxDomainHandle_t, std::string>, nvtxStringHandle_t>
-      string_by_key;
+  std::map<std::pair<nvtxDomainHandle_t, std::string>, nvtxStringHandle_t> string_by_key;
   std::unordered_set<nvtxDomainHandle_t> valid_domains;
   std::unordered_set<nvtxStringHandle_t> valid_strings;
   std::map<uint64_t, std::pair<std::string, std::string>> counters;  // id -> (domain, name)
@@ -84,8 +83,7 @@ State& GetState() {
 std::atomic<int> g_attach_count{0};
 
 uint64_t CurrentThreadId() {
-  thread_local const uint64_t id =
-      gpuscope::testing::NvtxRecorderCurrentThreadId();
+  thread_local const uint64_t id = gpuscope::testing::NvtxRecorderCurrentThreadId();
   return id;
 }
 
@@ -134,24 +132,18 @@ std::string DomainNameLocked(const State& state, nvtxDomainHandle_t domain) {
 }
 
 // True if the attributes struct, as sized by the caller, contains `field`.
-#define NVTX_RECORDER_HAS_FIELD(attr, field)                              \
-  (offsetof(nvtxEventAttributes_t, field) +                               \
-       sizeof(nvtxEventAttributes_t::field) <=                            \
+#define NVTX_RECORDER_HAS_FIELD(attr, field)                                        \
+  (offsetof(nvtxEventAttributes_t, field) + sizeof(nvtxEventAttributes_t::field) <= \
    static_cast<size_t>((attr)->size))
 
 // Fills message/payload/color of `event` from `attr`. Caller holds State::mu.
-void DecodeAttributesLocked(const State& state,
-                            const nvtxEventAttributes_t* attr,
+void DecodeAttributesLocked(const State& state, const nvtxEventAttributes_t* attr,
                             RecordedEvent& event) {
   if (attr == nullptr) return;
   if (NVTX_RECORDER_HAS_FIELD(attr, message)) {
     switch (attr->messageType) {
-      case NVTX_MESSAGE_TYPE_ASCII:
-        event.message = Narrow(attr->message.ascii);
-        break;
-      case NVTX_MESSAGE_TYPE_UNICODE:
-        event.message = WideToUtf8(attr->message.unicode);
-        break;
+      case NVTX_MESSAGE_TYPE_ASCII: event.message = Narrow(attr->message.ascii); break;
+      case NVTX_MESSAGE_TYPE_UNICODE: event.message = WideToUtf8(attr->message.unicode); break;
       case NVTX_MESSAGE_TYPE_REGISTERED: {
         nvtxStringHandle_t handle = attr->message.registered;
         if (handle != nullptr && state.valid_strings.count(handle) != 0) {
@@ -161,8 +153,7 @@ void DecodeAttributesLocked(const State& state,
         }
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
   if (NVTX_RECORDER_HAS_FIELD(attr, payload)) {
@@ -187,8 +178,7 @@ void DecodeAttributesLocked(const State& state,
         break;
     }
   }
-  if (NVTX_RECORDER_HAS_FIELD(attr, color) &&
-      attr->colorType == NVTX_COLOR_ARGB) {
+  if (NVTX_RECORDER_HAS_FIELD(attr, color) && attr->colorType == NVTX_COLOR_ARGB) {
     event.has_color = true;
     event.color = attr->color;
   }
@@ -196,8 +186,7 @@ void DecodeAttributesLocked(const State& state,
 
 #undef NVTX_RECORDER_HAS_FIELD
 
-void RecordWithAttributes(Kind kind, nvtxDomainHandle_t domain,
-                          const nvtxEventAttributes_t* attr) {
+void RecordWithAttributes(Kind kind, nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr) {
   State& state = GetState();
   RecordedEvent event{};
   event.kind = kind;
@@ -249,8 +238,8 @@ nvtxDomainHandle_t CreateDomain(std::string name) {
   if (it != state.domain_by_name.end()) {
     handle = it->second;
   } else {
-    state.domains.push_back(std::make_unique<nvtxDomainRegistration_st>(
-        nvtxDomainRegistration_st{name}));
+    state.domains.push_back(
+        std::make_unique<nvtxDomainRegistration_st>(nvtxDomainRegistration_st{name}));
     handle = state.domains.back().get();
     state.domain_by_name.emplace(std::move(name), handle);
     state.valid_domains.insert(handle);
@@ -259,8 +248,7 @@ nvtxDomainHandle_t CreateDomain(std::string name) {
   return handle;
 }
 
-nvtxStringHandle_t RegisterString(nvtxDomainHandle_t domain,
-                                  std::string text) {
+nvtxStringHandle_t RegisterString(nvtxDomainHandle_t domain, std::string text) {
   State& state = GetState();
   RecordedEvent event{};
   event.kind = Kind::kRegisterString;
@@ -291,12 +279,8 @@ nvtxStringHandle_t RegisterString(nvtxDomainHandle_t domain,
 void NVTX_API MarkEx(const nvtxEventAttributes_t* attr) {
   RecordWithAttributes(Kind::kMark, nullptr, attr);
 }
-void NVTX_API MarkA(const char* message) {
-  RecordText(Kind::kMark, Narrow(message));
-}
-void NVTX_API MarkW(const wchar_t* message) {
-  RecordText(Kind::kMark, WideToUtf8(message));
-}
+void NVTX_API MarkA(const char* message) { RecordText(Kind::kMark, Narrow(message)); }
+void NVTX_API MarkW(const wchar_t* message) { RecordText(Kind::kMark, WideToUtf8(message)); }
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* attr) {
   RecordWithAttributes(Kind::kPush, nullptr, attr);
   return PushLevel(nullptr);
@@ -315,12 +299,10 @@ int NVTX_API RangePop() {
 }
 
 // Core2 module: domains and registered strings.
-void NVTX_API DomainMarkEx(nvtxDomainHandle_t domain,
-                           const nvtxEventAttributes_t* attr) {
+void NVTX_API DomainMarkEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr) {
   RecordWithAttributes(Kind::kMark, domain, attr);
 }
-int NVTX_API DomainRangePushEx(nvtxDomainHandle_t domain,
-                               const nvtxEventAttributes_t* attr) {
+int NVTX_API DomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr) {
   RecordWithAttributes(Kind::kPush, domain, attr);
   return PushLevel(domain);
 }
@@ -328,17 +310,13 @@ int NVTX_API DomainRangePop(nvtxDomainHandle_t domain) {
   RecordPop(domain);
   return PopLevel(domain);
 }
-nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain,
-                                                  const char* text) {
+nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain, const char* text) {
   return RegisterString(domain, Narrow(text));
 }
-nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t domain,
-                                                  const wchar_t* text) {
+nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t domain, const wchar_t* text) {
   return RegisterString(domain, WideToUtf8(text));
 }
-nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
-  return CreateDomain(Narrow(name));
-}
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) { return CreateDomain(Narrow(name)); }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
   return CreateDomain(WideToUtf8(name));
 }
@@ -394,13 +372,11 @@ struct TableEntry {
   NvtxFunctionPointer fn;
 };
 
-bool Install(const NvtxExportTableCallbacks* callbacks,
-             NvtxCallbackModule module,
+bool Install(const NvtxExportTableCallbacks* callbacks, NvtxCallbackModule module,
              std::initializer_list<TableEntry> entries) {
   NvtxFunctionTable table = nullptr;
   unsigned int size = 0;  // number of valid ids: 1 .. size-1 (0 is unused)
-  if (callbacks->GetModuleFunctionTable(module, &table, &size) == 0 ||
-      table == nullptr) {
+  if (callbacks->GetModuleFunctionTable(module, &table, &size) == 0 || table == nullptr) {
     return false;
   }
   for (const TableEntry& entry : entries) {
@@ -423,60 +399,49 @@ extern "C" {
 NVTX_DYNAMIC_EXPORT int NVTX_API
 InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   if (get_export_table == nullptr) return 0;
-  const auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(
-      get_export_table(NVTX_ETID_CALLBACKS));
+  const auto* callbacks =
+      static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr ||
-      callbacks->struct_size <
-          offsetof(NvtxExportTableCallbacks, GetModuleFunctionTable) +
-              sizeof(callbacks->GetModuleFunctionTable) ||
+      callbacks->struct_size < offsetof(NvtxExportTableCallbacks, GetModuleFunctionTable) +
+                                   sizeof(callbacks->GetModuleFunctionTable) ||
       callbacks->GetModuleFunctionTable == nullptr) {
     return 0;
   }
 
-  const bool core_ok = Install(
-      callbacks, NVTX_CB_MODULE_CORE,
-      {
-          {NVTX_CBID_CORE_MarkEx, Slot<nvtxMarkEx_impl_fntype>(&MarkEx)},
-          {NVTX_CBID_CORE_MarkA, Slot<nvtxMarkA_impl_fntype>(&MarkA)},
-          {NVTX_CBID_CORE_MarkW, Slot<nvtxMarkW_impl_fntype>(&MarkW)},
-          {NVTX_CBID_CORE_RangePushEx,
-           Slot<nvtxRangePushEx_impl_fntype>(&RangePushEx)},
-          {NVTX_CBID_CORE_RangePushA,
-           Slot<nvtxRangePushA_impl_fntype>(&RangePushA)},
-          {NVTX_CBID_CORE_RangePushW,
-           Slot<nvtxRangePushW_impl_fntype>(&RangePushW)},
-          {NVTX_CBID_CORE_RangePop,
-           Slot<nvtxRangePop_impl_fntype>(&RangePop)},
-      });
+  const bool core_ok =
+      Install(callbacks, NVTX_CB_MODULE_CORE,
+              {
+                  {NVTX_CBID_CORE_MarkEx, Slot<nvtxMarkEx_impl_fntype>(&MarkEx)},
+                  {NVTX_CBID_CORE_MarkA, Slot<nvtxMarkA_impl_fntype>(&MarkA)},
+                  {NVTX_CBID_CORE_MarkW, Slot<nvtxMarkW_impl_fntype>(&MarkW)},
+                  {NVTX_CBID_CORE_RangePushEx, Slot<nvtxRangePushEx_impl_fntype>(&RangePushEx)},
+                  {NVTX_CBID_CORE_RangePushA, Slot<nvtxRangePushA_impl_fntype>(&RangePushA)},
+                  {NVTX_CBID_CORE_RangePushW, Slot<nvtxRangePushW_impl_fntype>(&RangePushW)},
+                  {NVTX_CBID_CORE_RangePop, Slot<nvtxRangePop_impl_fntype>(&RangePop)},
+              });
   const bool core2_ok = Install(
       callbacks, NVTX_CB_MODULE_CORE2,
       {
-          {NVTX_CBID_CORE2_DomainMarkEx,
-           Slot<nvtxDomainMarkEx_impl_fntype>(&DomainMarkEx)},
+          {NVTX_CBID_CORE2_DomainMarkEx, Slot<nvtxDomainMarkEx_impl_fntype>(&DomainMarkEx)},
           {NVTX_CBID_CORE2_DomainRangePushEx,
            Slot<nvtxDomainRangePushEx_impl_fntype>(&DomainRangePushEx)},
-          {NVTX_CBID_CORE2_DomainRangePop,
-           Slot<nvtxDomainRangePop_impl_fntype>(&DomainRangePop)},
+          {NVTX_CBID_CORE2_DomainRangePop, Slot<nvtxDomainRangePop_impl_fntype>(&DomainRangePop)},
           {NVTX_CBID_CORE2_DomainRegisterStringA,
            Slot<nvtxDomainRegisterStringA_impl_fntype>(&DomainRegisterStringA)},
           {NVTX_CBID_CORE2_DomainRegisterStringW,
            Slot<nvtxDomainRegisterStringW_impl_fntype>(&DomainRegisterStringW)},
-          {NVTX_CBID_CORE2_DomainCreateA,
-           Slot<nvtxDomainCreateA_impl_fntype>(&DomainCreateA)},
-          {NVTX_CBID_CORE2_DomainCreateW,
-           Slot<nvtxDomainCreateW_impl_fntype>(&DomainCreateW)},
-          {NVTX_CBID_CORE2_DomainDestroy,
-           Slot<nvtxDomainDestroy_impl_fntype>(&DomainDestroy)},
+          {NVTX_CBID_CORE2_DomainCreateA, Slot<nvtxDomainCreateA_impl_fntype>(&DomainCreateA)},
+          {NVTX_CBID_CORE2_DomainCreateW, Slot<nvtxDomainCreateW_impl_fntype>(&DomainCreateW)},
+          {NVTX_CBID_CORE2_DomainDestroy, Slot<nvtxDomainDestroy_impl_fntype>(&DomainDestroy)},
       });
   if (!core_ok || !core2_ok) return 0;
 
   // Documented as required of tools (currently ignored by NVTX).
-  const auto* version = static_cast<const NvtxExportTableVersionInfo*>(
-      get_export_table(NVTX_ETID_VERSIONINFO));
+  const auto* version =
+      static_cast<const NvtxExportTableVersionInfo*>(get_export_table(NVTX_ETID_VERSIONINFO));
   if (version != nullptr &&
-      version->struct_size >=
-          offsetof(NvtxExportTableVersionInfo, SetInjectionNvtxVersion) +
-              sizeof(version->SetInjectionNvtxVersion) &&
+      version->struct_size >= offsetof(NvtxExportTableVersionInfo, SetInjectionNvtxVersion) +
+                                  sizeof(version->SetInjectionNvtxVersion) &&
       version->SetInjectionNvtxVersion != nullptr) {
     version->SetInjectionNvtxVersion(NVTX_VERSION);
   }
@@ -500,14 +465,12 @@ NVTX_DYNAMIC_EXPORT int NVTX_API InitializeInjectionNvtxExtension(nvtxExtModuleI
   return 1;
 }
 
-__attribute__((visibility("default"))) int
-gpuscope_nvtx_recorder_attach_count(void) {
+__attribute__((visibility("default"))) int gpuscope_nvtx_recorder_attach_count(void) {
   return g_attach_count.load(std::memory_order_acquire);
 }
 
-__attribute__((visibility("default"))) void
-gpuscope_nvtx_recorder_visit_events(GpuscopeNvtxRecorderVisitFn visit,
-                                    void* context) {
+__attribute__((visibility("default"))) void gpuscope_nvtx_recorder_visit_events(
+    GpuscopeNvtxRecorderVisitFn visit, void* context) {
   if (visit == nullptr) return;
   State& state = GetState();
   std::lock_guard<std::mutex> lock(state.mu);
@@ -526,8 +489,7 @@ gpuscope_nvtx_recorder_visit_events(GpuscopeNvtxRecorderVisitFn visit,
   }
 }
 
-__attribute__((visibility("default"))) void gpuscope_nvtx_recorder_clear(
-    void) {
+__attribute__((visibility("default"))) void gpuscope_nvtx_recorder_clear(void) {
   State& state = GetState();
   std::lock_guard<std::mutex> lock(state.mu);
   state.events.clear();
@@ -540,7 +502,6 @@ static_assert(std::is_same_v<decltype(&gpuscope_nvtx_recorder_attach_count),
                              GpuscopeNvtxRecorderAttachCountFn>);
 static_assert(std::is_same_v<decltype(&gpuscope_nvtx_recorder_visit_events),
                              GpuscopeNvtxRecorderVisitEventsFn>);
-static_assert(std::is_same_v<decltype(&gpuscope_nvtx_recorder_clear),
-                             GpuscopeNvtxRecorderClearFn>);
-static_assert(std::is_same_v<decltype(&InitializeInjectionNvtx2),
-                             NvtxInitializeInjectionNvtxFunc_t>);
+static_assert(std::is_same_v<decltype(&gpuscope_nvtx_recorder_clear), GpuscopeNvtxRecorderClearFn>);
+static_assert(
+    std::is_same_v<decltype(&InitializeInjectionNvtx2), NvtxInitializeInjectionNvtxFunc_t>);

@@ -81,8 +81,8 @@ struct GpuscopeNvtxRecorderRawEvent {
   double value;  // counter samples
 };
 
-typedef void (*GpuscopeNvtxRecorderVisitFn)(
-    void* context, const GpuscopeNvtxRecorderRawEvent* event);
+typedef void (*GpuscopeNvtxRecorderVisitFn)(void* context,
+                                            const GpuscopeNvtxRecorderRawEvent* event);
 
 // Number of times an NVTX instance initialized the recorder (0 = never).
 // Each module (executable / shared library) that compiles in the header-only
@@ -90,8 +90,7 @@ typedef void (*GpuscopeNvtxRecorderVisitFn)(
 typedef int (*GpuscopeNvtxRecorderAttachCountFn)(void);
 // Calls visit(context, event) for every recorded event, in order, while
 // holding the recorder lock (visit must not call NVTX or the recorder).
-typedef void (*GpuscopeNvtxRecorderVisitEventsFn)(
-    GpuscopeNvtxRecorderVisitFn visit, void* context);
+typedef void (*GpuscopeNvtxRecorderVisitEventsFn)(GpuscopeNvtxRecorderVisitFn visit, void* context);
 typedef void (*GpuscopeNvtxRecorderClearFn)(void);
 
 }  // extern "C"
@@ -99,7 +98,15 @@ typedef void (*GpuscopeNvtxRecorderClearFn)(void);
 namespace gpuscope::testing {
 
 struct NvtxEvent {
-  enum class Kind { kDomainCreate, kRegisterString, kPush, kPop, kMark, kCounterRegister, kCounterSample };
+  enum class Kind {
+    kDomainCreate,
+    kRegisterString,
+    kPush,
+    kPop,
+    kMark,
+    kCounterRegister,
+    kCounterSample
+  };
   Kind kind;
   std::string domain;   // domain name ("" for the default domain)
   std::string message;  // resolved text: registered strings resolved to
@@ -133,8 +140,7 @@ Fn Find(const char* name) {
   return reinterpret_cast<Fn>(FindSymbol(name));
 }
 
-inline void AppendEvent(void* context,
-                        const GpuscopeNvtxRecorderRawEvent* raw) {
+inline void AppendEvent(void* context, const GpuscopeNvtxRecorderRawEvent* raw) {
   auto* out = static_cast<std::vector<NvtxEvent>*>(context);
   NvtxEvent event;
   event.kind = static_cast<NvtxEvent::Kind>(raw->kind);
@@ -172,15 +178,13 @@ inline std::vector<NvtxEvent> NvtxRecorderEvents() {
 
 // Drops all recorded events (registered domains and strings stay valid).
 inline void NvtxRecorderClear() {
-  auto fn = nvtx_recorder_internal::Find<GpuscopeNvtxRecorderClearFn>(
-      "gpuscope_nvtx_recorder_clear");
+  auto fn =
+      nvtx_recorder_internal::Find<GpuscopeNvtxRecorderClearFn>("gpuscope_nvtx_recorder_clear");
   if (fn != nullptr) fn();
 }
 
 // The thread_id the recorder stores for events from the calling thread.
-inline uint64_t NvtxRecorderCurrentThreadId() {
-  return static_cast<uint64_t>(syscall(SYS_gettid));
-}
+inline uint64_t NvtxRecorderCurrentThreadId() { return static_cast<uint64_t>(syscall(SYS_gettid)); }
 
 }  // namespace gpuscope::testing
 

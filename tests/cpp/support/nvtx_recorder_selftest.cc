@@ -7,6 +7,8 @@
 // definition NVTX_RECORDER_PATH, or from --nvtx_recorder_path=<file>.
 
 #include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -15,9 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nvtx3/nvToolsExt.h>
 
 #include "support/nvtx_recorder.h"
 
@@ -58,8 +57,7 @@ const char* KindName(Kind kind) {
 std::string Describe(const std::vector<NvtxEvent>& events) {
   std::string out;
   for (const NvtxEvent& e : events) {
-    out += std::string(KindName(e.kind)) + " domain='" + e.domain +
-           "' message='" + e.message + "'";
+    out += std::string(KindName(e.kind)) + " domain='" + e.domain + "' message='" + e.message + "'";
     if (e.has_payload) out += " payload=" + std::to_string(e.payload);
     if (e.has_color) out += " color=" + std::to_string(e.color);
     out += " tid=" + std::to_string(e.thread_id) + "\n";
