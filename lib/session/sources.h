@@ -29,8 +29,12 @@ struct Backends {
   bool simulated = false;
 };
 
-// What the process offers: NVTX annotations, and the GPU sources built so far
-// (none yet: CUDA events and CUPTI arrive with their own backends).
+// The backends a session starts with unless given its own: NVTX
+// annotations; with a simulated device (Options::simulated_device or
+// GPUSCOPE_SIMULATE=1) its timer and activity; otherwise, with no custom
+// clock and outside a forked child, the CUDA events timer, CUPTI activity and
+// (telemetry_interval_ms > 0) the process's shared telemetry sampler. Nothing
+// is started here: SelectSource() starts what it picks.
 Backends DefaultBackends(const Options& options);
 
 // The chosen source and why the better ones were not chosen.
