@@ -48,8 +48,10 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
     replaced keeps its mode, one of another user's does not."""
     # The envelope and the metadata are Python's (json.dumps); the summary and
     # findings are appended as the C++ core writes them, so they are never
-    # turned into Python data and back. The document is the one json.dumps
-    # wrote for all of it before.
+    # turned into Python data and back. The document means what json.dumps
+    # wrote for all of it before (same keys, order and indentation); only
+    # non-ASCII text in the summary and findings is now raw UTF-8 where
+    # json.dumps wrote \u escapes.
     head = json.dumps({
         "schema": RUN_SCHEMA,
         "schema_version": RUN_SCHEMA_VERSION,
