@@ -1,6 +1,12 @@
 // The background side: what a completed step costs the aggregator, and what
 // Summarize() costs over a full window. Neither runs on the recording thread.
 
+#include <malloc.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -51,47 +57,108 @@ void BM_AggregateStep(benchmark::State& state) {
 }
 BENCHMARK(BM_AggregateStep);
 
-// A step with four top-level phases, the common case.
-void BM_AggregateStepWith4Phases(benchmark::State& state) {
-  internal::Aggregator agg(512, 64);
+// A step with `range(1)` top-level phases in a window of `range(0)`: what
+// the worker spends on a completed step (5 phases is a common loop). The
+// cost must not grow with the window.
+void BM_AggregateStepWithPhases(benchmark::State& state) {
+  const int phases = static_cast<int>(state.range(1));
+  internal::Aggregator agg(static_cast<int>(state.range(0)), phases + 8);
   uint64_t seq = 0;
   int64_t t = 0;
   for (auto _ : state) {
     ++seq;
-    for (uint16_t p = 0; p < 4; ++p)
-      agg.Consume(PhaseRecord(seq, p, t + p * 5'000'000, t + (p + 1) * 5'000'000));
-    agg.Consume(StepRecord(seq, t, t + 21'000'000));
-    t += 21'000'000;
+    for (int p = 0; p < phases; ++p) {
+      agg.Consume(PhaseRecord(seq, static_cast<uint16_t>(p), t + p * 1'000'000,
+                              t + (p + 1) * 1'000'000 - static_cast<int64_t>(seq % 977)));
+    }
+    agg.Consume(StepRecord(seq, t, t + (phases + 1) * 1'000'000));
+    t += (phases + 1) * 1'000'000;
   }
   benchmark::DoNotOptimize(agg.completed_steps());
 }
-BENCHMARK(BM_AggregateStepWith4Phases);
+BENCHMARK(BM_AggregateStepWithPhases)->Args({512, 5})->Args({65536, 5})->Args({65536, 100});
 
-// Summarize() over a full window of steps with five phases each (one nested).
+// Bytes the heap holds now (glibc's count of what is allocated).
+double HeapBytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd);
+}
+
+// A session with default options but the window, the phase table and a
+// manual clock, filled with `window` steps of `phases` top-level phases
+// (the first has one nested "attention" scope), timed with a spread of
+// durations. Flushed as it goes, so nothing is dropped.
+struct FilledSession {
+  FilledSession(int window, int phases)
+      : clock(std::make_shared<ManualClock>()),
+        session(Options{.window = window, .clock = clock, .max_phases = phases + 64}) {
+    std::vector<PhaseId> ids;
+    for (int p = 0; p < phases; ++p) ids.push_back(*session.RegisterPhase("p" + std::to_string(p)));
+    const PhaseId nested = *session.RegisterPhase("attention");
+    for (int i = 0; i < window; ++i) {
+      StepScope step(session, {.samples = 64});
+      for (int p = 0; p < phases; ++p) {
+        PhaseScope scope(session, ids[static_cast<size_t>(p)]);
+        clock->Advance(100'000 + (i * 7919 + p * 104729) % 50'000);
+        if (p == 0) {
+          PhaseScope inner(session, nested);
+          clock->Advance(30'000);
+        }
+      }
+      if (i % 64 == 63) session.Flush();
+    }
+    session.Flush();
+  }
+  std::shared_ptr<ManualClock> clock;
+  Session session;
+};
+
+// The filled session for (window, phases), made once per process (a
+// benchmark function runs many times), with the heap it took to make.
+struct Filled {
+  std::unique_ptr<FilledSession> filled;
+  double heap_bytes = 0;
+};
+Filled& FilledFor(int window, int phases) {
+  static auto* cache = new std::map<std::pair<int, int>, Filled>();
+  Filled& f = (*cache)[{window, phases}];
+  if (f.filled == nullptr) {
+    const double before = HeapBytes();
+    f.filled = std::make_unique<FilledSession>(window, phases);
+    f.heap_bytes = HeapBytes() - before;
+  }
+  return f;
+}
+
+// Summarize() over a full window of `range(0)` steps of `range(1)` phases;
+// the counter heap_MB is what the filled session holds, measured.
 void BM_Summarize(benchmark::State& state) {
   const int window = static_cast<int>(state.range(0));
-  auto clock = std::make_shared<ManualClock>();
-  Session session(Options{
-      .window = window, .clock = clock, .queue_capacity = 1 << 16, .flush_interval_ms = 10000});
-  for (int i = 0; i < window; ++i) {
-    StepScope step(session, {.samples = 64});
-    for (Phase p : {Phase::kData, Phase::kH2D, Phase::kForward, Phase::kBackward}) {
-      PhaseScope scope(session, p);
-      clock->Advance(1'000'000 + (i * 7919 + static_cast<int>(p) * 104729) % 500'000);
-      if (p == Phase::kForward) {
-        PhaseScope nested(session, "attention");
-        clock->Advance(300'000);
-      }
-    }
-  }
-  session.Flush();
+  const int phases = static_cast<int>(state.range(1));
+  Filled& f = FilledFor(window, phases);
+  Session& session = f.filled->session;
   for (auto _ : state) benchmark::DoNotOptimize(session.Summarize());
   const Summary s = session.Summarize();
-  state.counters["steps"] = static_cast<double>(s.steps);
-  if (s.steps != window || s.misuse.total() != 0)
+  state.counters["heap_MB"] = f.heap_bytes / 1e6;
+  if (s.steps != window || s.misuse.total() != 0 ||
+      s.phases.size() != static_cast<size_t>(phases) + 2)
     state.SkipWithError("window not filled: numbers invalid");
 }
-BENCHMARK(BM_Summarize)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Summarize)
+    ->Args({512, 5})
+    ->Args({4096, 5})
+    ->Args({65536, 5})
+    ->Args({4096, 100})
+    ->Args({65536, 100})
+    ->Unit(benchmark::kMillisecond);
+
+// StepSeries() (the per-step plot data, C++ side) over the same windows.
+void BM_StepSeries(benchmark::State& state) {
+  Session& session =
+      FilledFor(static_cast<int>(state.range(0)), static_cast<int>(state.range(1))).filled->session;
+  for (auto _ : state) benchmark::DoNotOptimize(session.StepSeries());
+}
+BENCHMARK(BM_StepSeries)->Args({4096, 5})->Args({65536, 100})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpuscope

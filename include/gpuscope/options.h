@@ -78,10 +78,13 @@ inline constexpr int kMaxOpenScopes = 32;
 // `Validate()` says what is wrong with an invalid one.
 struct Options {
   // Completed steps kept for exact quantiles and the phase breakdown: the
-  // last `window` steps. 1 to kMaxWindow (65536). Memory: 168 bytes a step,
-  // plus 48 bytes a step for each phase name used in a step (allocated on its
-  // first use): window 512 with 10 phases is about 330 KB; the largest window
-  // with 10 phases, 42 MB.
+  // last `window` steps. 1 to kMaxWindow (65536). Memory, measured by
+  // benchmarks/aggregator_benchmark.cc (BM_Summarize's heap_MB): 128 bytes
+  // a step, plus 5 bytes a step for each phase name used in a step (17 once
+  // it has GPU timing) and 256 bytes a step with GPU timing, plus 40 KB per
+  // phase name; the queue (Options::queue_capacity) adds 64 bytes a record
+  // (8.4 MB by default). A session with the default queue and window 65536
+  // with 100 phases holds about 54 MB; window 512 with 5 phases, 8.7 MB.
   int window = kDefaultWindow;
 
   // false: every scope costs one branch and records nothing, no background

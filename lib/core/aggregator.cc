@@ -1,6 +1,5 @@
 #include "core/aggregator.h"
 
-#include "core/step_series.h"
 #include "core/window_stats.h"
 
 namespace gpuscope::internal {
@@ -10,9 +9,11 @@ Aggregator::Aggregator(int window, int max_phases)
 
 WindowSnapshot Aggregator::Snapshot(const PhaseTable& phases) const {
   WindowSnapshot snapshot;
-  snapshot.window = &window_;
-  snapshot.phases = &phases;
-  snapshot.telemetry = &telemetry_;
+  snapshot.window = window_.Snapshot();
+  snapshot.phase_names.reserve(static_cast<size_t>(phases.size()));
+  for (int id = 0; id < phases.size(); ++id)
+    snapshot.phase_names.emplace_back(phases.Name(static_cast<uint16_t>(id)));
+  snapshot.telemetry = telemetry_.SampleStats(window_);
   snapshot.pending_steps = device_.steps_waiting();
   if (const ActivitySource* activity = device_.activity(); activity != nullptr) {
     snapshot.activity_dropped = static_cast<int64_t>(activity->dropped());
@@ -20,12 +21,9 @@ WindowSnapshot Aggregator::Snapshot(const PhaseTable& phases) const {
   return snapshot;
 }
 
-void Aggregator::FillSeries(const PhaseTable& table, std::vector<StepPoint>* out) const {
-  internal::FillSeries(window_, table, out);
-}
-
 bool Aggregator::RollingCounters(double* step_p95_s, std::optional<double>* gpu_idle_pct) const {
-  return internal::RollingCounters(window_, step_p95_s, gpu_idle_pct);
+  return internal::RollingCounters(window_.Snapshot(/*with_phase_totals=*/false), step_p95_s,
+                                   gpu_idle_pct);
 }
 
 void Aggregator::TraceSnapshot(std::vector<TraceStep>* out, int64_t* launch_threshold_ns) const {

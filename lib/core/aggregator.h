@@ -73,7 +73,7 @@ class Aggregator {
   // time-weighted share of the samples (StepRecord::telemetry), revised as
   // samples arrive until one at or after its end has (a rate describes the
   // interval before its sample, so a step's last part is known only then).
-  void AddTelemetry(const TelemetrySample& sample) { telemetry_.Add(sample, &window_.steps); }
+  void AddTelemetry(const TelemetrySample& sample) { telemetry_.Add(sample, &window_); }
   // What is sampled (TelemetryStats::source); empty: no telemetry.
   void SetTelemetrySource(std::string source) { telemetry_.SetSource(std::move(source)); }
 
@@ -98,25 +98,22 @@ class Aggregator {
     device_.DropPending();
   }
 
-  // What SummarizeWindow() (core/summarize.h) reads: views of the window and
-  // phase names `phases`, valid until the next call that changes the
-  // aggregator.
+  // What SummarizeWindow() (core/summarize.h) reads: a view of the window
+  // (valid after the aggregator changes, from any thread) and the names of
+  // `phases`' ids.
   WindowSnapshot Snapshot(const PhaseTable& phases) const;
 
-  uint64_t completed_steps() const { return window_.completed; }
-  int64_t incomplete_steps() const { return window_.incomplete_steps; }
+  uint64_t completed_steps() const { return window_.completed(); }
+  int64_t incomplete_steps() const { return window_.incomplete_steps(); }
 
   // Keeps the timelines of the last `steps` completed steps for TraceJson()
   // (0: none). Call before the first record.
   void SetTraceSteps(int steps) { window_.trace.Reset(static_cast<size_t>(std::max(0, steps))); }
 
-  // The window's steps, oldest first (Session::StepSeries()).
-  void FillSeries(const PhaseTable& table, std::vector<StepPoint>* out) const;
-
   // The window's p95 step time (seconds) and GPU idle % (nullopt without
   // device data), for counter tracks; false when the window is empty.
   bool RollingCounters(double* step_p95_s, std::optional<double>* gpu_idle_pct) const;
-  uint64_t completed() const { return window_.completed; }
+  uint64_t completed() const { return window_.completed(); }
 
   // A copy of the kept steps' timelines (oldest first) and the launch
   // threshold, for Session::TraceJson() to format outside the lock.

@@ -234,34 +234,34 @@ void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {
     }
   }
   RememberLanes(p);
-  StepRecord& s = window->steps[static_cast<size_t>(p.index - first)];
-  if (t.devices.size() > kMaxDevicesPerStep) return;  // more devices than a step keeps
-  s.num_devices = static_cast<uint8_t>(t.devices.size());
-  for (size_t i = 0; i < t.devices.size(); ++i)
-    s.devices[i] = {t.devices[i].device, t.devices[i].busy_upper_ns};
-  s.device_busy_ns = t.busy_upper_ns;
-  s.device_span_ns = t.device_span_ns;
-  s.backlog_begin_ns = t.backlog_begin_ns;
-  s.idle_other_ns = t.idle_other_ns;
+  StepRecord* s = window->MutableStep(p.index);
+  if (s == nullptr || t.devices.size() > kMaxDevicesPerStep) return;
+  s->num_devices = static_cast<uint8_t>(t.devices.size());
+  s->device_busy_ns = t.busy_upper_ns;
+  s->device_span_ns = t.device_span_ns;
+  s->backlog_begin_ns = t.backlog_begin_ns;
+  s->idle_other_ns = t.idle_other_ns;
+  if (StepDevices* d = window->MutableDevices(p.index); d != nullptr) {
+    for (size_t i = 0; i < t.devices.size(); ++i)
+      d->devices[i] = {t.devices[i].device, t.devices[i].busy_upper_ns};
+  }
   // p.phases is in (phase id, begin) order: a phase's first occurrence
   // comes first and gives its backlog; its device time is the union of its
   // occurrences' spans (a phase nested in itself is not counted twice).
-  int64_t union_end = 0;
-  for (size_t i = 0; i < p.phases.size(); ++i) {
-    PhaseSample* sample = window->FindSample(p.phases[i].id, p.index);
-    if (sample == nullptr) continue;
-    const int64_t b = p.phases[i].begin.device_ns;
-    const int64_t e = std::max(p.phases[i].end.device_ns, b);
-    if (sample->device_ns < 0) {
-      sample->device_ns = 0;
-      sample->idle_ns = 0;
-      sample->backlog_ns = t.phases[i].backlog_begin_ns;
-      union_end = b;
+  for (size_t i = 0; i < p.phases.size();) {
+    const uint16_t id = p.phases[i].id;
+    const int64_t backlog = t.phases[i].backlog_begin_ns;
+    int64_t device_ns = 0, idle_ns = 0;
+    int64_t union_end = p.phases[i].begin.device_ns;
+    for (; i < p.phases.size() && p.phases[i].id == id; ++i) {
+      const int64_t b = p.phases[i].begin.device_ns;
+      const int64_t e = std::max(p.phases[i].end.device_ns, b);
+      if (b > union_end) union_end = b;  // a gap: start a new piece
+      device_ns += std::max<int64_t>(0, e - std::max(union_end, b));
+      union_end = std::max(union_end, e);
+      idle_ns += t.phases[i].idle_ns;
     }
-    if (b > union_end) union_end = b;  // a gap: start a new piece
-    sample->device_ns += std::max<int64_t>(0, e - std::max(union_end, b));
-    union_end = std::max(union_end, e);
-    sample->idle_ns += t.phases[i].idle_ns;
+    window->SetPhaseDevice(id, p.index, device_ns, idle_ns, backlog);
   }
 }
 
@@ -383,15 +383,17 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
     }
     t->has_activity = true;
   }
-  StepRecord& s = window->steps[static_cast<size_t>(p.index - first)];
-  if (r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;
-  s.num_devices = static_cast<uint8_t>(r.devices.size());
-  for (size_t i = 0; i < r.devices.size(); ++i)
-    s.devices[i] = {r.devices[i].device, r.devices[i].busy_ns};
-  s.device_busy_ns = r.busy_ns;
-  s.idle_other_ns = r.idle_other_ns;
-  s.idle_launch_ns = r.idle_launch_ns;
-  s.activity = r.counts;
+  StepRecord* s = window->MutableStep(p.index);
+  if (s == nullptr || r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;
+  s->num_devices = static_cast<uint8_t>(r.devices.size());
+  s->device_busy_ns = r.busy_ns;
+  s->idle_other_ns = r.idle_other_ns;
+  s->idle_launch_ns = r.idle_launch_ns;
+  if (StepDevices* d = window->MutableDevices(p.index); d != nullptr) {
+    for (size_t i = 0; i < r.devices.size(); ++i)
+      d->devices[i] = {r.devices[i].device, r.devices[i].busy_ns};
+    d->activity = r.counts;
+  }
   // Per phase id: idle charged to its occurrences, and the device time of
   // the work launched in them (p.phases is in (phase id, begin) order).
   for (size_t i = 0; i < p.phases.size();) {
@@ -402,11 +404,7 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
       ranges.emplace_back(p.phases[i].begin.host_ns, p.phases[i].end.host_ns);
       idle += r.phases[i].idle_ns;
     }
-    PhaseSample* sample = window->FindSample(id, p.index);
-    if (sample == nullptr) continue;
-    sample->device_ns = LaunchedDeviceTime(launched, ranges);
-    sample->idle_ns = idle;
-    sample->backlog_ns = -1;
+    window->SetPhaseDevice(id, p.index, LaunchedDeviceTime(launched, ranges), idle, -1);
   }
 }
 

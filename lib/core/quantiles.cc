@@ -17,61 +17,57 @@ double QuantileOfSorted(const std::vector<int64_t>& sorted, double q) {
   return a + frac * (b - a);
 }
 
+namespace quantiles_internal {
+
 namespace {
-
-// Puts into place the order statistics at the 0-based ranks in `ranks`
-// (ascending), leaving everything before each at most it and everything
-// after at least it. Expected O(n) per rank, no full sort.
-void SelectRanks(std::vector<int64_t>& v, const size_t* ranks, size_t n_ranks) {
-  auto from = v.begin();
-  for (size_t i = 0; i < n_ranks; ++i) {
-    const auto at = v.begin() + static_cast<std::ptrdiff_t>(ranks[i]);
-    if (at < from) continue;  // already in place (a repeated rank)
-    std::nth_element(from, at, v.end());
-    from = at + 1;
-  }
-}
-
+constexpr double kQs[] = {0.50, 0.90, 0.95, 0.99};
 }  // namespace
 
-Quantiles ExactQuantiles(std::vector<int64_t>& values_ns) {
-  Quantiles out;
-  if (values_ns.empty()) return out;
-  const size_t n = values_ns.size();
-  long double sum = 0;
-  int64_t lo = values_ns.front(), hi = values_ns.front();
-  for (int64_t v : values_ns) {
-    sum += v;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-  }
-  const double mean = static_cast<double>(sum / n);
-  long double sq = 0;
-  for (int64_t v : values_ns) {
-    const long double d = static_cast<long double>(v) - mean;
-    sq += d * d;
-  }
-  out.count = static_cast<int64_t>(n);
-  out.mean = mean * kNsToSeconds;
-  out.stddev = std::sqrt(static_cast<double>(sq / n)) * kNsToSeconds;
-  out.min = static_cast<double>(lo) * kNsToSeconds;
-  out.max = static_cast<double>(hi) * kNsToSeconds;
-
-  // Each quantile interpolates between the order statistics at floor(h) and
-  // floor(h) + 1, h = (n - 1) q; select just those instead of sorting.
-  constexpr double kQs[] = {0.50, 0.90, 0.95, 0.99};
-  size_t ranks[8];
+Ranks NeededRanks(size_t n) {
+  size_t all[10] = {0, n - 1};
   for (size_t i = 0; i < 4; ++i) {
     const auto below = static_cast<size_t>(std::floor(static_cast<double>(n - 1) * kQs[i]));
-    ranks[2 * i] = below;
-    ranks[2 * i + 1] = std::min(below + 1, n - 1);
+    all[2 + 2 * i] = below;
+    all[3 + 2 * i] = std::min(below + 1, n - 1);
   }
-  SelectRanks(values_ns, ranks, 8);
+  std::sort(all, all + 10);
+  Ranks r;
+  for (size_t rank : all) {
+    if (r.size == 0 || r.rank[r.size - 1] != rank) r.rank[r.size++] = rank;
+  }
+  return r;
+}
+
+Quantiles FromOrderStatistics(int64_t n, Int128 sum, Int128 sum_sq, const Ranks& ranks,
+                              const int64_t* value_at) {
+  Quantiles out;
+  out.count = n;
+  const auto nn = static_cast<long double>(n);
+  out.mean = static_cast<double>(static_cast<long double>(sum) / nn) * kNsToSeconds;
+  // n * sum_sq - sum^2 = n^2 variance, exact in 128 bits while it fits
+  // (values below about 2^46 ns at the largest window); else long double.
+  long double variance = 0;
+  constexpr Int128 kExactLimit = static_cast<Int128>(1) << 108;
+  if (sum_sq < kExactLimit) {
+    const Int128 num = static_cast<Int128>(n) * sum_sq - sum * sum;
+    variance = static_cast<long double>(num) / (nn * nn);
+  } else {
+    const long double mean = static_cast<long double>(sum) / nn;
+    variance = static_cast<long double>(sum_sq) / nn - mean * mean;
+  }
+  out.stddev = std::sqrt(static_cast<double>(std::max<long double>(0, variance))) * kNsToSeconds;
+  const auto at = [&](size_t rank) {
+    const size_t* p = std::lower_bound(ranks.rank, ranks.rank + ranks.size, rank);
+    return static_cast<double>(value_at[p - ranks.rank]);
+  };
+  out.min = at(0) * kNsToSeconds;
+  out.max = at(static_cast<size_t>(n - 1)) * kNsToSeconds;
   double q[4];
   for (size_t i = 0; i < 4; ++i) {
     const double h = static_cast<double>(n - 1) * kQs[i];
-    const double a = static_cast<double>(values_ns[ranks[2 * i]]);
-    const double b = static_cast<double>(values_ns[ranks[2 * i + 1]]);
+    const auto below = static_cast<size_t>(std::floor(h));
+    const double a = at(below);
+    const double b = at(std::min(below + 1, static_cast<size_t>(n - 1)));
     q[i] = (a + (h - std::floor(h)) * (b - a)) * kNsToSeconds;
   }
   out.p50 = q[0];
@@ -79,6 +75,31 @@ Quantiles ExactQuantiles(std::vector<int64_t>& values_ns) {
   out.p95 = q[2];
   out.p99 = q[3];
   return out;
+}
+
+}  // namespace quantiles_internal
+
+Quantiles ExactQuantiles(std::vector<int64_t>& values_ns) {
+  if (values_ns.empty()) return Quantiles{};
+  const size_t n = values_ns.size();
+  Int128 sum = 0, sum_sq = 0;
+  for (int64_t v : values_ns) {
+    sum += v;
+    sum_sq += static_cast<Int128>(v) * v;
+  }
+  // Put just the order statistics needed into place, ascending: each
+  // selection works on what lies after the previous one.
+  const quantiles_internal::Ranks ranks = quantiles_internal::NeededRanks(n);
+  int64_t value_at[10];
+  auto from = values_ns.begin();
+  for (size_t i = 0; i < ranks.size; ++i) {
+    const auto at = values_ns.begin() + static_cast<std::ptrdiff_t>(ranks.rank[i]);
+    std::nth_element(from, at, values_ns.end());
+    value_at[i] = *at;
+    from = at + 1;
+  }
+  return quantiles_internal::FromOrderStatistics(static_cast<int64_t>(n), sum, sum_sq, ranks,
+                                                 value_at);
 }
 
 }  // namespace gpuscope::internal

@@ -43,20 +43,18 @@ void StepAssembler::Consume(const Record& record) {
   }
   if (record.kind == RecordKind::kPhase) {
     const bool cancelled = (record.flags & kRecordCancelled) != 0;
-    if (record.name_id >= window_->phases.size() || (cancelled && record.step_seq == 0)) {
+    if (record.name_id >= window_->max_phases() || (cancelled && record.step_seq == 0)) {
       device_->ReleaseMarkers(record);
       return;
     }
     if (record.step_seq == 0) {
       device_->ReleaseMarkers(record);  // phases outside steps are timed on the host only
-      PhaseHistory& h = window_->phases[record.name_id];
-      ++h.outside_count;
-      h.outside_total_ns += duration;
+      window_->AddOutside(record.name_id, duration);
       return;
     }
     if (record.step_seq != scratch_seq_) {
       // The previous step's own record never arrived (dropped): leave it out.
-      if (!scratch_.empty() || scratch_overflow_) ++window_->incomplete_steps;
+      if (!scratch_.empty() || scratch_overflow_) window_->CountIncomplete();
       if (ScratchHasMarkers()) device_->QueueForget();
       DiscardScratch();
       scratch_seq_ = record.step_seq;
@@ -76,7 +74,7 @@ void StepAssembler::Consume(const Record& record) {
     return;
   }
   if (record.step_seq != scratch_seq_) {
-    if (!scratch_.empty() || scratch_overflow_) ++window_->incomplete_steps;
+    if (!scratch_.empty() || scratch_overflow_) window_->CountIncomplete();
     if (ScratchHasMarkers()) device_->QueueForget();
     DiscardScratch();
     scratch_seq_ = record.step_seq;
@@ -84,10 +82,10 @@ void StepAssembler::Consume(const Record& record) {
   if ((record.flags & kRecordCancelled) != 0) {
     // Not a step after all (the probe for an item that never came); its
     // markers still say where each lane stands.
-    device_->TakeCancelledStep(record, window_->completed - 1, &scratch_, &cancelled_);
+    device_->TakeCancelledStep(record, window_->completed() - 1, &scratch_, &cancelled_);
     DiscardScratch();
   } else if ((record.flags & kRecordIncomplete) != 0 || scratch_overflow_) {
-    ++window_->incomplete_steps;
+    window_->CountIncomplete();
     device_->QueueForget();  // records of it were dropped, markers with them
     DiscardScratch();
     device_->ReleaseMarkers(record);
@@ -102,20 +100,11 @@ void StepAssembler::Consume(const Record& record) {
 }
 
 void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
-  // Filled in place in the ring: a StepRecord is large, copies cost.
-  StepRecord& s = window_->steps.Append();
-  s.index = window_->completed;
-  s.begin_ns = step.begin_ns;
-  s.end_ns = std::max(step.end_ns, step.begin_ns);
-  s.samples = step.samples;
-  s.tokens = step.tokens;
-  s.device_busy_ns = -1;
-  s.num_devices = 0;
-  s.device_span_ns = -1;
-  s.backlog_begin_ns = -1;
-  s.idle_other_ns = -1;
-  s.idle_launch_ns = -1;
-  telemetry_->OnStepAppended(&s, window_->steps.size());
+  StepRecord record;
+  record.begin_ns = step.begin_ns;
+  record.end_ns = std::max(step.end_ns, step.begin_ns);
+  record.samples = step.samples;
+  record.tokens = step.tokens;
 
   // Group the step's phase intervals by name, in begin order, to take each
   // name's union (a phase nested in itself, or repeated, is not counted twice).
@@ -124,10 +113,10 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
       return std::tie(a.name_id, a.begin_ns, a.end_ns) < std::tie(b.name_id, b.begin_ns, b.end_ns);
     });
   int64_t top_level = 0;
+  samples_.clear();
   for (size_t i = 0; i < scratch_.size();) {
     const uint16_t id = scratch_[i].name_id;
     PhaseSample sample;
-    sample.step_index = s.index;
     int64_t cur_begin = scratch_[i].begin_ns;
     int64_t cur_end = scratch_[i].begin_ns;
     for (; i < scratch_.size() && scratch_[i].name_id == id; ++i) {
@@ -141,16 +130,16 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
       ++sample.count;
       if (r.depth == 0) {
         sample.top_ns += end - r.begin_ns;
-        ++sample.top_count;
+        sample.top_level = true;
       }
     }
     sample.total_ns += cur_end - cur_begin;
     top_level += sample.top_ns;
-    PhaseHistory& h = window_->phases[id];
-    if (h.window.capacity() == 0) h.window.Reset(window_->capacity);
-    h.window.Push(sample);
+    samples_.emplace_back(id, sample);
   }
-  s.top_level_ns = std::min(top_level, s.duration_ns());
+  record.top_level_ns = std::min(top_level, record.duration_ns());
+  StepRecord& s = window_->Append(record, samples_);
+  telemetry_->OnStepAppended(&s, window_->size());
   if (window_->trace.capacity() > 0) {
     TraceStep& t = window_->trace.Append();
     t.index = s.index;
@@ -169,8 +158,6 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
       t.phases.push_back(span);
     }
   }
-  window_->lifetime.Add(s.duration_ns());
-  ++window_->completed;
   // Takes the markers of the step and its phases (scratch_ is left empty).
   device_->TakeCompletedStep(step, s.index, no_device_numbers, &scratch_);
 }

@@ -3,10 +3,9 @@
 //
 // Phase records wait in a per-step scratch list until their step's record
 // arrives; then the step is assembled: per phase name the union of its
-// intervals, the top-level sum, one PhaseSample per phase into that phase's
-// ring, one StepRecord into the step ring, the step time into the lifetime
-// histogram, and (when traces are kept) the step's timeline. A step some of
-// whose records were dropped is left out and counted incomplete.
+// intervals, the top-level sum, one StepRecord and its phases' samples appended to the window
+// (which adds the step time to the lifetime histogram), and (when traces are kept) the step's
+// timeline. A step some of whose records were dropped is left out and counted incomplete.
 //
 // Every record's device markers are handed to device resolution
 // (core/device_resolution.h), which either waits on them or releases them;
@@ -19,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/device_resolution.h"
@@ -65,7 +65,8 @@ class StepAssembler {
   std::vector<Record> cancelled_;
   uint64_t scratch_seq_ = 0;
   bool scratch_overflow_ = false;
-  uint64_t last_step_seq_ = 0;  // the highest step sequence number seen
+  uint64_t last_step_seq_ = 0;                             // the highest step sequence number seen
+  std::vector<std::pair<uint16_t, PhaseSample>> samples_;  // FinishStep()'s, reused
 };
 
 }  // namespace gpuscope::internal

@@ -11,13 +11,15 @@
 
 namespace gpuscope::internal {
 
-void FillSeries(const StepWindow& window, const PhaseTable& table, std::vector<StepPoint>* out) {
-  const Ring<StepRecord>& steps = window.steps;
+void FillSeries(const WindowView& window, const std::vector<std::string>& names,
+                std::vector<StepPoint>* out) {
   out->clear();
-  out->reserve(steps.size());
+  out->reserve(window.size());
   const uint64_t first = window.first_index();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
+  std::vector<uint8_t> num_devices;  // by step, oldest first
+  num_devices.reserve(window.size());
+  window.ForEachStep([&](const StepRecord& s, const StepDevices*) {
+    num_devices.push_back(s.num_devices);
     StepPoint p;
     p.index = s.index;
     p.begin = static_cast<double>(s.begin_ns) * kNsToSeconds;
@@ -48,22 +50,21 @@ void FillSeries(const StepWindow& window, const PhaseTable& table, std::vector<S
     p.host_iowait_pct = opt(s.telemetry.host_iowait_pct);
     p.worker_cores = opt(s.telemetry.children_cores);
     out->push_back(std::move(p));
-  }
+  });
   // Each phase's per-step samples, by step index.
-  for (size_t id = 0; id < window.phases.size() && id < static_cast<size_t>(table.size()); ++id) {
-    const PhaseHistory& h = window.phases[id];
-    const std::string name(table.Name(static_cast<uint16_t>(id)));
-    for (size_t k = 0; k < h.window.size(); ++k) {
-      const PhaseSample& ps = h.window[k];
-      if (ps.step_index < first || ps.step_index - first >= out->size()) continue;
-      StepPoint& p = (*out)[static_cast<size_t>(ps.step_index - first)];
+  const size_t phases = std::min(window.phase_totals().size(), names.size());
+  for (size_t id = 0; id < phases; ++id) {
+    if (window.phase_totals()[id].time.count() == 0) continue;
+    const std::string& name = names[id];
+    window.ForEachSample(static_cast<uint16_t>(id), [&](uint64_t index, const PhaseSample& ps) {
+      const auto at = static_cast<size_t>(index - first);
+      StepPoint& p = (*out)[at];
       if (ps.top_ns > 0) p.phases[name] = static_cast<double>(ps.top_ns) * kNsToSeconds;
       if (ps.idle_ns > 0 && p.gpu_idle_pct.has_value()) {
-        const StepRecord& s = steps[static_cast<size_t>(ps.step_index - first)];
         p.idle_by_cause[name] =
-            static_cast<double>(ps.idle_ns) * kNsToSeconds / std::max<double>(1, s.num_devices);
+            static_cast<double>(ps.idle_ns) * kNsToSeconds / std::max<double>(1, num_devices[at]);
       }
-    }
+    });
   }
 }
 

@@ -1,14 +1,14 @@
 // The step series: the window's steps one by one (Session::StepSeries(),
 // for plots), each with its phase breakdown, GPU idle by cause and
-// telemetry. A pure function of the window (core/step_window.h); the caller
-// keeps the window still meanwhile (the session's aggregator lock).
+// telemetry. A pure function of a view of the window (core/step_window.h):
+// no lock needed.
 
 #ifndef GPUSCOPE_LIB_CORE_STEP_SERIES_H_
 #define GPUSCOPE_LIB_CORE_STEP_SERIES_H_
 
+#include <string>
 #include <vector>
 
-#include "core/phase_table.h"
 #include "core/step_window.h"
 #include "gpuscope/timeline.h"
 
@@ -17,8 +17,9 @@ namespace gpuscope::internal {
 // FillSeries()
 //
 // Replaces `*out` with the window's steps, oldest first; phase names come
-// from `table`.
-void FillSeries(const StepWindow& window, const PhaseTable& table, std::vector<StepPoint>* out);
+// from `names` (by phase id; ids beyond it are left out).
+void FillSeries(const WindowView& window, const std::vector<std::string>& names,
+                std::vector<StepPoint>* out);
 
 }  // namespace gpuscope::internal
 

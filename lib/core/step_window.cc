@@ -1,16 +1,289 @@
 #include "core/step_window.h"
 
+#include <algorithm>
+#include <bit>
+
 namespace gpuscope::internal {
 
-PhaseSample* StepWindow::FindSample(uint16_t phase_id, uint64_t step_index) {
-  Ring<PhaseSample>& ring = phases[phase_id].window;
-  // Newest first: the steps looked up are the recently completed ones.
-  for (size_t k = ring.size(); k-- > 0;) {
-    PhaseSample& sample = ring[k];
-    if (sample.step_index == step_index) return &sample;
-    if (sample.step_index < step_index) break;
+namespace step_window_internal {
+
+namespace {
+
+// A 32-bit field for `v`: kAbsent for -1 (not measured), kWide when it does
+// not fit.
+uint32_t Encode(int64_t v) {
+  if (v == -1) return PhaseColumn::kAbsent;
+  if (v < 0 || v >= PhaseColumn::kWide) return PhaseColumn::kWide;
+  return static_cast<uint32_t>(v);
+}
+
+int64_t Decode(uint32_t v, int64_t wide) {
+  if (v == PhaseColumn::kAbsent) return -1;
+  if (v == PhaseColumn::kWide) return wide;
+  return v;
+}
+
+}  // namespace
+
+const PhaseSample* PhaseColumn::FindWide(size_t slot) const {
+  for (const auto& [s, sample] : wide) {
+    if (s == slot) return &sample;
   }
   return nullptr;
+}
+
+PhaseSample* PhaseColumn::FindWide(size_t slot) {
+  for (auto& [s, sample] : wide) {
+    if (s == slot) return &sample;
+  }
+  return nullptr;
+}
+
+PhaseSample& PhaseColumn::WideSlot(size_t slot) {
+  if (PhaseSample* found = FindWide(slot); found != nullptr) return *found;
+  return wide.emplace_back(static_cast<uint32_t>(slot), PhaseSample{}).second;
+}
+
+int64_t PhaseColumn::TotalAt(size_t slot) const {
+  if (total[slot] != kWide) return total[slot];
+  const PhaseSample* w = FindWide(slot);
+  return w != nullptr ? w->total_ns : 0;
+}
+
+PhaseSample PhaseColumn::Get(size_t slot) const {
+  PhaseSample s;
+  const PhaseSample* w = FindWide(slot);  // only searched when a field says so
+  const auto wide_or = [&](int64_t PhaseSample::* field) {
+    return w != nullptr ? w->*field : int64_t{0};
+  };
+  s.total_ns = Decode(total[slot], total[slot] == kWide ? wide_or(&PhaseSample::total_ns) : 0);
+  const uint8_t m = meta[slot];
+  switch (m & 3) {
+    case kTopZero: s.top_ns = 0; break;
+    case kTopEqual: s.top_ns = s.total_ns; break;
+    default: s.top_ns = wide_or(&PhaseSample::top_ns);
+  }
+  s.top_level = (m & kTopLevelBit) != 0;
+  const uint32_t count = m >> 3;
+  s.count = count == kCountInline && w != nullptr ? w->count : count;
+  if (!device.empty()) {
+    s.device_ns =
+        Decode(device[slot], device[slot] == kWide ? wide_or(&PhaseSample::device_ns) : 0);
+    s.idle_ns = Decode(idle[slot], idle[slot] == kWide ? wide_or(&PhaseSample::idle_ns) : 0);
+    s.backlog_ns =
+        Decode(backlog[slot], backlog[slot] == kWide ? wide_or(&PhaseSample::backlog_ns) : 0);
+  }
+  return s;
+}
+
+void PhaseColumn::SetHost(size_t slot, const PhaseSample& sample) {
+  total[slot] = Encode(std::max<int64_t>(0, sample.total_ns));
+  uint8_t m = 0;
+  if (sample.top_ns == 0) {
+    m = kTopZero;
+  } else if (sample.top_ns == sample.total_ns) {
+    m = kTopEqual;
+  } else {
+    m = kTopWide;
+  }
+  if (sample.top_level) m |= kTopLevelBit;
+  const uint32_t count = std::min(sample.count, kCountInline);
+  m |= static_cast<uint8_t>(count << 3);
+  meta[slot] = m;
+  if (total[slot] == kWide || m % 4 == kTopWide || count == kCountInline) {
+    PhaseSample& w = WideSlot(slot);
+    w.total_ns = sample.total_ns;
+    w.top_ns = sample.top_ns;
+    w.count = sample.count;
+  }
+}
+
+void PhaseColumn::SetDevice(size_t slot, int64_t device_ns, int64_t idle_ns, int64_t backlog_ns) {
+  if (device.empty()) {
+    device.assign(total.size(), kAbsent);
+    idle.assign(total.size(), kAbsent);
+    backlog.assign(total.size(), kAbsent);
+  }
+  device[slot] = Encode(device_ns);
+  idle[slot] = Encode(idle_ns);
+  backlog[slot] = Encode(backlog_ns);
+  if (device[slot] == kWide || idle[slot] == kWide || backlog[slot] == kWide) {
+    PhaseSample& w = WideSlot(slot);
+    w.device_ns = device_ns;
+    w.idle_ns = idle_ns;
+    w.backlog_ns = backlog_ns;
+  }
+}
+
+Chunk::Chunk(const Chunk& other) : first_index(other.first_index), records(other.records) {
+  if (other.devices != nullptr) {
+    devices = std::make_unique<StepDevices[]>(records.size());
+    std::copy(other.devices.get(), other.devices.get() + records.size(), devices.get());
+  }
+  columns.resize(other.columns.size());
+  for (size_t id = 0; id < columns.size(); ++id) {
+    if (other.columns[id] != nullptr)
+      columns[id] = std::make_unique<PhaseColumn>(*other.columns[id]);
+  }
+}
+
+}  // namespace step_window_internal
+
+using step_window_internal::Chunk;
+using step_window_internal::ChunkRef;
+using step_window_internal::PhaseColumn;
+
+const StepRecord& WindowView::front() const {
+  const Chunk& c = *chunks_.front();
+  const uint64_t at = std::max(first_index_, c.first_index);
+  return c.records[static_cast<size_t>(at - c.first_index)];
+}
+
+const StepRecord& WindowView::back() const {
+  const Chunk& c = *chunks_.back();
+  return c.records[static_cast<size_t>(completed_ - 1 - c.first_index)];
+}
+
+namespace {
+
+// Chunks of up to 1024 steps, about a quarter of the window (at least 16):
+// a view makes the window copy at most the chunk or two it writes, and the
+// window holds at most one chunk beyond its steps.
+size_t ChunkSteps(size_t window) {
+  return std::clamp<size_t>(std::bit_ceil(std::max<size_t>(window, 1)) / 4, 16, 1024);
+}
+
+}  // namespace
+
+StepWindow::StepWindow(int window, int max_phases)
+    : capacity_(static_cast<size_t>(std::max(window, 1))),
+      chunk_steps_(ChunkSteps(capacity_)),
+      phase_totals_(static_cast<size_t>(std::max(max_phases, 0))) {}
+
+Chunk* StepWindow::WritableChunk(uint64_t index) {
+  if (chunks_.empty() || index < chunks_.front()->first_index) return nullptr;
+  const auto k = static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_);
+  if (k >= chunks_.size()) return nullptr;
+  std::shared_ptr<Chunk>& chunk = chunks_[k];
+  // Acquire: a view that let go of the chunk is done reading it.
+  if (chunk->readers.load(std::memory_order_acquire) != 0) {
+    chunk = std::make_shared<Chunk>(*chunk);
+  }
+  return chunk.get();
+}
+
+void StepWindow::Evict(uint64_t index) {
+  const Chunk& c = *chunks_.front();  // the oldest step is in the oldest chunk
+  const size_t slot = static_cast<size_t>(index - c.first_index);
+  const StepRecord& s = c.records[slot];
+  step_totals_.duration.Remove(s.duration_ns());
+  step_totals_.other.Remove(s.duration_ns() - s.top_level_ns);
+  for (size_t id = 0; id < c.columns.size(); ++id) {
+    const PhaseColumn* col = c.columns[id].get();
+    if (col == nullptr || !col->Has(slot)) continue;
+    const PhaseSample p = col->Get(slot);
+    PhaseTotals& t = phase_totals_[id];
+    t.time.Remove(p.total_ns);
+    t.top_ns -= p.top_ns;
+    t.count -= p.count;
+    if (p.top_level) --t.top_level_steps;
+    if (p.device_ns >= 0) {
+      t.device.Remove(p.device_ns);
+      t.idle_ns -= std::max<int64_t>(0, p.idle_ns);
+    }
+  }
+}
+
+StepRecord& StepWindow::Append(const StepRecord& step,
+                               const std::vector<std::pair<uint16_t, PhaseSample>>& phases) {
+  const uint64_t index = completed_;
+  if (size() == capacity_) Evict(first_index());
+  // The oldest chunk goes once every step in it has left the window.
+  const uint64_t first_after = index + 1 - std::min<uint64_t>(index + 1, capacity_);
+  while (!chunks_.empty() && chunks_.front()->first_index + chunk_steps_ <= first_after) {
+    chunks_.pop_front();
+  }
+  if (chunks_.empty() || index >= chunks_.back()->first_index + chunk_steps_) {
+    chunks_.push_back(std::make_shared<Chunk>(index, chunk_steps_));
+  }
+  Chunk* c = WritableChunk(index);
+  const size_t slot = static_cast<size_t>(index - c->first_index);
+  StepRecord& s = c->records[slot];
+  s = step;
+  s.index = index;
+  s.end_ns = std::max(s.end_ns, s.begin_ns);
+  s.top_level_ns = std::clamp<int64_t>(s.top_level_ns, 0, s.duration_ns());
+  for (const auto& [id, sample] : phases) {
+    if (id >= phase_totals_.size()) continue;
+    if (c->columns.size() <= id) c->columns.resize(id + 1u);
+    std::unique_ptr<PhaseColumn>& col = c->columns[id];
+    if (col == nullptr) col = std::make_unique<PhaseColumn>(chunk_steps_);
+    col->SetHost(slot, sample);
+    PhaseTotals& t = phase_totals_[id];
+    t.time.Add(std::max<int64_t>(0, sample.total_ns));
+    t.top_ns += sample.top_ns;
+    t.count += sample.count;
+    if (sample.top_level) ++t.top_level_steps;
+  }
+  step_totals_.duration.Add(s.duration_ns());
+  step_totals_.other.Add(s.duration_ns() - s.top_level_ns);
+  lifetime.Add(s.duration_ns());
+  ++completed_;
+  return s;
+}
+
+void StepWindow::AddOutside(uint16_t id, int64_t ns) {
+  if (id >= phase_totals_.size()) return;
+  ++phase_totals_[id].outside_count;
+  phase_totals_[id].outside_total_ns += ns;
+}
+
+const StepRecord* StepWindow::Find(uint64_t index) const {
+  if (index < first_index() || index >= completed_) return nullptr;
+  const Chunk& c =
+      *chunks_[static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_)];
+  return &c.records[static_cast<size_t>(index - c.first_index)];
+}
+
+StepRecord* StepWindow::MutableStep(uint64_t index) {
+  if (index < first_index() || index >= completed_) return nullptr;
+  Chunk* c = WritableChunk(index);
+  return &c->records[static_cast<size_t>(index - c->first_index)];
+}
+
+StepDevices* StepWindow::MutableDevices(uint64_t index) {
+  if (index < first_index() || index >= completed_) return nullptr;
+  Chunk* c = WritableChunk(index);
+  if (c->devices == nullptr) c->devices = std::make_unique<StepDevices[]>(chunk_steps_);
+  return &c->devices[static_cast<size_t>(index - c->first_index)];
+}
+
+std::optional<PhaseSample> StepWindow::Sample(uint16_t id, uint64_t index) const {
+  if (index < first_index() || index >= completed_) return std::nullopt;
+  const Chunk& c =
+      *chunks_[static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_)];
+  const PhaseColumn* col = c.column(id);
+  const size_t slot = static_cast<size_t>(index - c.first_index);
+  if (col == nullptr || !col->Has(slot)) return std::nullopt;
+  return col->Get(slot);
+}
+
+void StepWindow::SetPhaseDevice(uint16_t id, uint64_t index, int64_t device_ns, int64_t idle_ns,
+                                int64_t backlog_ns) {
+  const std::optional<PhaseSample> before = Sample(id, index);
+  if (!before.has_value()) return;
+  Chunk* c = WritableChunk(index);
+  PhaseTotals& t = phase_totals_[id];
+  if (before->device_ns >= 0) {
+    t.device.Remove(before->device_ns);
+    t.idle_ns -= std::max<int64_t>(0, before->idle_ns);
+  }
+  c->columns[id]->SetDevice(static_cast<size_t>(index - c->first_index), device_ns, idle_ns,
+                            backlog_ns);
+  if (device_ns >= 0) {
+    t.device.Add(device_ns);
+    t.idle_ns += std::max<int64_t>(0, idle_ns);
+  }
 }
 
 TraceStep* StepWindow::FindTrace(uint64_t index) {
@@ -19,6 +292,19 @@ TraceStep* StepWindow::FindTrace(uint64_t index) {
     if (trace[i].index < index) break;
   }
   return nullptr;
+}
+
+WindowView StepWindow::Snapshot(bool with_phase_totals) const {
+  WindowView v;
+  v.first_index_ = first_index();
+  v.completed_ = completed_;
+  v.incomplete_steps_ = incomplete_steps_;
+  v.chunks_.reserve(chunks_.size());
+  for (const std::shared_ptr<Chunk>& c : chunks_) v.chunks_.emplace_back(c);
+  v.step_totals_ = step_totals_;
+  v.lifetime_ = lifetime;
+  if (with_phase_totals) v.phase_totals_ = phase_totals_;
+  return v;
 }
 
 }  // namespace gpuscope::internal

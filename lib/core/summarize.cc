@@ -1,24 +1,28 @@
 #include "core/summarize.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/telemetry_window.h"
 #include "core/window_stats.h"
 #include "gpuscope/version.h"
 
 namespace gpuscope::internal {
 
 Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& facts) {
-  const StepWindow& window = *snapshot.window;
+  const WindowView& window = snapshot.window;
   Summary s;
   s.version = GPUSCOPE_VERSION;
   s.window = facts.window;
   s.pending_steps = snapshot.pending_steps;
-  StepTotals totals = FillStepStats(window, &s);
+  WindowTotals totals = FillStepStats(window, &s);
   const int64_t gpu_window_ns = FillDeviceStats(window, snapshot.activity_dropped, &s);
-  FillPhaseStats(window, *snapshot.phases, &totals, gpu_window_ns, &s);
-  if (snapshot.telemetry != nullptr) s.telemetry = snapshot.telemetry->Stats(window.steps);
+  FillPhaseStats(window, snapshot.phase_names, &totals, gpu_window_ns, &s);
+  if (snapshot.telemetry.has_value()) {
+    s.telemetry = snapshot.telemetry;
+    AddStepTelemetry(window, &*s.telemetry);
+  }
 
   s.misuse = facts.misuse;
-  s.misuse.incomplete_steps = window.incomplete_steps;
+  s.misuse.incomplete_steps = window.incomplete_steps();
   s.source = facts.source;
   s.source_reason = facts.source_reason;
   s.simulated = facts.simulated;

@@ -1,7 +1,7 @@
-// Summarize: a Summary from the window and what the session knows about
-// itself. A pure function: no locks, no side effects, nothing kept. The
-// window is read in place, so the caller keeps it still meanwhile (the
-// session's aggregator lock); everything else comes in as plain values.
+// Summarize: a Summary from a snapshot of the window and what the session
+// knows about itself. A pure function: no locks, no side effects, nothing
+// kept. The snapshot is an immutable view (core/step_window.h), so the
+// summary is computed outside the session's locks while the window moves on.
 
 #ifndef GPUSCOPE_LIB_CORE_SUMMARIZE_H_
 #define GPUSCOPE_LIB_CORE_SUMMARIZE_H_
@@ -9,21 +9,22 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "core/phase_table.h"
 #include "core/step_window.h"
-#include "core/telemetry_window.h"
 #include "gpuscope/summary.h"
 
 namespace gpuscope::internal {
 
-// What a summary is made of on the aggregator's side (Aggregator::Snapshot()):
-// views of its window, valid while it stays still.
+// What a summary is made of on the aggregator's side (Aggregator::Snapshot()),
+// taken under the session's aggregator lock and read without it.
 struct WindowSnapshot {
-  const StepWindow* window = nullptr;          // never null
-  const PhaseTable* phases = nullptr;          // names of the phase ids; never null
-  const TelemetryWindow* telemetry = nullptr;  // null: no telemetry
-  int64_t pending_steps = 0;                   // completed steps whose device data is not in yet
+  WindowView window;
+  std::vector<std::string> phase_names;  // by phase id: the ids registered
+  // The samples' part of the window's telemetry
+  // (TelemetryWindow::SampleStats()); nullopt: no telemetry.
+  std::optional<TelemetryStats> telemetry;
+  int64_t pending_steps = 0;  // completed steps whose device data is not in yet
   // Set while the steps' device data come from activity records (source
   // cupti): the records the source lost to full buffers.
   std::optional<int64_t> activity_dropped = std::nullopt;

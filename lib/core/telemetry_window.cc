@@ -33,18 +33,17 @@ float AsFloat(std::optional<double> v) {
 
 }  // namespace
 
-void TelemetryWindow::Add(const TelemetrySample& sample, Ring<StepRecord>* steps) {
+void TelemetryWindow::Add(const TelemetrySample& sample, StepWindow* window) {
   if (!samples_.empty() && sample.host_ns < samples_.back().host_ns) return;  // out of order
   if (samples_.size() == kMaxSamples) samples_.pop_front();
   samples_.push_back(sample);
   // Revise the steps still open (the newest ones: steps end in order).
-  open_ = std::min(open_, steps->size());
+  open_ = std::min(open_, window->size());
   size_t still_open = 0;
-  for (size_t k = steps->size() - open_; k < steps->size(); ++k) {
-    StepRecord& s = (*steps)[k];
-    s.telemetry = Over(s.begin_ns, s.end_ns);
-    if (s.end_ns > sample.host_ns) ++still_open;
-  }
+  window->ForEachNewest(open_, [&](StepRecord* s) {
+    s->telemetry = Over(s->begin_ns, s->end_ns);
+    if (s->end_ns > sample.host_ns) ++still_open;
+  });
   open_ = still_open;
 }
 
@@ -109,19 +108,16 @@ StepTelemetry TelemetryWindow::Over(int64_t begin_ns, int64_t end_ns) const {
   return t;
 }
 
-std::optional<TelemetryStats> TelemetryWindow::Stats(const Ring<StepRecord>& steps) const {
-  if (source_.empty()) return std::nullopt;
-  TelemetryStats ts;
-  ts.source = source_;
+void AddStepTelemetry(const WindowView& view, TelemetryStats* stats) {
+  TelemetryStats& ts = *stats;
   Mean util, ratio, cpu, iowait, proc, children, throttled_ratio;
   uint64_t reasons = 0;
   int64_t throttled = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
+  view.ForEachStep([&](const StepRecord& s, const StepDevices*) {
     const StepTelemetry& t = s.telemetry;
     const bool covered = !std::isnan(t.gpu_utilization_pct) || !std::isnan(t.host_cpu_pct) ||
                          !std::isnan(t.sm_clock_ratio) || !std::isnan(t.process_cores);
-    if (!covered) continue;
+    if (!covered) return;
     ++ts.steps;
     const double w = static_cast<double>(std::max<int64_t>(1, s.duration_ns()));
     util.Add(t.gpu_utilization_pct, w);
@@ -135,7 +131,7 @@ std::optional<TelemetryStats> TelemetryWindow::Stats(const Ring<StepRecord>& ste
       ++throttled;
       throttled_ratio.Add(t.sm_clock_ratio, w);
     }
-  }
+  });
   ts.gpu_utilization_pct = util.Get();
   ts.sm_clock_ratio = ratio.Get();
   ts.throttled_sm_clock_ratio = throttled_ratio.Get();
@@ -146,12 +142,18 @@ std::optional<TelemetryStats> TelemetryWindow::Stats(const Ring<StepRecord>& ste
   ts.throttled_steps =
       ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
   ts.clocks_event_reasons = ClocksEventReasonNames(reasons);
+}
+
+std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& window) const {
+  if (source_.empty()) return std::nullopt;
+  TelemetryStats ts;
+  ts.source = source_;
   // Host memory and load, and per GPU: time-weighted over the window, each
   // sample holding until the next (as for steps); state is the last
   // sample's that covers the window.
-  if (!steps.empty()) {
-    const int64_t from = steps[0].begin_ns;
-    const int64_t to = steps[steps.size() - 1].end_ns;
+  if (!window.empty()) {
+    const int64_t from = window.Find(window.first_index())->begin_ns;
+    const int64_t to = window.Find(window.completed() - 1)->end_ns;
     Mean avail, pressure, swap, load, cpus;
     struct GpuMeans {
       GpuTelemetry latest;

@@ -22,7 +22,6 @@
 #include <string>
 
 #include "backends/telemetry.h"
-#include "base/ring.h"
 #include "core/step_window.h"
 #include "gpuscope/summary.h"
 
@@ -35,8 +34,8 @@ class TelemetryWindow {
   void SetSource(std::string source) { source_ = std::move(source); }
 
   // Takes one sample (in time order; an older one is ignored) and revises
-  // the telemetry of the steps in `steps` still open to it.
-  void Add(const TelemetrySample& sample, Ring<StepRecord>* steps);
+  // the telemetry of the steps in `window` still open to it.
+  void Add(const TelemetrySample& sample, StepWindow* window);
 
   // `step` was just appended to the window's step ring, which now holds
   // `steps_in_window` steps: gives it its share of the samples so far, and
@@ -52,10 +51,11 @@ class TelemetryWindow {
   // The samples' time-weighted telemetry over [begin_ns, end_ns].
   StepTelemetry Over(int64_t begin_ns, int64_t end_ns) const;
 
-  // The window's telemetry: means over `steps` weighted by step time, and
-  // host and per-GPU means over the samples the window spans. nullopt
-  // without a source.
-  std::optional<TelemetryStats> Stats(const Ring<StepRecord>& steps) const;
+  // The window's telemetry as far as the samples say: host and per-GPU
+  // means over the samples that bear on the window's span (`window`'s first
+  // step's begin to its last step's end; none when it is empty). nullopt
+  // without a source. AddStepTelemetry() adds the steps' part.
+  std::optional<TelemetryStats> SampleStats(const StepWindow& window) const;
 
  private:
   // Calls f(sample, hold_weight, rate_weight) for each sample bearing on
@@ -74,6 +74,14 @@ class TelemetryWindow {
   // their end yet (steps end in order, so they are a suffix of the ring).
   size_t open_ = 0;
 };
+
+// AddStepTelemetry()
+//
+// The steps' part of the window's telemetry: means over `view`'s steps
+// weighted by step time (each step's time-weighted share of the samples),
+// the steps covered and throttled, and the clock event reasons seen. Reads
+// only the view: no lock needed.
+void AddStepTelemetry(const WindowView& view, TelemetryStats* stats);
 
 }  // namespace gpuscope::internal
 

@@ -13,20 +13,29 @@
 
 namespace gpuscope::internal {
 
-StepTotals FillStepStats(const StepWindow& window, Summary* out) {
-  const Ring<StepRecord>& steps = window.steps;
-  out->steps = static_cast<int64_t>(steps.size());
-  out->total_steps = static_cast<int64_t>(window.completed);
-  out->lifetime_step_time = window.lifetime.Summarize();
+namespace {
 
-  StepTotals totals;
+// Calls f(v) for each value of `values`: SelectQuantiles()'s visitor.
+auto Visit(const std::vector<int64_t>& values) {
+  return [&values](auto f) {
+    for (int64_t v : values) f(v);
+  };
+}
+
+}  // namespace
+
+WindowTotals FillStepStats(const WindowView& window, Summary* out) {
+  out->steps = static_cast<int64_t>(window.size());
+  out->total_steps = static_cast<int64_t>(window.completed());
+  out->lifetime_step_time = window.lifetime().Summarize();
+
+  WindowTotals totals;
   std::vector<int64_t> durations;
-  durations.reserve(steps.size());
-  totals.other.reserve(steps.size());
+  durations.reserve(window.size());
+  totals.other.reserve(window.size());
   int64_t samples = 0, samples_ns = 0, tokens = 0, tokens_ns = 0;
   bool have_samples = false, have_tokens = false;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
+  window.ForEachStep([&](const StepRecord& s, const StepDevices*) {
     const int64_t d = s.duration_ns();
     durations.push_back(d);
     totals.other.push_back(d - s.top_level_ns);
@@ -42,9 +51,9 @@ StepTotals FillStepStats(const StepWindow& window, Summary* out) {
       tokens += s.tokens;
       tokens_ns += d;
     }
-  }
+  });
   out->window_time = static_cast<double>(totals.window_ns) * kNsToSeconds;
-  out->step_time = ExactQuantiles(durations);
+  out->step_time = SelectQuantiles(window.step_totals().duration, Visit(durations));
   out->samples_per_second.reset();
   out->tokens_per_second.reset();
   if (have_samples && samples_ns > 0) {
@@ -58,9 +67,8 @@ StepTotals FillStepStats(const StepWindow& window, Summary* out) {
   return totals;
 }
 
-int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activity_dropped,
+int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activity_dropped,
                         Summary* out) {
-  const Ring<StepRecord>& steps = window.steps;
   const bool with_activity = activity_dropped.has_value();
   // Over the window's steps whose device data is in. Time is counted once
   // per device timed in a step.
@@ -75,14 +83,13 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
   double kernel_ns_sum = 0, gemm_ns_sum = 0, gemm_fp32_ns_sum = 0, collective_ns_sum = 0,
          collective_exposed_ns_sum = 0;
   std::map<int, PerDevice> per_device;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
-    if (s.device_busy_ns < 0) continue;
+  window.ForEachStep([&](const StepRecord& s, const StepDevices* devices) {
+    if (s.device_busy_ns < 0 || devices == nullptr) return;
     ++gpu_steps;
     if (s.device_span_ns >= 0) device_spans.push_back(s.device_span_ns);
     idle_launch_ns += std::max<int64_t>(0, s.idle_launch_ns);
     if (with_activity) {
-      const ActivityCounts& c = s.activity;
+      const ActivityCounts& c = devices->activity;
       act.kernels += c.kernels;
       if (c.kernels > 0) kernel_medians.push_back(c.kernel_median_ns);
       act.h2d_bytes += c.h2d_bytes;
@@ -111,12 +118,12 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
     gpu_idle_ns += device_window - s.device_busy_ns;
     idle_other_ns += std::max<int64_t>(0, s.idle_other_ns);
     for (size_t d = 0; d < s.num_devices; ++d) {
-      PerDevice& pd = per_device[s.devices[d].device];
+      PerDevice& pd = per_device[devices->devices[d].device];
       ++pd.steps;
       pd.window_ns += s.duration_ns();
-      pd.busy_ns += s.devices[d].busy_ns;
+      pd.busy_ns += devices->devices[d].busy_ns;
     }
-  }
+  });
   out->devices.clear();
   for (const auto& [device, pd] : per_device) {
     DeviceStats ds;
@@ -168,68 +175,62 @@ int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activit
   return gpu_window_ns;
 }
 
-void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotals* totals,
-                    int64_t gpu_window_ns, Summary* out) {
+void FillPhaseStats(const WindowView& window, const std::vector<std::string>& names,
+                    WindowTotals* totals, int64_t gpu_window_ns, Summary* out) {
   const int64_t window_ns = totals->window_ns;
   const auto share_of = [&](int64_t ns) {
     return window_ns > 0 ? static_cast<double>(ns) / static_cast<double>(window_ns) : 0.0;
   };
 
-  const uint64_t first_index = window.first_index();
   out->phases.clear();
-  std::vector<int64_t> per_step, per_step_device, backlogs;
-  const int known = table.size();
-  for (size_t id = 0; id < window.phases.size() && id < static_cast<size_t>(known); ++id) {
-    const PhaseHistory& h = window.phases[id];
-    per_step.clear();
-    per_step_device.clear();
-    backlogs.clear();
+  const std::vector<PhaseTotals>& phase_totals = window.phase_totals();
+  std::vector<int64_t> backlogs;
+  for (size_t id = 0; id < phase_totals.size() && id < names.size(); ++id) {
+    const PhaseTotals& t = phase_totals[id];
+    if (t.time.count() == 0 && t.outside_count == 0) continue;
+    const auto phase = static_cast<uint16_t>(id);
     PhaseStats ps;
-    int64_t total_ns = 0, top_ns = 0, idle_ns = 0;
-    for (size_t k = h.window.size(); k-- > 0;) {
-      const PhaseSample& sample = h.window[k];
-      if (sample.step_index < first_index) break;  // older than the window
-      per_step.push_back(sample.total_ns);
-      total_ns += sample.total_ns;
-      top_ns += sample.top_ns;
-      ps.count += sample.count;
-      if (sample.top_count > 0) ps.top_level = true;
-      if (sample.device_ns >= 0) {
-        per_step_device.push_back(sample.device_ns);
-        if (sample.backlog_ns >= 0) backlogs.push_back(sample.backlog_ns);
-        idle_ns += sample.idle_ns;
-      }
-    }
-    ps.device = ExactQuantiles(per_step_device);
-    ps.backlog_p50 = ExactQuantiles(backlogs).p50;
-    if (per_step.empty() && h.outside_count == 0) continue;
-    ps.name = std::string(table.Name(static_cast<uint16_t>(id)));
+    ps.name = names[id];
     ps.builtin = id < static_cast<size_t>(kNumBuiltinPhases);
-    ps.steps = static_cast<int64_t>(per_step.size());
+    ps.steps = t.time.count();
+    ps.count = t.count;
+    ps.top_level = t.top_level_steps > 0;
+    const auto total_ns = static_cast<int64_t>(t.time.sum());
     ps.total = static_cast<double>(total_ns) * kNsToSeconds;
     ps.inclusive_share = share_of(total_ns);
-    ps.share = share_of(top_ns);
-    ps.time = ExactQuantiles(per_step);
-    ps.outside_steps_count = h.outside_count;
-    ps.outside_steps_total = static_cast<double>(h.outside_total_ns) * kNsToSeconds;
-    if (gpu_window_ns > 0 && idle_ns > 0) {
+    ps.share = share_of(t.top_ns);
+    ps.time = SelectQuantiles(t.time, [&](auto f) { window.ForEachPhaseTime(phase, f); });
+    if (t.device.count() > 0) {
+      backlogs.clear();
+      ps.device = SelectQuantiles(t.device, [&](auto f) {
+        window.ForEachSample(phase, [&](uint64_t, const PhaseSample& sample) {
+          if (sample.device_ns < 0) return;
+          f(sample.device_ns);
+          if (sample.backlog_ns >= 0) backlogs.push_back(sample.backlog_ns);
+        });
+      });
+      ps.backlog_p50 = ExactQuantiles(backlogs).p50;
+    }
+    ps.outside_steps_count = t.outside_count;
+    ps.outside_steps_total = static_cast<double>(t.outside_total_ns) * kNsToSeconds;
+    if (gpu_window_ns > 0 && t.idle_ns > 0) {
       out->idle_by_cause[ps.name] =
-          100.0 * static_cast<double>(idle_ns) / static_cast<double>(gpu_window_ns);
+          100.0 * static_cast<double>(t.idle_ns) / static_cast<double>(gpu_window_ns);
     }
     out->phases.push_back(std::move(ps));
   }
-  if (!window.steps.empty()) {
+  if (!window.empty()) {
     // Step time outside every top-level phase: the synthetic phase "other".
     PhaseStats ps;
     ps.name = std::string(kOtherPhaseName);
     ps.builtin = true;
     ps.top_level = true;
-    ps.steps = static_cast<int64_t>(window.steps.size());
+    ps.steps = static_cast<int64_t>(window.size());
     ps.count = ps.steps;
     ps.total = static_cast<double>(totals->other_ns) * kNsToSeconds;
     ps.inclusive_share = share_of(totals->other_ns);
     ps.share = ps.inclusive_share;
-    ps.time = ExactQuantiles(totals->other);
+    ps.time = SelectQuantiles(window.step_totals().other, Visit(totals->other));
     out->phases.push_back(std::move(ps));
   }
   std::sort(out->phases.begin(), out->phases.end(), [](const PhaseStats& a, const PhaseStats& b) {
@@ -238,23 +239,21 @@ void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotal
   });
 }
 
-bool RollingCounters(const StepWindow& window, double* step_p95_s,
+bool RollingCounters(const WindowView& window, double* step_p95_s,
                      std::optional<double>* gpu_idle_pct) {
-  const Ring<StepRecord>& steps = window.steps;
-  if (steps.empty()) return false;
-  std::vector<int64_t> durations;
-  durations.reserve(steps.size());
+  if (window.empty()) return false;
   double window_ns = 0, idle_ns = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const StepRecord& s = steps[i];
-    durations.push_back(s.duration_ns());
+  window.ForEachStep([&](const StepRecord& s, const StepDevices*) {
     if (s.device_busy_ns >= 0) {
       const double w = static_cast<double>(s.duration_ns()) * std::max<double>(1, s.num_devices);
       window_ns += w;
       idle_ns += w - static_cast<double>(s.device_busy_ns);
     }
-  }
-  *step_p95_s = ExactQuantiles(durations).p95;
+  });
+  *step_p95_s =
+      SelectQuantiles(window.step_totals().duration, [&](auto f) {
+        window.ForEachStep([&](const StepRecord& s, const StepDevices*) { f(s.duration_ns()); });
+      }).p95;
   gpu_idle_pct->reset();
   if (window_ns > 0) *gpu_idle_pct = 100.0 * idle_ns / window_ns;
   return true;

@@ -1,19 +1,20 @@
 // Window statistics: what a summary says about the window's steps, as pure
-// functions of the window (core/step_window.h). Quantiles are exact over
-// the window (core/quantiles.h); the lifetime ones come from the histogram.
+// functions of a view of the window (core/step_window.h), so that they run
+// outside the session's locks. Quantiles are exact over the window
+// (core/quantiles.h, from the window's incremental totals); the lifetime
+// ones come from the histogram.
 //
 // Each function fills its own fields of a Summary and leaves the rest; none
-// keeps state. The caller makes the window stay still meanwhile (the
-// session's aggregator lock).
+// keeps state.
 
 #ifndef GPUSCOPE_LIB_CORE_WINDOW_STATS_H_
 #define GPUSCOPE_LIB_CORE_WINDOW_STATS_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
-#include "core/phase_table.h"
 #include "core/step_window.h"
 #include "gpuscope/summary.h"
 
@@ -21,7 +22,7 @@ namespace gpuscope::internal {
 
 // What the phase statistics take from the steps' pass (FillStepStats()), so
 // that the window's steps are walked once for both.
-struct StepTotals {
+struct WindowTotals {
   int64_t window_ns = 0;       // the window's step time
   int64_t other_ns = 0;        // of which outside every top-level phase
   std::vector<int64_t> other;  // per step, oldest first: the phase "other"
@@ -34,7 +35,7 @@ struct StepTotals {
 // Sets `steps`, `total_steps`, `window_time`, `step_time`,
 // `lifetime_step_time`, `samples_per_second` and `tokens_per_second`.
 // Returns the totals FillPhaseStats() needs.
-StepTotals FillStepStats(const StepWindow& window, Summary* out);
+WindowTotals FillStepStats(const WindowView& window, Summary* out);
 
 // FillDeviceStats()
 //
@@ -46,24 +47,25 @@ StepTotals FillStepStats(const StepWindow& window, Summary* out);
 // then `activity` holds their per-step counts, with the records the source
 // lost; otherwise `activity` is reset. Returns that device time (the
 // denominator of every idle percentage), in ns.
-int64_t FillDeviceStats(const StepWindow& window, std::optional<int64_t> activity_dropped,
+int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activity_dropped,
                         Summary* out);
 
 // FillPhaseStats()
 //
-// Every phase seen in the window or outside steps (names from `table`),
+// Every phase seen in the window or outside steps (`names` by phase id:
+// ids beyond it are left out),
 // then "other" unless the window is empty, ordered by share, then inclusive
 // share, then name (replacing `phases`); shares are of `totals->window_ns`.
 // Adds each phase's share of GPU idle to `idle_by_cause`, as a percentage of
-// `gpu_window_ns` (FillDeviceStats()). Reorders `totals->other`.
-void FillPhaseStats(const StepWindow& window, const PhaseTable& table, StepTotals* totals,
-                    int64_t gpu_window_ns, Summary* out);
+// `gpu_window_ns` (FillDeviceStats()).
+void FillPhaseStats(const WindowView& window, const std::vector<std::string>& names,
+                    WindowTotals* totals, int64_t gpu_window_ns, Summary* out);
 
 // RollingCounters()
 //
 // The window's p95 step time (seconds) and GPU idle % (nullopt without
 // device data), for the NVTX counter tracks; false when the window is empty.
-bool RollingCounters(const StepWindow& window, double* step_p95_s,
+bool RollingCounters(const WindowView& window, double* step_p95_s,
                      std::optional<double>* gpu_idle_pct);
 
 }  // namespace gpuscope::internal

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/host/clock.h"
 #include "base/log.h"
+#include "core/step_series.h"
 #include "core/summarize.h"
 #include "gpuscope/version.h"
 #include "session/session_impl.h"
@@ -172,9 +173,18 @@ Summary SessionImpl::Summarize() {
         "nothing here; create a new Session in the child";
     return s;
   }
-  std::lock_guard<std::mutex> lock(agg_mu_);
-  PumpLocked();
-  return SummarizeWindow(aggregator_.Snapshot(phases_), FactsLocked());
+  WindowSnapshot snapshot;
+  SessionFacts facts;
+  {
+    // Pumped and snapshotted under the lock (a copy of the window's totals;
+    // its steps are shared, copy on write), summarized outside it: a large
+    // window never holds up the worker.
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    PumpLocked();
+    snapshot = aggregator_.Snapshot(phases_);
+    facts = FactsLocked();
+  }
+  return SummarizeWindow(snapshot, facts);
 }
 
 SessionFacts SessionImpl::FactsLocked() const {
@@ -200,9 +210,13 @@ SessionFacts SessionImpl::FactsLocked() const {
 std::vector<StepPoint> SessionImpl::StepSeries() {
   std::vector<StepPoint> series;
   if (InForkedChild()) return series;
-  std::lock_guard<std::mutex> lock(agg_mu_);
-  PumpLocked();
-  aggregator_.FillSeries(phases_, &series);
+  WindowSnapshot snapshot;
+  {
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    PumpLocked();
+    snapshot = aggregator_.Snapshot(phases_);
+  }
+  FillSeries(snapshot.window, snapshot.phase_names, &series);  // outside the lock
   return series;
 }
 

@@ -41,10 +41,18 @@ constexpr uint16_t kEval = static_cast<uint16_t>(Phase::kEval);
 // Seconds of `ns`, as the library converts them.
 double Sec(int64_t ns) { return static_cast<double>(ns) * kNsToSeconds; }
 
-// Exact quantiles of `ns`, given in the order the window statistics collect
-// them (the steps oldest first, a phase's samples newest first), so that
-// even the last bit of the mean and stddev compares equal.
+// Exact quantiles of `ns`, from scratch (the window keeps its own totals).
 Quantiles QuantilesOf(std::vector<int64_t> ns) { return ExactQuantiles(ns); }
+
+// One phase's numbers in a step, as the assembler and the GPU sources
+// would have left them (device -1: not measured).
+struct PhaseIn {
+  uint16_t id;
+  int64_t total, top;
+  uint32_t count;
+  bool top_level;
+  int64_t device, idle, backlog;
+};
 
 // A window of kWindow steps after five completed (the first has rolled
 // out), phases data, forward (with "attention" nested in it once) and eval
@@ -54,30 +62,30 @@ class SummarizeTest : public ::testing::Test {
   SummarizeTest()
       : window_(kWindow, kMaxPhases), table_(kMaxPhases, [](uint16_t, std::string_view) {}) {
     attention_ = table_.Register("attention")->value();
-    // duration, samples, tokens, top level, devices (busy), span, idle other, idle launch
-    AddStep(10 * kMs, 8, -1, 10 * kMs, {}, -1, -1, -1);  // rolls out of the window
-    AddStep(20 * kMs, 32, -1, 15 * kMs, {{0, 12 * kMs}}, 18 * kMs, 2 * kMs, 1 * kMs);
-    AddStep(30 * kMs, 32, 1000, 30 * kMs, {{0, 25 * kMs}, {1, 15 * kMs}}, 28 * kMs, 5 * kMs, 0);
-    AddStep(40 * kMs, -1, 2000, 0, {}, -1, -1, -1);  // its device data is pending
-    AddStep(10 * kMs, 16, -1, 4 * kMs, {{1, 10 * kMs}}, -1, 0, -1);
+    // duration, samples, tokens, top level, devices (busy), span, idle other, idle launch,
+    // then each phase: id, total, top, count, top level, device, idle, backlog.
+    AddStep(10 * kMs, 8, -1, 10 * kMs, {}, -1, -1, -1,  // rolls out of the window
+            {{kForward, 10 * kMs, 10 * kMs, 1, true, 9 * kMs, 0, 0}});
+    AddStep(20 * kMs, 32, -1, 15 * kMs, {{0, 12 * kMs}}, 18 * kMs, 2 * kMs, 1 * kMs,
+            {{kData, 5 * kMs, 5 * kMs, 1, true, 0, 4 * kMs, 0},
+             {kForward, 10 * kMs, 10 * kMs, 1, true, 8 * kMs, 1 * kMs, 3 * kMs}});
+    AddStep(30 * kMs, 32, 1000, 30 * kMs, {{0, 25 * kMs}, {1, 15 * kMs}}, 28 * kMs, 5 * kMs, 0,
+            {{kData, 10 * kMs, 10 * kMs, 1, true, 0, 12 * kMs, 1 * kMs},
+             {kForward, 20 * kMs, 20 * kMs, 2, true, 18 * kMs, 3 * kMs, -1},
+             {attention_, 5 * kMs, 0, 1, false, -1, -1, -1}});
+    AddStep(40 * kMs, -1, 2000, 0, {}, -1, -1, -1, {});  // its device data is pending
+    AddStep(10 * kMs, 16, -1, 4 * kMs, {{1, 10 * kMs}}, -1, 0, -1,
+            {{kForward, 4 * kMs, 4 * kMs, 1, true, -1, -1, -1}});
     // Telemetry: steps 1, 2 and 4 are covered.
-    window_.steps[0].telemetry.gpu_utilization_pct = 50;
-    window_.steps[0].telemetry.host_cpu_pct = 10;
-    window_.steps[1].telemetry.gpu_utilization_pct = 80;
-    window_.steps[3].telemetry.host_cpu_pct = 30;
+    window_.MutableStep(1)->telemetry.gpu_utilization_pct = 50;
+    window_.MutableStep(1)->telemetry.host_cpu_pct = 10;
+    window_.MutableStep(2)->telemetry.gpu_utilization_pct = 80;
+    window_.MutableStep(4)->telemetry.host_cpu_pct = 30;
     telemetry_.SetSource("fake telemetry");
 
-    //      phase      step  total     top       count top_count device    idle      backlog
-    Sample(kForward, 0, 10 * kMs, 10 * kMs, 1, 1, 9 * kMs, 0, 0);  // older than the window
-    Sample(kData, 1, 5 * kMs, 5 * kMs, 1, 1, 0, 4 * kMs, 0);
-    Sample(kForward, 1, 10 * kMs, 10 * kMs, 1, 1, 8 * kMs, 1 * kMs, 3 * kMs);
-    Sample(kData, 2, 10 * kMs, 10 * kMs, 1, 1, 0, 12 * kMs, 1 * kMs);
-    Sample(kForward, 2, 20 * kMs, 20 * kMs, 2, 2, 18 * kMs, 3 * kMs, -1);
-    Sample(attention_, 2, 5 * kMs, 0, 1, 0, -1, -1, -1);
-    Sample(kForward, 4, 4 * kMs, 4 * kMs, 1, 1, -1, -1, -1);
-    window_.phases[kEval].outside_count = 2;
-    window_.phases[kEval].outside_total_ns = 7 * kMs;
-    window_.incomplete_steps = 8;
+    window_.AddOutside(kEval, 3 * kMs);
+    window_.AddOutside(kEval, 4 * kMs);
+    for (int i = 0; i < 8; ++i) window_.CountIncomplete();
 
     facts_.window = kWindow;
     facts_.source = Source::kEvents;
@@ -98,49 +106,46 @@ class SummarizeTest : public ::testing::Test {
   // it (no `devices`: its device data is not in).
   void AddStep(int64_t duration_ns, int64_t samples, int64_t tokens, int64_t top_level_ns,
                const std::vector<DeviceBusy>& devices, int64_t span_ns, int64_t idle_other_ns,
-               int64_t idle_launch_ns) {
-    StepRecord& s = window_.steps.Append();
-    s = StepRecord{};
-    s.index = window_.completed;
-    s.begin_ns = 1000 * kMs + static_cast<int64_t>(window_.completed) * 100 * kMs;
+               int64_t idle_launch_ns, const std::vector<PhaseIn>& phases) {
+    StepRecord s;
+    s.begin_ns = 1000 * kMs + static_cast<int64_t>(window_.completed()) * 100 * kMs;
     s.end_ns = s.begin_ns + duration_ns;
     s.samples = samples;
     s.tokens = tokens;
     s.top_level_ns = top_level_ns;
+    std::vector<std::pair<uint16_t, PhaseSample>> samples_in;
+    for (const PhaseIn& p : phases) {
+      samples_in.emplace_back(
+          p.id,
+          PhaseSample{
+              .total_ns = p.total, .top_ns = p.top, .count = p.count, .top_level = p.top_level});
+    }
+    const uint64_t index = window_.Append(s, samples_in).index;
+    StepRecord* stored = window_.MutableStep(index);
     if (!devices.empty()) {
-      s.num_devices = static_cast<uint8_t>(devices.size());
-      s.device_busy_ns = 0;
+      stored->num_devices = static_cast<uint8_t>(devices.size());
+      stored->device_busy_ns = 0;
+      StepDevices* d = window_.MutableDevices(index);
       for (size_t i = 0; i < devices.size(); ++i) {
-        s.devices[i] = devices[i];
-        s.device_busy_ns += devices[i].busy_ns;
+        d->devices[i] = devices[i];
+        stored->device_busy_ns += devices[i].busy_ns;
       }
     }
-    s.device_span_ns = span_ns;
-    s.idle_other_ns = idle_other_ns;
-    s.idle_launch_ns = idle_launch_ns;
-    window_.lifetime.Add(duration_ns);
-    ++window_.completed;
-  }
-
-  // Adds phase `id`'s sample for step `step` (in step order per phase).
-  void Sample(uint16_t id, uint64_t step, int64_t total, int64_t top, uint32_t count,
-              uint32_t top_count, int64_t device, int64_t idle, int64_t backlog) {
-    PhaseHistory& h = window_.phases[id];
-    if (h.window.capacity() == 0) h.window.Reset(kWindow);
-    h.window.Push({.step_index = step,
-                   .total_ns = total,
-                   .top_ns = top,
-                   .device_ns = device,
-                   .idle_ns = idle,
-                   .backlog_ns = backlog,
-                   .count = count,
-                   .top_count = top_count});
+    stored->device_span_ns = span_ns;
+    stored->idle_other_ns = idle_other_ns;
+    stored->idle_launch_ns = idle_launch_ns;
+    for (const PhaseIn& p : phases) {
+      if (p.device >= 0) window_.SetPhaseDevice(p.id, index, p.device, p.idle, p.backlog);
+    }
   }
 
   WindowSnapshot Snapshot(std::optional<int64_t> activity_dropped = std::nullopt) const {
-    return {.window = &window_,
-            .phases = &table_,
-            .telemetry = &telemetry_,
+    std::vector<std::string> names;
+    for (int id = 0; id < table_.size(); ++id)
+      names.emplace_back(table_.Name(static_cast<uint16_t>(id)));
+    return {.window = window_.Snapshot(),
+            .phase_names = names,
+            .telemetry = telemetry_.SampleStats(window_),
             .pending_steps = 1,
             .activity_dropped = activity_dropped};
   }
@@ -314,21 +319,21 @@ TEST_F(SummarizeTest, ASubscriptionWithoutRecordsReadsAsHostAndSaysWhy) {
 
 TEST_F(SummarizeTest, ActivityCountsComeWithTheCuptiSourceOnly) {
   // Per-step counts on the three steps with GPU numbers (step 2 on two devices).
-  window_.steps[0].activity = {.kernels = 10,
-                               .kernel_median_ns = 100 * kUs,
-                               .h2d_bytes = 1000,
-                               .syncs = 1,
-                               .sync_ns = 2 * kMs,
-                               .kernel_ns = 6 * kMs};
-  window_.steps[1].activity = {.kernels = 20,
-                               .kernel_median_ns = 200 * kUs,
-                               .h2d_bytes = 2000,
-                               .pageable_copies = 3,
-                               .kernel_ns = 20 * kMs,
-                               .collective_ns = 4 * kMs,
-                               .collective_exposed_ns = 6 * kMs};  // clipped to the total
-  window_.steps[3].activity = {.d2h_bytes = 300, .copies = 3};
-  window_.steps[2].activity = {.kernels = 1000};  // no device data: not counted
+  window_.MutableDevices(1)->activity = {.kernels = 10,
+                                         .kernel_median_ns = 100 * kUs,
+                                         .h2d_bytes = 1000,
+                                         .syncs = 1,
+                                         .sync_ns = 2 * kMs,
+                                         .kernel_ns = 6 * kMs};
+  window_.MutableDevices(2)->activity = {.kernels = 20,
+                                         .kernel_median_ns = 200 * kUs,
+                                         .h2d_bytes = 2000,
+                                         .pageable_copies = 3,
+                                         .kernel_ns = 20 * kMs,
+                                         .collective_ns = 4 * kMs,
+                                         .collective_exposed_ns = 6 * kMs};  // clipped to the total
+  window_.MutableDevices(4)->activity = {.d2h_bytes = 300, .copies = 3};
+  window_.MutableDevices(3)->activity = {.kernels = 1000};  // no device data: not counted
 
   EXPECT_FALSE(SummarizeWindow(Snapshot(), facts_).activity.has_value());  // events
 
@@ -353,7 +358,8 @@ TEST_F(SummarizeTest, ActivityCountsComeWithTheCuptiSourceOnly) {
 
 TEST_F(SummarizeTest, AnEmptyWindowHasNoOtherPhase) {
   StepWindow empty(kWindow, kMaxPhases);
-  const Summary s = SummarizeWindow({.window = &empty, .phases = &table_}, facts_);
+  const Summary s = SummarizeWindow(
+      {.window = empty.Snapshot(), .phase_names = {"data"}, .telemetry = std::nullopt}, facts_);
   EXPECT_EQ(s.steps, 0);
   EXPECT_EQ(s.step_time, Quantiles{});
   EXPECT_TRUE(s.phases.empty());
