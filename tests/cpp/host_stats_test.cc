@@ -250,6 +250,16 @@ TEST(HostStatsTest, HostReaderReadsWhatReadHostReadsFromFilesItKeepsOpen) {
   a = reader.Read(/*look_again=*/true);
   ASSERT_TRUE(a.ok());
   EXPECT_DOUBLE_EQ(a->memory_pressure_pct, 2.5);
+  // The load average and pressure (the kernel updates them every few
+  // seconds) are read again when looking again.
+  r.Write("proc/loadavg", "4.00 2.00 1.00 2/300 4242\n");
+  r.Write("proc/pressure/memory", "some avg10=3.00 avg60=0 avg300=0 total=1\n");
+  a = reader.Read();
+  EXPECT_DOUBLE_EQ(a->load1, 3.5);
+  EXPECT_DOUBLE_EQ(a->memory_pressure_pct, 2.5);
+  a = reader.Read(/*look_again=*/true);
+  EXPECT_DOUBLE_EQ(a->load1, 4.0);
+  EXPECT_DOUBLE_EQ(a->memory_pressure_pct, 3.0);
 }
 
 TEST(HostStatsTest, HostReaderReadsTheSwapCountersWithoutSwapOnlyWhenLookingAgain) {

@@ -277,8 +277,18 @@ absl::StatusOr<HostSnapshot> HostReader::Read(bool look_again) {
   }
   if (self_stat_.Read(&text, look_again)) ParseSelfStat(text, ticks_per_s_, &s);
   if (meminfo_.Read(&text, look_again)) ParseMeminfo(text, &s);
-  if (loadavg_.Read(&text, look_again)) ParseLoadavg(text, &s);
-  if (pressure_.Read(&text, look_again)) ParsePressure(text, &s);
+  // The kernel updates the load average every 5 s and PSI's avg10 every
+  // 2 s: between two looks, the last ones read stand.
+  if (!averages_read_ || look_again) {
+    if (loadavg_.Read(&text, look_again)) ParseLoadavg(text, &s);
+    if (pressure_.Read(&text, look_again)) ParsePressure(text, &s);
+    averages_read_ = true;
+    load1_ = s.load1;
+    memory_pressure_pct_ = s.memory_pressure_pct;
+  } else {
+    s.load1 = load1_;
+    s.memory_pressure_pct = memory_pressure_pct_;
+  }
   // Without swap (SwapTotal 0) the swap counters stand still: the last ones
   // read stand for them.
   const bool swap_off = s.swap_total_bytes == 0;

@@ -111,15 +111,17 @@ class ProcFile {
 // reads (one pread() each, no allocation once the buffers are sized).
 // /proc/vmstat (the largest file, for the swap counters alone) is read only
 // while the host has swap: without any, the counters cannot move, and the
-// last ones read are kept (they are read again on every `look_again`).
+// last ones read are kept (they are read again on every `look_again`). The
+// load average and memory pressure, which the kernel updates every few
+// seconds, are read on the first read and on every `look_again`.
 class HostReader {
  public:
   explicit HostReader(const std::string& proc_root = "/proc", const std::string& pid_dir = "self");
 
   // As ReadHost(). `look_again`: look again for files that were missing,
-  // and read /proc/vmstat whatever the swap (a sampler does this now and
-  // then, about once a second); otherwise a file missing at the first read
-  // stays unknown.
+  // read the load average and memory pressure, and /proc/vmstat whatever
+  // the swap (a sampler does this now and then, about once a second);
+  // otherwise a file missing at the first read stays unknown.
   absl::StatusOr<HostSnapshot> Read(bool look_again = false);
 
  private:
@@ -127,6 +129,9 @@ class HostReader {
   double ticks_per_s_;
   bool vmstat_read_ = false;  // once: swap_in_ and swap_out_ hold its counters
   uint64_t swap_in_ = 0, swap_out_ = 0;
+  bool averages_read_ = false;  // once: load1_ and memory_pressure_pct_ hold them
+  double load1_ = std::numeric_limits<double>::quiet_NaN();
+  double memory_pressure_pct_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 // What happened between two snapshots `seconds` apart.
