@@ -190,6 +190,120 @@ TEST(HostStatsTest, ContainerMemoryIsTheTightestLimitLessWhatCountsAgainstIt) {
   EXPECT_DOUBLE_EQ(m.available_bytes, 2.0 * (1 << 30));
 }
 
+TEST(HostStatsTest, ProcFileReadsWholeFilesOfAnySizeFromWhereItOpenedThem) {
+  FakeRoot r;
+  const std::string big(10000, 'x');  // over the first buffer's 4 KiB
+  r.Write("big", big);
+  for (ProcFile::End end : {ProcFile::End::kAtEof, ProcFile::End::kAtShortRead}) {
+    ProcFile f(r.Path("big"), end);
+    absl::string_view text;
+    ASSERT_TRUE(f.Read(&text));
+    EXPECT_EQ(text, big);
+    EXPECT_TRUE(f.is_open());
+    ASSERT_TRUE(f.Read(&text));  // again, from the open file
+    EXPECT_EQ(text, big);
+  }
+  ProcFile f(r.Path("big"), ProcFile::End::kAtShortRead);
+  absl::string_view text;
+  ASSERT_TRUE(f.Read(&text));
+  r.Write("big", "short now\n");  // rewritten in place: the open file reads it
+  ASSERT_TRUE(f.Read(&text));
+  EXPECT_EQ(text, "short now\n");
+
+  ProcFile missing(r.Path("later"));
+  EXPECT_FALSE(missing.Read(&text));
+  r.Write("later", "here\n");
+  EXPECT_FALSE(missing.Read(&text, /*may_open=*/false));  // not looked for again...
+  ASSERT_TRUE(missing.Read(&text, /*may_open=*/true));    // ...unless asked to
+  EXPECT_EQ(text, "here\n");
+}
+
+TEST(HostStatsTest, HostReaderReadsWhatReadHostReadsFromFilesItKeepsOpen) {
+  FakeRoot r;
+  const long hz = sysconf(_SC_CLK_TCK);
+  r.Write("proc/stat", "cpu  100 0 50 800 40 5 5 0 0 0\ncpu0 50 0 25 400 20 2 3 0 0 0\n");
+  r.Write("proc/self/stat", "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 " + std::to_string(3 * hz) +
+                                " " + std::to_string(hz) + " 0 0 20 0 1 0\n");
+  r.Write("proc/meminfo", "MemTotal: 16384 kB\nMemAvailable: 8192 kB\nSwapTotal: 4096 kB\n");
+  r.Write("proc/loadavg", "3.50 2.00 1.00 2/300 4242\n");
+  r.Write("proc/vmstat", "nr_free_pages 10\npswpin 7\npswpout 11\n");
+  HostReader reader(r.Path("proc"));
+  absl::StatusOr<HostSnapshot> a = reader.Read();
+  absl::StatusOr<HostSnapshot> b = ReadHost(r.Path("proc"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->cpu.total(), b->cpu.total());
+  EXPECT_DOUBLE_EQ(a->process_cpu_s, 4.0);  // the name's spaces and parentheses skipped
+  EXPECT_DOUBLE_EQ(a->mem_available_bytes, b->mem_available_bytes);
+  EXPECT_DOUBLE_EQ(a->load1, 3.5);
+  EXPECT_EQ(a->swap_in_pages, 7u);
+  EXPECT_TRUE(std::isnan(a->memory_pressure_pct));  // no PSI file
+  // The next read follows the files; a file missing at first is looked for
+  // only when asked to (the sampler does, about once a second).
+  r.Write("proc/stat", "cpu  200 0 50 800 40 5 5 0 0 0\n");
+  r.Write("proc/vmstat", "pswpin 9\npswpout 11\n");
+  r.Write("proc/pressure/memory", "some avg10=2.50 avg60=0 avg300=0 total=1\n");
+  a = reader.Read();
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->cpu.user, 200u);
+  EXPECT_EQ(a->swap_in_pages, 9u);  // the host has swap: read every time
+  EXPECT_TRUE(std::isnan(a->memory_pressure_pct));
+  a = reader.Read(/*look_again=*/true);
+  ASSERT_TRUE(a.ok());
+  EXPECT_DOUBLE_EQ(a->memory_pressure_pct, 2.5);
+  // The load average and pressure (the kernel updates them every few
+  // seconds) are read again when looking again.
+  r.Write("proc/loadavg", "4.00 2.00 1.00 2/300 4242\n");
+  r.Write("proc/pressure/memory", "some avg10=3.00 avg60=0 avg300=0 total=1\n");
+  a = reader.Read();
+  EXPECT_DOUBLE_EQ(a->load1, 3.5);
+  EXPECT_DOUBLE_EQ(a->memory_pressure_pct, 2.5);
+  a = reader.Read(/*look_again=*/true);
+  EXPECT_DOUBLE_EQ(a->load1, 4.0);
+  EXPECT_DOUBLE_EQ(a->memory_pressure_pct, 3.0);
+}
+
+TEST(HostStatsTest, HostReaderReadsTheSwapCountersWithoutSwapOnlyWhenLookingAgain) {
+  FakeRoot r;
+  r.Write("proc/stat", "cpu 1 2 3 4 5 6 7 8\n");
+  r.Write("proc/meminfo", "MemTotal: 16384 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n");
+  r.Write("proc/vmstat", "pswpin 7\npswpout 11\n");
+  HostReader reader(r.Path("proc"));
+  ASSERT_EQ(reader.Read()->swap_in_pages, 7u);  // the first read takes them
+  r.Write("proc/vmstat", "pswpin 8\npswpout 12\n");
+  EXPECT_EQ(reader.Read()->swap_in_pages, 7u);  // no swap: they cannot have moved
+  EXPECT_EQ(reader.Read()->swap_out_pages, 11u);
+  EXPECT_EQ(reader.Read(/*look_again=*/true)->swap_in_pages, 8u);
+  // Swap turned on: read at once.
+  r.Write("proc/meminfo", "MemTotal: 16384 kB\nSwapTotal: 4096 kB\nSwapFree: 4096 kB\n");
+  r.Write("proc/vmstat", "pswpin 9\npswpout 13\n");
+  EXPECT_EQ(reader.Read()->swap_out_pages, 13u);
+}
+
+TEST(HostStatsTest, ContainerMemoryReaderFollowsUsageAndNoticesAMoveWhenLookingAgain) {
+  FakeRoot r;
+  r.Write("proc/self/cgroup", "0::/kubepods/pod1\n");
+  r.Write("cgroup/kubepods/memory.max", "max\n");
+  r.Write("cgroup/kubepods/pod1/memory.max", "17179869184\n");      // 16 GiB
+  r.Write("cgroup/kubepods/pod1/memory.current", "12884901888\n");  // 12 GiB
+  r.Write("cgroup/kubepods/pod1/memory.stat", "anon 1\ninactive_file 2147483648\n");
+  r.Write("cgroup/kubepods/pod2/memory.max", "8589934592\n");      // 8 GiB
+  r.Write("cgroup/kubepods/pod2/memory.current", "1073741824\n");  // 1 GiB
+  ContainerMemoryReader reader(r.Path("cgroup"), r.Path("proc"));
+  ContainerMemory m = reader.Read();
+  EXPECT_DOUBLE_EQ(m.limit_bytes, 16.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(m.available_bytes, 6.0 * (1 << 30));  // 16 - (12 - 2 inactive)
+  EXPECT_DOUBLE_EQ(m.available_bytes,
+                   ReadContainerMemory(r.Path("cgroup"), r.Path("proc")).available_bytes);
+  r.Write("cgroup/kubepods/pod1/memory.current", "14495514624\n");  // 13.5 GiB
+  EXPECT_DOUBLE_EQ(reader.Read().available_bytes, 4.5 * (1 << 30));
+  // Moved to pod2: noticed when looking again.
+  r.Write("proc/self/cgroup", "0::/kubepods/pod2\n");
+  EXPECT_DOUBLE_EQ(reader.Read().limit_bytes, 16.0 * (1 << 30));
+  m = reader.Read(/*look_again=*/true);
+  EXPECT_DOUBLE_EQ(m.limit_bytes, 8.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(m.available_bytes, 7.0 * (1 << 30));
+}
+
 TEST(HostStatsTest, ThisMachinesProcIsReadable) {
   absl::StatusOr<HostSnapshot> s = ReadHost();
   ASSERT_TRUE(s.ok()) << s.status();

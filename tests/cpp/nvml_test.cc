@@ -55,6 +55,38 @@ TEST(NvmlTest, ReadsEveryFieldOfAHealthyGpu) {
   EXPECT_EQ(h.pcie_gen_max, 5);
 }
 
+TEST(NvmlTest, ASamplersReadOfWhatChangesLeavesTheRestUnknown) {
+  FakeGpu gpu;
+  fake_nvml_set_gpus(&gpu, 1);
+  auto nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok());
+  const GpuState g = (*nvml)->Read(0, /*pcie_throughput=*/false, Nvml::Fields::kChanging);
+  // What moves from one sample to the next is read...
+  EXPECT_DOUBLE_EQ(g.sm_clock_mhz, 1980);
+  EXPECT_DOUBLE_EQ(g.mem_clock_mhz, 2619);
+  EXPECT_DOUBLE_EQ(g.power_w, 350);
+  EXPECT_DOUBLE_EQ(g.temperature_c, 45);
+  EXPECT_TRUE(g.clocks_event_reasons_known);
+  EXPECT_DOUBLE_EQ(g.utilization_gpu_pct, 97);
+  EXPECT_DOUBLE_EQ(g.memory_used_bytes, 40.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(g.memory_total_bytes, 80.0 * (1 << 30));
+  EXPECT_EQ(g.pcie_gen, 5);
+  EXPECT_EQ(g.pcie_width, 16);
+  // ...the slow-changing state is not queried.
+  EXPECT_TRUE(g.name.empty());
+  EXPECT_TRUE(g.bus_id.empty());
+  EXPECT_TRUE(std::isnan(g.sm_clock_max_mhz));
+  EXPECT_TRUE(std::isnan(g.mem_clock_max_mhz));
+  EXPECT_TRUE(std::isnan(g.power_limit_w));
+  EXPECT_TRUE(std::isnan(g.pcie_rx_bytes_per_s));
+  EXPECT_EQ(g.pcie_gen_max, -1);
+  EXPECT_EQ(g.pcie_width_max, -1);
+  EXPECT_EQ(g.ecc_corrected, -1);
+  EXPECT_EQ(g.persistence_mode, -1);
+  EXPECT_EQ(g.compute_mode, -1);
+  EXPECT_EQ(g.mig_mode, -1);
+}
+
 TEST(NvmlTest, UnsupportedQueriesStayUnknownAndTheRestIsRead) {
   FakeGpu gpu;
   gpu.power_mw = -1;

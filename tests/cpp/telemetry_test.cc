@@ -260,6 +260,67 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   EXPECT_DOUBLE_EQ(c.memory_available_bytes, 100.0 * 1024);
 }
 
+TEST(TelemetryTest, WorkersForkedBetweenRefreshesCountFromTheNextSample) {
+  FakeGpu gpu;
+  fake_nvml_set_gpus(&gpu, 1);
+  FakeProc proc;
+  const long hz = sysconf(_SC_CLK_TCK);
+  const std::string me = std::to_string(getpid());
+  proc.Write("stat", "cpu 100 0 0 800 100 0 0 0\n");
+  proc.Write(me + "/task/" + me + "/children", "");  // none yet
+  std::unique_ptr<internal::Telemetry> t =
+      internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  ASSERT_TRUE(t->Start().ok());
+  internal::TelemetrySample s;
+  t->Sample(0, &s);  // looks for children: none
+  // A DataLoader worker starts; the next samples come before the next look
+  // around (once a second), yet the main thread's list is read every time.
+  proc.Write(me + "/task/" + me + "/children", "4242 ");
+  proc.Process(4242, static_cast<int>(getpid()), 0, 0);
+  t->Sample(100 * kMs, &s);
+  proc.Process(4242, static_cast<int>(getpid()), hz / 10, 0);  // 0.1 s of CPU in 0.1 s
+  t->Sample(200 * kMs, &s);
+  EXPECT_NEAR(s.children_cores, 1.0, 1e-9);
+  proc.Process(4242, static_cast<int>(getpid()), hz / 10 + hz / 20, 0);
+  t->Sample(300 * kMs, &s);
+  EXPECT_NEAR(s.children_cores, 0.5, 1e-9);
+}
+
+TEST(TelemetryTest, SlowChangingGpuStateIsReadEveryTenthSampleAndCarriedBetween) {
+  FakeGpu gpu;
+  fake_nvml_set_gpus(&gpu, 1);
+  fake_cuda_set_device(0);
+  FakeProc proc;
+  proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
+  std::unique_ptr<internal::Telemetry> t =
+      internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  ASSERT_TRUE(t->Start().ok());
+  internal::TelemetrySample s;
+  t->Sample(0, &s);  // the first sample reads everything
+  ASSERT_EQ(s.gpu_count, 1);
+  EXPECT_DOUBLE_EQ(s.gpus[0].sm_clock_max_mhz, 1980);
+  EXPECT_EQ(s.gpus[0].persistence_mode, 1);
+  gpu.util_gpu = 50;        // changes sample to sample
+  gpu.sm_clock = 1200;      // too
+  gpu.sm_clock_max = 1500;  // slow-changing: taken in at the next full read
+  gpu.persistence = 0;      // too
+  gpu.ecc_uncorrected = 2;  // too
+  fake_nvml_set_gpus(&gpu, 1);
+  t->Sample(100 * kMs, &s);
+  EXPECT_DOUBLE_EQ(s.gpus[0].utilization_pct, 50);
+  EXPECT_DOUBLE_EQ(s.gpus[0].sm_clock_mhz, 1200);
+  EXPECT_DOUBLE_EQ(s.gpus[0].sm_clock_max_mhz, 1980);  // carried over
+  EXPECT_EQ(s.gpus[0].persistence_mode, 1);
+  EXPECT_EQ(s.gpus[0].ecc_uncorrected, 0);
+  EXPECT_EQ(s.gpus[0].pcie_width_max, 16);
+  EXPECT_DOUBLE_EQ(s.gpus[0].power_limit_w, 700);
+  for (int i = 2; i <= 10; ++i) t->Sample(i * 100 * kMs, &s);  // the 11th sample: a full read
+  EXPECT_DOUBLE_EQ(s.gpus[0].sm_clock_max_mhz, 1500);
+  EXPECT_EQ(s.gpus[0].persistence_mode, 0);
+  EXPECT_EQ(s.gpus[0].ecc_uncorrected, 2);
+  EXPECT_DOUBLE_EQ(s.gpus[0].utilization_pct, 50);
+}
+
 TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {
   setenv("GPUSCOPE_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
   FakeProc proc;

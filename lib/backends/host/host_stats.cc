@@ -1,17 +1,18 @@
 #include "backends/host/host_stats.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -25,49 +26,143 @@
 namespace gpuscope::internal {
 namespace {
 
+// Files that can be read whole into a string (the one-shot readers and the
+// placement, which runs once).
 bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
+  ProcFile f(path);
+  absl::string_view text;
+  if (!f.Read(&text)) return false;
+  out->assign(text.data(), text.size());
   return true;
 }
 
-// "Key:   123 kB" lines of /proc/meminfo, in bytes.
-double MeminfoBytes(const std::string& text, absl::string_view key) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::ConsumePrefix(&line, key) || !absl::ConsumePrefix(&line, ":")) continue;
-    std::vector<absl::string_view> parts =
-        absl::StrSplit(absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
-    double v = 0;
-    if (parts.empty() || !absl::SimpleAtod(parts[0], &v))
-      return std::numeric_limits<double>::quiet_NaN();
-    return parts.size() > 1 && parts[1] == "kB" ? v * 1024 : v;
-  }
-  return std::numeric_limits<double>::quiet_NaN();
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The next whitespace-separated token of `*s` ("" at the end), consumed.
+absl::string_view NextToken(absl::string_view* s) {
+  size_t b = 0;
+  while (b < s->size() && IsSpace((*s)[b])) ++b;
+  size_t e = b;
+  while (e < s->size() && !IsSpace((*s)[e])) ++e;
+  const absl::string_view token = s->substr(b, e - b);
+  s->remove_prefix(e);
+  return token;
 }
 
-// A number in a cgroup file, or NaN ("max", missing, unparsable).
-double CgroupNumber(const std::string& path) {
-  std::string text;
+// The next line of `*s` (without its newline), consumed.
+absl::string_view NextLine(absl::string_view* s) {
+  const size_t nl = s->find('\n');
+  const absl::string_view line = s->substr(0, nl);
+  s->remove_prefix(nl == absl::string_view::npos ? s->size() : nl + 1);
+  return line;
+}
+
+// The number in a cgroup file's text, or NaN ("max", empty, unparsable).
+double CgroupNumberText(absl::string_view text) {
   double v = 0;
-  if (!ReadFile(path, &text) || !absl::SimpleAtod(absl::StripAsciiWhitespace(text), &v)) {
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &v)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   return v;
 }
 
-// The value of `key` in a cgroup memory.stat, or 0.
-double StatValue(const std::string& path, absl::string_view key) {
-  std::string text;
-  if (!ReadFile(path, &text)) return 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    std::vector<absl::string_view> kv = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    double v = 0;
-    if (kv.size() == 2 && kv[0] == key && absl::SimpleAtod(kv[1], &v)) return v;
+// The value of `key` in a memory.stat's text ("key value" lines), or 0.
+double StatValueText(absl::string_view text, absl::string_view key) {
+  while (!text.empty()) {
+    absl::string_view line = NextLine(&text);
+    const absl::string_view k = NextToken(&line);
+    const absl::string_view v = NextToken(&line);
+    double value = 0;
+    if (k == key && NextToken(&line).empty() && absl::SimpleAtod(v, &value)) return value;
   }
   return 0;
+}
+
+// /proc/stat's "cpu" totals line: the first line, "cpu" and eight numbers.
+bool ParseProcStat(absl::string_view text, CpuTimes* cpu) {
+  absl::string_view line = NextLine(&text);
+  if (NextToken(&line) != "cpu") return false;
+  uint64_t* const fields[] = {&cpu->user,   &cpu->nice, &cpu->system,  &cpu->idle,
+                              &cpu->iowait, &cpu->irq,  &cpu->softirq, &cpu->steal};
+  for (uint64_t* f : fields) {
+    if (!absl::SimpleAtoi(NextToken(&line), f)) return false;
+  }
+  return true;
+}
+
+void ParseSelfStat(absl::string_view text, double ticks_per_s, HostSnapshot* s) {
+  // utime, stime, cutime, cstime: fields 14 to 17.
+  absl::string_view f[15];
+  if (!ProcStatFields(text, f, 15)) return;
+  uint64_t v[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4; ++i) {
+    if (!absl::SimpleAtoi(f[11 + i], &v[i])) return;
+  }
+  s->process_cpu_s = static_cast<double>(v[0] + v[1]) / ticks_per_s;
+  s->children_cpu_s = static_cast<double>(v[2] + v[3]) / ticks_per_s;
+}
+
+// "Key:   123 kB" lines of /proc/meminfo, in bytes: the first line of each
+// key counts (NaN when its number does not parse).
+void ParseMeminfo(absl::string_view text, HostSnapshot* s) {
+  struct Key {
+    absl::string_view name;
+    double* out;
+    bool seen;
+  } keys[] = {{"MemTotal", &s->mem_total_bytes, false},
+              {"MemAvailable", &s->mem_available_bytes, false},
+              {"SwapTotal", &s->swap_total_bytes, false},
+              {"SwapFree", &s->swap_free_bytes, false}};
+  int left = 4;
+  while (left > 0 && !text.empty()) {
+    absl::string_view line = NextLine(&text);
+    for (Key& k : keys) {
+      if (k.seen || !absl::ConsumePrefix(&line, k.name) || !absl::ConsumePrefix(&line, ":")) {
+        continue;
+      }
+      k.seen = true;
+      --left;
+      const absl::string_view number = NextToken(&line);
+      double v = 0;
+      if (!absl::SimpleAtod(number, &v)) {
+        *k.out = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        *k.out = NextToken(&line) == "kB" ? v * 1024 : v;
+      }
+      break;
+    }
+  }
+}
+
+void ParseLoadavg(absl::string_view text, HostSnapshot* s) {
+  double load = 0;
+  if (absl::SimpleAtod(text.substr(0, text.find(' ')), &load)) s->load1 = load;
+}
+
+// "some avg10=0.12 avg60=0.05 avg300=0.01 total=1234"
+void ParsePressure(absl::string_view text, HostSnapshot* s) {
+  while (!text.empty()) {
+    absl::string_view line = NextLine(&text);
+    if (!absl::ConsumePrefix(&line, "some ")) continue;
+    for (absl::string_view kv = NextToken(&line); !kv.empty(); kv = NextToken(&line)) {
+      double v = 0;
+      if (absl::ConsumePrefix(&kv, "avg10=") && absl::SimpleAtod(kv, &v))
+        s->memory_pressure_pct = v;
+    }
+  }
+}
+
+// "pswpin 7" and "pswpout 11" lines of /proc/vmstat.
+void ParseVmstat(absl::string_view text, HostSnapshot* s) {
+  while (!text.empty()) {
+    absl::string_view line = NextLine(&text);
+    if (line.size() < 6 || line[0] != 'p' || line[1] != 's') continue;  // most lines, quickly
+    const absl::string_view key = NextToken(&line);
+    const absl::string_view value = NextToken(&line);
+    if (!NextToken(&line).empty()) continue;
+    if (key == "pswpin") (void)absl::SimpleAtoi(value, &s->swap_in_pages);
+    if (key == "pswpout") (void)absl::SimpleAtoi(value, &s->swap_out_pages);
+  }
 }
 
 }  // namespace
@@ -89,68 +184,128 @@ std::vector<int> ParseCpuList(const std::string& list) {
   return cpus;
 }
 
-absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root, const std::string& pid_dir) {
+bool ProcStatFields(absl::string_view text, absl::string_view* fields, size_t n) {
+  const size_t close = text.rfind(')');
+  if (close == absl::string_view::npos) return false;
+  text.remove_prefix(close + 1);
+  size_t count = 0;
+  while (count < n) {
+    const absl::string_view token = NextToken(&text);
+    if (token.empty()) return false;
+    fields[count++] = token;
+  }
+  return true;
+}
+
+ProcFile::ProcFile(ProcFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      end_(other.end_),
+      fd_(std::exchange(other.fd_, -1)),
+      tried_(other.tried_),
+      buffer_(std::move(other.buffer_)) {}
+
+ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    path_ = std::move(other.path_);
+    end_ = other.end_;
+    fd_ = std::exchange(other.fd_, -1);
+    tried_ = other.tried_;
+    buffer_ = std::move(other.buffer_);
+  }
+  return *this;
+}
+
+void ProcFile::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+bool ProcFile::Read(absl::string_view* text, bool may_open) {
+  // Files larger than this are read in part (a /proc/stat with thousands of
+  // CPUs and interrupts is still well below).
+  constexpr size_t kMaxBytes = size_t{16} << 20;
+  if (fd_ < 0) {
+    if (tried_ && !may_open) return false;
+    tried_ = true;
+    do {
+      fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    } while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0) return false;
+  }
+  if (buffer_.empty()) buffer_.resize(4096);
+  // From the start to the end: a read from offset 0 has the kernel format a
+  // /proc or cgroup file afresh.
+  size_t total = 0;
+  for (;;) {
+    if (total == buffer_.size()) {
+      if (buffer_.size() >= kMaxBytes) break;
+      buffer_.resize(buffer_.size() * 2);
+    }
+    const ssize_t n =
+        pread(fd_, buffer_.data() + total, buffer_.size() - total, static_cast<off_t>(total));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Close();
+      return false;
+    }
+    if (n == 0) break;
+    const bool short_read = static_cast<size_t>(n) < buffer_.size() - total;
+    total += static_cast<size_t>(n);
+    if (short_read && end_ == End::kAtShortRead) break;
+  }
+  *text = absl::string_view(buffer_.data(), total);
+  return true;
+}
+
+HostReader::HostReader(const std::string& proc_root, const std::string& pid_dir)
+    : stat_(proc_root + "/stat", ProcFile::End::kAtShortRead),
+      self_stat_(absl::StrCat(proc_root, "/", pid_dir, "/stat"), ProcFile::End::kAtShortRead),
+      meminfo_(proc_root + "/meminfo", ProcFile::End::kAtShortRead),
+      loadavg_(proc_root + "/loadavg", ProcFile::End::kAtShortRead),
+      pressure_(proc_root + "/pressure/memory", ProcFile::End::kAtShortRead),
+      vmstat_(proc_root + "/vmstat"),
+      ticks_per_s_(static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)))) {}
+
+absl::StatusOr<HostSnapshot> HostReader::Read(bool look_again) {
   HostSnapshot s;
-  std::string text;
-  const std::string stat_path = proc_root + "/stat";
-  if (!ReadFile(stat_path, &text))
-    return absl::NotFoundError(absl::StrCat("cannot read ", stat_path));
-  {
-    std::istringstream in(text);
-    std::string cpu;
-    in >> cpu >> s.cpu.user >> s.cpu.nice >> s.cpu.system >> s.cpu.idle >> s.cpu.iowait >>
-        s.cpu.irq >> s.cpu.softirq >> s.cpu.steal;
-    if (cpu != "cpu" || !in)
-      return absl::DataLossError(absl::StrCat(stat_path, ": no 'cpu' totals line"));
+  absl::string_view text;
+  // /proc/stat is required: looked for on every read.
+  if (!stat_.Read(&text)) return absl::NotFoundError(absl::StrCat("cannot read ", stat_.path()));
+  if (!ParseProcStat(text, &s.cpu)) {
+    return absl::DataLossError(absl::StrCat(stat_.path(), ": no 'cpu' totals line"));
   }
-  const double ticks = static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)));
-  if (ReadFile(absl::StrCat(proc_root, "/", pid_dir, "/stat"), &text)) {
-    // Fields after the command name (which may hold spaces) in parentheses.
-    const size_t close = text.rfind(')');
-    if (close != std::string::npos) {
-      std::vector<absl::string_view> f =
-          absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipEmpty());
-      // f[0] is field 3 (state); utime..cstime are fields 14..17.
-      uint64_t v[4] = {0, 0, 0, 0};
-      bool ok = f.size() > 14;
-      for (int i = 0; ok && i < 4; ++i)
-        ok = absl::SimpleAtoi(f[static_cast<size_t>(11 + i)], &v[i]);
-      if (ok) {
-        s.process_cpu_s = static_cast<double>(v[0] + v[1]) / ticks;
-        s.children_cpu_s = static_cast<double>(v[2] + v[3]) / ticks;
-      }
-    }
+  if (self_stat_.Read(&text, look_again)) ParseSelfStat(text, ticks_per_s_, &s);
+  if (meminfo_.Read(&text, look_again)) ParseMeminfo(text, &s);
+  // The kernel updates the load average every 5 s and PSI's avg10 every
+  // 2 s: between two looks, the last ones read stand.
+  if (!averages_read_ || look_again) {
+    if (loadavg_.Read(&text, look_again)) ParseLoadavg(text, &s);
+    if (pressure_.Read(&text, look_again)) ParsePressure(text, &s);
+    averages_read_ = true;
+    load1_ = s.load1;
+    memory_pressure_pct_ = s.memory_pressure_pct;
+  } else {
+    s.load1 = load1_;
+    s.memory_pressure_pct = memory_pressure_pct_;
   }
-  if (ReadFile(proc_root + "/meminfo", &text)) {
-    s.mem_total_bytes = MeminfoBytes(text, "MemTotal");
-    s.mem_available_bytes = MeminfoBytes(text, "MemAvailable");
-    s.swap_total_bytes = MeminfoBytes(text, "SwapTotal");
-    s.swap_free_bytes = MeminfoBytes(text, "SwapFree");
-  }
-  if (ReadFile(proc_root + "/loadavg", &text)) {
-    double load = 0;
-    if (absl::SimpleAtod(absl::string_view(text).substr(0, text.find(' ')), &load)) s.load1 = load;
-  }
-  if (ReadFile(proc_root + "/pressure/memory", &text)) {
-    // "some avg10=0.12 avg60=0.05 avg300=0.01 total=1234"
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (!absl::ConsumePrefix(&line, "some ")) continue;
-      for (absl::string_view kv : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
-        double v = 0;
-        if (absl::ConsumePrefix(&kv, "avg10=") && absl::SimpleAtod(kv, &v))
-          s.memory_pressure_pct = v;
-      }
-    }
-  }
-  if (ReadFile(proc_root + "/vmstat", &text)) {
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      std::vector<absl::string_view> kv = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      if (kv.size() != 2) continue;
-      if (kv[0] == "pswpin") (void)absl::SimpleAtoi(kv[1], &s.swap_in_pages);
-      if (kv[0] == "pswpout") (void)absl::SimpleAtoi(kv[1], &s.swap_out_pages);
-    }
+  // Without swap (SwapTotal 0) the swap counters stand still: the last ones
+  // read stand for them.
+  const bool swap_off = s.swap_total_bytes == 0;
+  if (!vmstat_read_ || look_again || !swap_off) {
+    if (vmstat_.Read(&text, look_again)) ParseVmstat(text, &s);
+    vmstat_read_ = true;
+    swap_in_ = s.swap_in_pages;
+    swap_out_ = s.swap_out_pages;
+  } else {
+    s.swap_in_pages = swap_in_;
+    s.swap_out_pages = swap_out_;
   }
   return s;
+}
+
+absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root, const std::string& pid_dir) {
+  return HostReader(proc_root, pid_dir).Read();
 }
 
 HostRates RatesBetween(const HostSnapshot& a, const HostSnapshot& b, double seconds) {
@@ -239,14 +394,14 @@ HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgro
   return p;
 }
 
-std::vector<std::string> CgroupChain(const std::string& proc_root, const std::string& cgroup_root,
-                                     const std::string& controller) {
-  // /proc/self/cgroup: "0::/slurm/job_7/step_0" (v2), "4:cpu,cpuacct:/docker/ab12" (v1).
-  std::string text;
-  if (!ReadFile(proc_root + "/self/cgroup", &text)) text = controller.empty() ? "0::/\n" : "";
+namespace {
+
+std::vector<std::string> CgroupChainOf(absl::string_view text, const std::string& cgroup_root,
+                                       const std::string& controller) {
   std::string mount, own;
   bool found = false;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+  while (!text.empty()) {
+    const absl::string_view line = NextLine(&text);
     std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (fields.size() != 3) continue;
     if (controller.empty() ? fields[0] == "0" && fields[1].empty()
@@ -271,28 +426,80 @@ std::vector<std::string> CgroupChain(const std::string& proc_root, const std::st
   return chain;
 }
 
-ContainerMemory ReadContainerMemory(const std::string& cgroup_root, const std::string& proc_root) {
-  ContainerMemory m;
-  // The tightest limit along the chains; its usage, less the page cache the
-  // kernel reclaims first (inactive files), is what counts against it.
-  const auto consider = [&m](double limit, double usage, double inactive_file) {
-    // cgroup v1 writes "no limit" as a huge number (2^63 rounded to pages).
-    if (std::isnan(limit) || limit <= 0 || limit >= 0x1p60 || std::isnan(usage)) return;
-    if (std::isnan(m.limit_bytes) || limit < m.limit_bytes) {
-      m.limit_bytes = limit;
-      m.available_bytes = std::max(0.0, limit - std::max(0.0, usage - inactive_file));
+// What /proc/self/cgroup is taken to say when it cannot be read: the
+// process is in cgroup v2's root, and in no cgroup v1 hierarchy.
+constexpr absl::string_view kUnreadableCgroupV2 = "0::/\n";
+
+}  // namespace
+
+std::vector<std::string> CgroupChain(const std::string& proc_root, const std::string& cgroup_root,
+                                     const std::string& controller) {
+  // /proc/self/cgroup: "0::/slurm/job_7/step_0" (v2), "4:cpu,cpuacct:/docker/ab12" (v1).
+  std::string text;
+  if (!ReadFile(proc_root + "/self/cgroup", &text)) {
+    text = controller.empty() ? std::string(kUnreadableCgroupV2) : "";
+  }
+  return CgroupChainOf(text, cgroup_root, controller);
+}
+
+ContainerMemoryReader::ContainerMemoryReader(std::string cgroup_root, std::string proc_root)
+    : cgroup_root_(std::move(cgroup_root)),
+      proc_root_(std::move(proc_root)),
+      self_cgroup_(proc_root_ + "/self/cgroup", ProcFile::End::kAtShortRead) {}
+
+void ContainerMemoryReader::Build(absl::string_view cgroup_text, bool readable) {
+  levels_.clear();
+  const auto add = [this](const std::vector<std::string>& chain, const char* limit,
+                          const char* usage, const char* inactive_key) {
+    for (const std::string& dir : chain) {
+      levels_.push_back(Level{ProcFile(absl::StrCat(dir, "/", limit), ProcFile::End::kAtShortRead),
+                              ProcFile(absl::StrCat(dir, "/", usage), ProcFile::End::kAtShortRead),
+                              ProcFile(dir + "/memory.stat", ProcFile::End::kAtShortRead),
+                              inactive_key});
     }
   };
-  for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "")) {
-    consider(CgroupNumber(dir + "/memory.max"), CgroupNumber(dir + "/memory.current"),
-             StatValue(dir + "/memory.stat", "inactive_file"));
+  add(CgroupChainOf(readable ? cgroup_text : kUnreadableCgroupV2, cgroup_root_, ""), "memory.max",
+      "memory.current", "inactive_file");
+  add(CgroupChainOf(readable ? cgroup_text : "", cgroup_root_, "memory"), "memory.limit_in_bytes",
+      "memory.usage_in_bytes", "total_inactive_file");
+  cgroup_text_.assign(cgroup_text.data(), cgroup_text.size());
+  self_cgroup_readable_ = readable;
+  built_ = true;
+}
+
+ContainerMemory ContainerMemoryReader::Read(bool look_again) {
+  if (!built_ || look_again) {
+    // The chains are built again when the process moved.
+    absl::string_view text;
+    const bool readable = self_cgroup_.Read(&text, /*may_open=*/true);
+    if (!readable) text = "";
+    if (!built_ || readable != self_cgroup_readable_ || text != cgroup_text_) Build(text, readable);
   }
-  for (const std::string& dir : CgroupChain(proc_root, cgroup_root, "memory")) {
-    consider(CgroupNumber(dir + "/memory.limit_in_bytes"),
-             CgroupNumber(dir + "/memory.usage_in_bytes"),
-             StatValue(dir + "/memory.stat", "total_inactive_file"));
+  ContainerMemory m;
+  // The tightest limit along the chains; its usage, less the page cache the
+  // kernel reclaims first (inactive files), is what counts against it. The
+  // usage and memory.stat are read only for a limit tighter than those
+  // before it.
+  for (Level& level : levels_) {
+    absl::string_view value;
+    if (!level.limit.Read(&value, look_again)) continue;
+    const double limit = CgroupNumberText(value);
+    // cgroup v1 writes "no limit" as a huge number (2^63 rounded to pages).
+    if (std::isnan(limit) || limit <= 0 || limit >= 0x1p60) continue;
+    if (!std::isnan(m.limit_bytes) && !(limit < m.limit_bytes)) continue;
+    if (!level.usage.Read(&value, look_again)) continue;
+    const double usage = CgroupNumberText(value);
+    if (std::isnan(usage)) continue;
+    const double inactive_file =
+        level.stat.Read(&value, look_again) ? StatValueText(value, level.inactive_key) : 0;
+    m.limit_bytes = limit;
+    m.available_bytes = std::max(0.0, limit - std::max(0.0, usage - inactive_file));
   }
   return m;
+}
+
+ContainerMemory ReadContainerMemory(const std::string& cgroup_root, const std::string& proc_root) {
+  return ContainerMemoryReader(cgroup_root, proc_root).Read();
 }
 
 std::string CanonicalPciBusId(const std::string& bus_id) {

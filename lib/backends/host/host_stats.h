@@ -3,9 +3,11 @@
 // pressure, load; and the placement facts `gpuscope doctor` checks
 // (container CPU limit, CPU affinity, NUMA nodes of the CPUs and of a GPU).
 //
-// The roots are parameters so that tests read a fake tree. Reads are plain
-// file reads (no allocation beyond the strings), done by the background
-// worker or the doctor, never on the hot path.
+// The roots are parameters so that tests read a fake tree. Reads are done by
+// the background worker or the doctor, never on the hot path. The one-shot
+// functions (ReadHost(), ReadContainerMemory()) open every file afresh; the
+// readers the telemetry sampler keeps (HostReader, ContainerMemoryReader)
+// keep them open and read each with one pread(), parsing in place.
 
 #ifndef GPUSCOPE_LIB_BACKENDS_HOST_HOST_STATS_H_
 #define GPUSCOPE_LIB_BACKENDS_HOST_HOST_STATS_H_
@@ -13,9 +15,11 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gpuscope::internal {
 
@@ -47,6 +51,88 @@ struct HostSnapshot {
 // /proc/stat cannot be read or parsed; other files are optional.
 absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root = "/proc",
                                       const std::string& pid_dir = "self");
+
+// ProcStatFields()
+//
+// The first `n` fields of a /proc/<pid>/stat line after the command name
+// (which may hold spaces and parentheses): `fields[0]` is field 3 (the
+// state), `fields[1]` the parent pid, `fields[11]` and `fields[12]` utime
+// and stime. False when the line has fewer. The views point into `text`.
+bool ProcStatFields(absl::string_view text, absl::string_view* fields, size_t n);
+
+// ProcFile
+//
+// A file read again and again (/proc, /sys/fs/cgroup): kept open, and read
+// whole with pread() from offset 0 (the kernel formats /proc and cgroup
+// files afresh on every read from the start) into a buffer kept between
+// reads. Not thread-safe.
+class ProcFile {
+ public:
+  // How a read knows it has the whole file.
+  enum class End : uint8_t {
+    // Read until a read returns nothing: any file. /proc files made of
+    // records (/proc/vmstat, a task's children) come a page at a time.
+    kAtEof,
+    // A read shorter than the buffer has it all: a file the kernel formats
+    // in one piece (single_open(): /proc/stat, /proc/<pid>/stat, meminfo,
+    // loadavg, pressure, /proc/<pid>/cgroup; every cgroup file) or a regular
+    // file. Saves a system call a read.
+    kAtShortRead,
+  };
+
+  ProcFile() = default;
+  explicit ProcFile(std::string path, End end = End::kAtEof) : path_(std::move(path)), end_(end) {}
+  ~ProcFile() { Close(); }
+  ProcFile(ProcFile&& other) noexcept;
+  ProcFile& operator=(ProcFile&& other) noexcept;
+  ProcFile(const ProcFile&) = delete;
+  ProcFile& operator=(const ProcFile&) = delete;
+
+  // The whole text (valid until the next Read()), or false when the file
+  // cannot be opened or read; a read that fails closes it. A closed file is
+  // opened on the first Read() and afterwards only when `may_open`: a file
+  // that is missing is not looked for on every read.
+  bool Read(absl::string_view* text, bool may_open = true);
+  void Close();
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  End end_ = End::kAtEof;
+  int fd_ = -1;
+  bool tried_ = false;  // opened (or tried to) at least once
+  std::string buffer_;
+};
+
+// HostReader
+//
+// ReadHost() for a sampler: the same snapshot, from files kept open between
+// reads (one pread() each, no allocation once the buffers are sized).
+// /proc/vmstat (the largest file, for the swap counters alone) is read only
+// while the host has swap: without any, the counters cannot move, and the
+// last ones read are kept (they are read again on every `look_again`). The
+// load average and memory pressure, which the kernel updates every few
+// seconds, are read on the first read and on every `look_again`.
+class HostReader {
+ public:
+  explicit HostReader(const std::string& proc_root = "/proc", const std::string& pid_dir = "self");
+
+  // As ReadHost(). `look_again`: look again for files that were missing,
+  // read the load average and memory pressure, and /proc/vmstat whatever
+  // the swap (a sampler does this now and then, about once a second);
+  // otherwise a file missing at the first read stays unknown.
+  absl::StatusOr<HostSnapshot> Read(bool look_again = false);
+
+ private:
+  ProcFile stat_, self_stat_, meminfo_, loadavg_, pressure_, vmstat_;
+  double ticks_per_s_;
+  bool vmstat_read_ = false;  // once: swap_in_ and swap_out_ hold its counters
+  uint64_t swap_in_ = 0, swap_out_ = 0;
+  bool averages_read_ = false;  // once: load1_ and memory_pressure_pct_ hold them
+  double load1_ = std::numeric_limits<double>::quiet_NaN();
+  double memory_pressure_pct_ = std::numeric_limits<double>::quiet_NaN();
+};
 
 // What happened between two snapshots `seconds` apart.
 struct HostRates {
@@ -104,6 +190,38 @@ struct ContainerMemory {
 // `total_inactive_file`.
 ContainerMemory ReadContainerMemory(const std::string& cgroup_root = "/sys/fs/cgroup",
                                     const std::string& proc_root = "/proc");
+
+// ContainerMemoryReader
+//
+// ReadContainerMemory() for a sampler: the process's cgroups are looked up
+// on the first read and again on every `look_again` (a process moved to
+// another cgroup is noticed then), their files stay open, and a cgroup's
+// usage and memory.stat are read only where its limit is the tightest so far
+// (no limit, the usual case: one small read per cgroup).
+class ContainerMemoryReader {
+ public:
+  explicit ContainerMemoryReader(std::string cgroup_root = "/sys/fs/cgroup",
+                                 std::string proc_root = "/proc");
+
+  // As ReadContainerMemory(). `look_again`: read /proc/self/cgroup again
+  // (the chains are rebuilt when it changed) and look again for files that
+  // were missing.
+  ContainerMemory Read(bool look_again = false);
+
+ private:
+  struct Level {
+    ProcFile limit, usage, stat;
+    const char* inactive_key;  // "inactive_file" (v2), "total_inactive_file" (v1)
+  };
+  void Build(absl::string_view cgroup_text, bool readable);
+
+  std::string cgroup_root_, proc_root_;
+  ProcFile self_cgroup_;
+  bool built_ = false;
+  bool self_cgroup_readable_ = false;
+  std::string cgroup_text_;    // what `levels_` were built from
+  std::vector<Level> levels_;  // cgroup v2's chain, then cgroup v1's memory chain
+};
 
 // A PCI bus id as sysfs writes it ("0000:17:00.0": lower case, a domain of
 // at least 4 digits), from NVML's ("00000000:17:00.0") or CUDA's

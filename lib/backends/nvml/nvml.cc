@@ -223,7 +223,7 @@ std::string Nvml::BusId(int index) const {
   return pci.busId;
 }
 
-GpuState Nvml::Read(int index, bool pcie_throughput) const {
+GpuState Nvml::Read(int index, bool pcie_throughput, Fields fields) const {
   GpuState g;
   g.index = index;
   nvmlDevice_t d = nullptr;
@@ -234,16 +234,19 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
     if (fn == nullptr || fn(d, args..., &v) != NVML_SUCCESS) return kUnknownValue;
     return static_cast<double>(v);
   };
-  char buf[96] = {0};
-  if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS)
-    g.name = buf;
-  g.bus_id = BusId(index);
+  const bool all = fields == Fields::kAll;
+  if (all) {
+    char buf[96] = {0};
+    if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS)
+      g.name = buf;
+    g.bus_id = BusId(index);
+    g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_SM);
+    g.mem_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_MEM);
+    g.power_limit_w = uint_query(api_->DeviceGetEnforcedPowerLimit) / 1000.0;
+  }
   g.sm_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_SM);
-  g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_SM);
   g.mem_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_MEM);
-  g.mem_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_MEM);
   g.power_w = uint_query(api_->DeviceGetPowerUsage) / 1000.0;  // mW
-  g.power_limit_w = uint_query(api_->DeviceGetEnforcedPowerLimit) / 1000.0;
   g.temperature_c = uint_query(api_->DeviceGetTemperature, NVML_TEMPERATURE_GPU);
   unsigned long long reasons = 0;
   if (api_->DeviceGetClocksEventReasons != nullptr &&
@@ -264,15 +267,16 @@ GpuState Nvml::Read(int index, bool pcie_throughput) const {
   }
   const auto as_int = [](double v) { return v == v ? static_cast<int>(v) : -1; };
   g.pcie_gen = as_int(uint_query(api_->DeviceGetCurrPcieLinkGeneration));
-  g.pcie_gen_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkGeneration));
   g.pcie_width = as_int(uint_query(api_->DeviceGetCurrPcieLinkWidth));
-  g.pcie_width_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkWidth));
   if (pcie_throughput) {
     g.pcie_tx_bytes_per_s =
         uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_TX_BYTES) * 1024.0;  // KB/s
     g.pcie_rx_bytes_per_s =
         uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_RX_BYTES) * 1024.0;
   }
+  if (!all) return g;
+  g.pcie_gen_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkGeneration));
+  g.pcie_width_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkWidth));
   unsigned long long ecc = 0;
   if (api_->DeviceGetTotalEccErrors != nullptr) {
     if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,

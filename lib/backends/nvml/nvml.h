@@ -69,11 +69,20 @@ class Nvml {
   std::string driver_version() const;  // "" when unknown
   int cuda_driver_version() const;     // 13000 for CUDA 13.0; -1 when unknown
 
+  // What Read() queries: everything, or only what changes from one
+  // telemetry sample to the next (SM and memory clocks, power, temperature,
+  // clocks event reasons, utilization, memory used and total, the current
+  // PCIe link generation and width): 10 NVML calls instead of 23 (the
+  // device handle's lookup included). A sampler takes the rest (name and bus
+  // id, maximum clocks and link, power limit, ECC counts, modes) from a full
+  // read now and then.
+  enum class Fields : uint8_t { kAll, kChanging };
+
   // The state of GPU `index` now. Never fails: what cannot be read stays
   // unknown. Thread-compatible (NVML itself is thread-safe). The PCIe
   // throughput counters take NVML about 20 ms each: `pcie_throughput` false
   // leaves them unknown.
-  GpuState Read(int index, bool pcie_throughput = true) const;
+  GpuState Read(int index, bool pcie_throughput = true, Fields fields = Fields::kAll) const;
 
   // GPU `index`'s PCI bus id as NVML writes it ("00000000:17:00.0"); "" when
   // unknown. Cheap (one query).
