@@ -47,6 +47,8 @@ Options BenchOptions() {
 }
 
 void Finish(benchmark::State& state, Session& session) {
+  // Which clock the scopes read: 1 the TSC, 0 CLOCK_MONOTONIC.
+  state.counters["tsc"] = internal::TscClock::Get() != nullptr ? 1 : 0;
   const Summary s = session.Summarize();
   state.counters["dropped"] = static_cast<double>(s.misuse.dropped_records);
   state.counters["misuse"] = static_cast<double>(s.misuse.total() - s.misuse.dropped_records);
