@@ -1,16 +1,28 @@
-// The hot path's budget (scopes.h): a phase scope costs about two clock reads
-// plus an NVTX push/pop and a record append; a disabled one, a branch. The
-// clock is the TSC where it is trustworthy (backends/host/tsc.h); run with
+// The hot path's budget (scopes.h): a phase scope, begin and end, costs at
+// most two clock reads plus 15 ns, and so does a step scope. The clock is the
+// TSC where it is trustworthy (backends/host/tsc.h); run with
 // GPUSCOPE_CLOCK=monotonic to measure the CLOCK_MONOTONIC path.
+// BM_ClockRead/tsc and BM_ClockRead/monotonic measure one read of each clock
+// as the hot path reads it, in the same run: the budget is
+// 2 x BM_ClockRead + 15 ns of the clock the scopes read.
 //
-// The queue is drained outside the timed region every kDrainEvery
-// iterations, and the background worker is kept idle (long flush interval),
-// so these numbers are the recording thread's own cost. Each benchmark
-// reports `dropped`: it must be 0, or the numbers measure the drop path.
+// Most rows drain the queue outside the timed region every kDrainEvery
+// iterations, and keep the background worker idle (long flush interval), so
+// they measure the recording thread's own cost. The *WorkerDraining rows run
+// a session with default options: the background worker drains the queue
+// while the scopes record, as in a training loop. Each benchmark reports
+// `dropped`: it must be 0, or the numbers measure the drop path.
+//
+// Unless the command line says otherwise, every benchmark runs 9 times,
+// interleaved at random, and reports the median (and mean, stddev, cv) of
+// the repetitions: a shared VM's noise then hits every benchmark alike.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "backends/host/clock.h"
 #include "backends/host/tsc.h"
@@ -18,6 +30,7 @@
 #include "benchmark/benchmark.h"
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
+#include "session/session_impl.h"
 
 #if GPUSCOPE_HAVE_NVTX
 #include "nvtx3/nvToolsExt.h"
@@ -34,6 +47,8 @@ Options BenchOptions() {
 }
 
 void Finish(benchmark::State& state, Session& session) {
+  // Which clock the scopes read: 1 the TSC, 0 CLOCK_MONOTONIC.
+  state.counters["tsc"] = internal::TscClock::Get() != nullptr ? 1 : 0;
   const Summary s = session.Summarize();
   state.counters["dropped"] = static_cast<double>(s.misuse.dropped_records);
   state.counters["misuse"] = static_cast<double>(s.misuse.total() - s.misuse.dropped_records);
@@ -41,15 +56,18 @@ void Finish(benchmark::State& state, Session& session) {
     state.SkipWithError("records were dropped or misused: numbers invalid");
 }
 
-void BM_ClockNow(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(MonotonicNowNs());
+// One clock read as the hot path makes it (SessionImpl::Now()): `rdtsc`, or
+// clock_gettime(CLOCK_MONOTONIC) through the vDSO. Inline, as there.
+enum class HostClock { kTsc, kMonotonic };
+void BM_ClockRead(benchmark::State& state, HostClock clock) {
+  if (clock == HostClock::kTsc) {
+    for (auto _ : state) benchmark::DoNotOptimize(internal::ReadTsc());
+  } else {
+    for (auto _ : state) benchmark::DoNotOptimize(internal::ReadMonotonicNs());
+  }
 }
-BENCHMARK(BM_ClockNow);
-
-void BM_TscNow(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(internal::ReadTsc());
-}
-BENCHMARK(BM_TscNow);
+BENCHMARK_CAPTURE(BM_ClockRead, tsc, HostClock::kTsc);
+BENCHMARK_CAPTURE(BM_ClockRead, monotonic, HostClock::kMonotonic);
 
 void BM_NvtxRangeNoTool(benchmark::State& state) {
 #if GPUSCOPE_HAVE_NVTX
@@ -228,7 +246,83 @@ void BM_PhaseScopeDisabled(benchmark::State& state) {
 }
 BENCHMARK(BM_PhaseScopeDisabled);
 
+// The *WorkerDraining rows: a session with default options, whose
+// background worker drains the queue (every 10 ms, sooner as it fills) while
+// the scopes record, so the records' cache lines and the queue's indices are
+// shared with a live consumer. Empty scopes end faster than the worker
+// aggregates them (a step's records are sorted and grouped), which no
+// training loop does; so that the rows measure recording and not the drop
+// path, the loop waits, untimed, whenever the queue is half full, until the
+// worker has brought it down to an eighth.
+class WorkerPace {
+ public:
+  explicit WorkerPace(Session& session)
+      : session_(session), capacity_(static_cast<size_t>(session.options().queue_capacity)) {}
+
+  void Check(benchmark::State& state) {
+    if (++n_ % kCheckEvery != 0 || Queued() < capacity_ / 2) return;
+    state.PauseTiming();
+    while (Queued() > capacity_ / 8) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    state.ResumeTiming();
+  }
+
+ private:
+  static constexpr int64_t kCheckEvery = 1024;
+  size_t Queued() { return internal::SessionTestPeer::QueuedRecords(session_); }
+  Session& session_;
+  const size_t capacity_;
+  int64_t n_ = 0;
+};
+
+void BM_PhaseScopeWorkerDraining(benchmark::State& state) {
+  Session session;
+  WorkerPace pace(session);
+  ScopeToken step = session.BeginStep();
+  int64_t n = 0;
+  for (auto _ : state) {
+    {
+      PhaseScope p(session, Phase::kForward);
+    }
+    if (++n % kPhasesPerStep == 0) {
+      session.End(step);
+      step = session.BeginStep();
+    }
+    pace.Check(state);
+  }
+  session.End(step);
+  Finish(state, session);
+}
+BENCHMARK(BM_PhaseScopeWorkerDraining);
+
+void BM_StepScopeWorkerDraining(benchmark::State& state) {
+  Session session;
+  WorkerPace pace(session);
+  for (auto _ : state) {
+    {
+      StepScope s(session, {.samples = 32});
+    }
+    pace.Check(state);
+  }
+  Finish(state, session);
+}
+BENCHMARK(BM_StepScopeWorkerDraining);
+
 }  // namespace
 }  // namespace gpuscope
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN(), with the defaults of `make bench` (BENCH_FLAGS): 9
+// repetitions interleaved at random, aggregates only. Flags given on the
+// command line come later and win.
+int main(int argc, char** argv) {
+  static char repetitions[] = "--benchmark_repetitions=9";
+  static char interleaving[] = "--benchmark_enable_random_interleaving=true";
+  static char aggregates[] = "--benchmark_report_aggregates_only=true";
+  std::vector<char*> args(argv, argv + argc);
+  args.insert(args.begin() + (argc > 0 ? 1 : 0), {repetitions, interleaving, aggregates});
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -36,17 +36,31 @@ class SpscQueue {
 
   // Producer only. False when full; never blocks, never allocates.
   bool TryPush(const T& value) noexcept {
-    const uint64_t head = head_.load(std::memory_order_relaxed);
-    if (head - cached_tail_ >= capacity_) {
-      cached_tail_ = tail_.load(std::memory_order_acquire);
-      if (head - cached_tail_ >= capacity_) return false;
-    }
-    slots_[head & mask_] = value;
-    head_.store(head + 1, std::memory_order_release);
-    // The ring is larger than the cache, so the next slot is usually cold:
-    // fetch it for writing now, off the next push's critical path.
-    __builtin_prefetch(&slots_[(head + 1) & mask_], /*rw=*/1, /*locality=*/3);
+    T* slot = Claim();
+    if (slot == nullptr) return false;
+    *slot = value;
+    Commit();
     return true;
+  }
+
+  // Producer only: TryPush() in two steps, for an element written in place
+  // (field by field, no copy through the stack). Claim() returns the slot
+  // the next push fills, or nullptr when the ring is full; Commit() hands
+  // the filled slot to the consumer, which sees nothing of it before.
+  T* Claim() noexcept {
+    if (head_local_ - cached_tail_ >= capacity_) [[unlikely]] {
+      cached_tail_ = tail_.load(std::memory_order_acquire);
+      if (head_local_ - cached_tail_ >= capacity_) return nullptr;
+    }
+    return &slots_[head_local_ & mask_];
+  }
+  void Commit() noexcept {
+    const uint64_t head = ++head_local_;
+    head_.store(head, std::memory_order_release);
+    // The ring is larger than the cache, so the slots ahead are usually
+    // cold: fetch them for writing now, off the pushes' critical path (a
+    // store to a line not yet in the cache holds up the stores behind it).
+    __builtin_prefetch(&slots_[(head + kPrefetchAhead) & mask_], /*rw=*/1, /*locality=*/3);
   }
 
   // Consumer only. Calls `fn(const T&)` for every available element, oldest
@@ -80,12 +94,16 @@ class SpscQueue {
 
  private:
   static constexpr size_t kLine = 64;
+  // How far ahead of the next push Commit() prefetches: a few hundred bytes,
+  // so that a line's fetch has a few pushes' time to complete.
+  static constexpr uint64_t kPrefetchAhead = sizeof(T) >= 64 ? 4 : 256 / sizeof(T);
 
   const size_t capacity_;
   const size_t mask_;
   const std::unique_ptr<T[]> slots_;
   alignas(kLine) std::atomic<uint64_t> head_{0};  // written by the producer
-  uint64_t cached_tail_ = 0;                      // producer's last view of tail_
+  uint64_t head_local_ = 0;   // the producer's copy of head_: no atomic to re-read
+  uint64_t cached_tail_ = 0;  // producer's last view of tail_
   alignas(kLine) std::atomic<uint64_t> tail_{0};  // written by the consumer
   uint64_t cached_head_ = 0;                      // consumer's last view of head_ (TryPop)
 };

@@ -3,11 +3,20 @@
 // the queue. Recording thread only: no allocation, no lock, no system call
 // beyond the clock. The checks every call makes first (CheckCaller(), the
 // clock, the marker) are inline in session/session_impl.h.
+//
+// Budget: a phase or step scope, begin and end, costs at most two clock reads
+// plus 15 ns (benchmarks/scope_overhead_benchmark.cc). Everything a scope
+// does beside the clock counts, so each Begin*() and End() is one function
+// with its checks inlined (no calls but the clock, a marker, and NVTX when a
+// tool is attached), and End() of the innermost scope, the common case, takes
+// a path without the loops that closing several scopes at once needs.
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+
+#define GPUSCOPE_INLINE inline __attribute__((always_inline))
 
 #include "session/session_impl.h"
 
@@ -26,6 +35,43 @@ ScopeStatus SessionImpl::ClaimOrReject(uint64_t self) noexcept {
   if (owner == self) return ScopeStatus::kOk;
   wrong_thread_.fetch_add(1, std::memory_order_relaxed);
   return ScopeStatus::kWrongThread;
+}
+
+// Inline in End(): the record is written in place into its queue slot
+// (WriteRecord()), everything it holds read first.
+GPUSCOPE_INLINE void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns,
+                                       uint16_t flags, uint32_t end_marker) noexcept {
+  if (frame.named_stream) flags = static_cast<uint16_t>(flags | kRecordNamedStream);
+  const int64_t begin_ns = frame.begin_ns;
+  const uint32_t begin_event = frame.begin_event;
+  Record* const r = queue_.Claim();
+  if (frame.is_step) {
+    if (step_incomplete_) flags = static_cast<uint16_t>(flags | kRecordIncomplete);
+    step_frame_ = -1;
+    if (r == nullptr) [[unlikely]]
+      return Dropped(begin_event, end_marker);
+    WriteRecord(r, begin_ns, end_ns, step_seq_, step_samples_, step_tokens_, begin_event,
+                end_marker, 0, RecordKind::kStep, 0, flags);
+  } else {
+    if (r == nullptr) [[unlikely]]
+      return Dropped(begin_event, end_marker);
+    const uint16_t name_id = frame.name_id;
+    const int step_frame = step_frame_;
+    const bool in_step = step_frame >= 0 && index > step_frame;
+    // step_seq 0: a phase outside any step; depth counted from the step's.
+    WriteRecord(r, begin_ns, end_ns, in_step ? step_seq_ : 0, -1, -1, begin_event, end_marker,
+                name_id, RecordKind::kPhase,
+                static_cast<uint8_t>(in_step ? index - step_frame - 1 : index), flags);
+  }
+  queue_.Commit();
+}
+
+void SessionImpl::Dropped(uint32_t begin_event, uint32_t end_event) noexcept {
+  dropped_records_.Increment();
+  if (step_frame_ >= 0) step_incomplete_ = true;
+  // The markers must still go back to the pool: hand them over apart.
+  if (begin_event != kNoEvent) orphaned_markers_.TryPush(begin_event);
+  if (end_event != kNoEvent) orphaned_markers_.TryPush(end_event);
 }
 
 ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
@@ -47,7 +93,7 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   f.serial = NextSerial();
   f.name_id = 0;
   f.is_step = true;
-  annotator_->PushStep(step_seq_ - 1);
+  if (annotate_) annotator_->PushStep(step_seq_ - 1);
   // The marker first, then the clock: a boundary's host time is never
   // before its marker was enqueued, so an idle GPU completes the marker no
   // later than that time (plus its latency) even if this thread is preempted
@@ -59,7 +105,8 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
-ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream, bool named_stream) noexcept {
+GPUSCOPE_INLINE ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream,
+                                                  bool named_stream) noexcept {
   if (depth_ >= kMaxOpenScopes) {
     too_deep_.Increment();
     return {0, 0, ScopeStatus::kTooDeep};
@@ -68,7 +115,7 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream, bool named_strea
   f.serial = NextSerial();
   f.name_id = id;
   f.is_step = false;
-  annotator_->PushPhase(id);
+  if (annotate_) annotator_->PushPhase(id);
   // Phases outside steps, or in a step without markers, are timed on the
   // host only: no marker.
   f.stream = stream;
@@ -81,16 +128,18 @@ ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream, bool named_strea
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
-std::optional<uint16_t> SessionImpl::Validate(PhaseId phase) noexcept {
-  if (phase.value() >= phases_.size() ||
-      (!phase.builtin() && phase.session_tag() != session_tag_)) {  // another session's id
-    invalid_phase_.Increment();
-    return std::nullopt;
+// An int, not an optional<uint16_t>: GCC returns the latter through memory,
+// and reading it back stalls on store forwarding.
+GPUSCOPE_INLINE int SessionImpl::Validate(PhaseId phase) noexcept {
+  if (phase.value() >= phases_.size() || (!phase.builtin() && phase.session_tag() != session_tag_))
+      [[unlikely]] {
+    invalid_phase_.Increment();  // another session's id
+    return -1;
   }
   return phase.value();
 }
 
-std::optional<uint16_t> SessionImpl::LookUp(std::string_view name) noexcept {
+int SessionImpl::LookUp(std::string_view name) noexcept {
   std::optional<PhaseId> id = phases_.Find(name);
   if (!id.has_value() && !phases_.full() && PhaseNameProblem(name) == nullptr) {
     // First use of a custom name: registration locks and allocates, once.
@@ -99,42 +148,72 @@ std::optional<uint16_t> SessionImpl::LookUp(std::string_view name) noexcept {
   }
   if (!id.has_value()) {
     invalid_phase_.Increment();
-    return std::nullopt;
+    return -1;
   }
   return id->value();
 }
 
 ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
-  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
-  const std::optional<uint16_t> id = Validate(phase);
-  return id.has_value() ? OpenPhase(*id, stream_, false)
-                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) [[unlikely]]
+    return {0, 0, s};
+  const int id = Validate(phase);
+  if (id < 0) [[unlikely]]
+    return {0, 0, ScopeStatus::kInvalidPhase};
+  return OpenPhase(static_cast<uint16_t>(id), stream_, false);
 }
 
 ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
-  const std::optional<uint16_t> id = LookUp(name);
-  return id.has_value() ? OpenPhase(*id, stream_, false)
-                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  const int id = LookUp(name);
+  return id >= 0 ? OpenPhase(static_cast<uint16_t>(id), stream_, false)
+                 : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(PhaseId phase, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
-  const std::optional<uint16_t> id = Validate(phase);
-  return id.has_value() ? OpenPhase(*id, stream, true)
-                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  const int id = Validate(phase);
+  return id >= 0 ? OpenPhase(static_cast<uint16_t>(id), stream, true)
+                 : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
 ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
-  const std::optional<uint16_t> id = LookUp(name);
-  return id.has_value() ? OpenPhase(*id, stream, true)
-                        : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+  const int id = LookUp(name);
+  return id >= 0 ? OpenPhase(static_cast<uint16_t>(id), stream, true)
+                 : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
+}
+
+// End() of the innermost open scope (the scopes' destructors, in order) in
+// straight line; anything else (misuse, several scopes closed at once)
+// through CloseChecked(), which does the same for one scope.
+ScopeStatus SessionImpl::End(ScopeToken token) noexcept {
+  if (!token.ok()) return token.status;
+  if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) [[unlikely]]
+    return s;
+  const int d = token.depth;
+  if (token.session_tag != session_tag_ || d + 1 != depth_ ||
+      stack_[static_cast<size_t>(d)].serial != token.serial) [[unlikely]] {
+    return CloseChecked(token, /*record=*/true, /*at_last_activity=*/false);
+  }
+  const Frame& f = stack_[static_cast<size_t>(d)];
+  // The end marker first, then the clock (see BeginStep()).
+  const uint32_t end_marker = f.begin_event != kNoEvent ? RecordMarker(f.stream) : kNoEvent;
+  const int64_t now = Now();
+  last_end_ = now;
+  depth_ = d;
+  if (annotate_) annotator_->Pop();
+  Emit(f, d, now, 0, end_marker);
+  return ScopeStatus::kOk;
 }
 
 ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activity) noexcept {
   if (!token.ok()) return token.status;
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return s;
+  return CloseChecked(token, record, at_last_activity);
+}
+
+ScopeStatus SessionImpl::CloseChecked(ScopeToken token, bool record,
+                                      bool at_last_activity) noexcept {
   if (token.session_tag != session_tag_) {
     stale_end_.Increment();
     return ScopeStatus::kWrongSession;
@@ -172,7 +251,7 @@ ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activ
     // A cancelled scope still sends its record, flagged: the aggregator then
     // drops it (and a step's phases) and returns its markers to the pool.
     if (!record) flags = static_cast<uint16_t>(flags | kRecordCancelled);
-    annotator_->Pop();
+    if (annotate_) annotator_->Pop();
     Emit(f, depth_, now, flags, end_markers[depth_]);
   }
   return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
@@ -186,45 +265,6 @@ void SessionImpl::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
 
 void SessionImpl::SetStream(uint64_t stream) noexcept {
   if (CheckCaller() == ScopeStatus::kOk) stream_ = stream;
-}
-
-void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
-                       uint32_t end_marker) noexcept {
-  Record r;
-  r.begin_ns = frame.begin_ns;
-  r.end_ns = end_ns;
-  r.begin_event = frame.begin_event;
-  r.end_event = end_marker;
-  r.flags = frame.named_stream ? static_cast<uint16_t>(flags | kRecordNamedStream) : flags;
-  if (frame.is_step) {
-    r.kind = RecordKind::kStep;
-    r.name_id = 0;
-    r.depth = 0;
-    r.step_seq = step_seq_;
-    r.samples = step_samples_;
-    r.tokens = step_tokens_;
-    if (step_incomplete_) r.flags = static_cast<uint16_t>(r.flags | kRecordIncomplete);
-    step_frame_ = -1;
-  } else {
-    r.kind = RecordKind::kPhase;
-    r.name_id = frame.name_id;
-    r.samples = -1;
-    r.tokens = -1;
-    if (step_frame_ >= 0 && index > step_frame_) {
-      r.step_seq = step_seq_;
-      r.depth = static_cast<uint8_t>(index - step_frame_ - 1);
-    } else {
-      r.step_seq = 0;  // a phase outside any step
-      r.depth = static_cast<uint8_t>(index);
-    }
-  }
-  if (!queue_.TryPush(r)) {
-    dropped_records_.Increment();
-    if (step_frame_ >= 0) step_incomplete_ = true;
-    // The markers must still go back to the pool: hand them over apart.
-    if (r.begin_event != kNoEvent) orphaned_markers_.TryPush(r.begin_event);
-    if (r.end_event != kNoEvent) orphaned_markers_.TryPush(r.end_event);
-  }
 }
 
 }  // namespace gpuscope::internal

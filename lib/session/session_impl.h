@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "backends/host/clock.h"
 #include "backends/host/tsc.h"
+#include "backends/nvtx/nvtx_annotator.h"
 #include "base/spsc_queue.h"
 #include "core/aggregator.h"
 #include "core/phase_table.h"
@@ -52,6 +53,22 @@
 #include "session/worker.h"
 
 namespace gpuscope::internal {
+
+// An id of the calling thread, unique among live threads (what
+// pthread_self() returns, without its call): on x86-64 the thread pointer,
+// whose word 0 the ABI makes a pointer to itself; on AArch64 the thread
+// pointer register.
+inline uint64_t CurrentThreadId() noexcept {
+#if defined(__x86_64__) && defined(__linux__)
+  uint64_t self;
+  asm("mov %%fs:0, %0" : "=r"(self));  // not volatile: constant within a thread
+  return self;
+#elif defined(__aarch64__)
+  return reinterpret_cast<uint64_t>(__builtin_thread_pointer());
+#else
+  return static_cast<uint64_t>(pthread_self());
+#endif
+}
 
 // A counter written by one thread and read by others.
 class SingleWriterCounter {
@@ -86,7 +103,7 @@ class SessionImpl final : public Pumpable {
   ScopeToken BeginPhase(std::string_view name) noexcept;
   ScopeToken BeginPhase(PhaseId phase, uint64_t stream) noexcept;
   ScopeToken BeginPhase(std::string_view name, uint64_t stream) noexcept;
-  ScopeStatus End(ScopeToken token) noexcept { return Close(token, /*record=*/true, false); }
+  ScopeStatus End(ScopeToken token) noexcept;
   ScopeStatus Cancel(ScopeToken token) noexcept { return Close(token, /*record=*/false, false); }
   ScopeStatus EndAtLastActivity(ScopeToken token) noexcept {
     return Close(token, /*record=*/true, /*at_last_activity=*/true);
@@ -115,18 +132,20 @@ class SessionImpl final : public Pumpable {
     int64_t begin_ns;
     uint64_t stream;  // where its markers go
     uint32_t serial;
-    bool named_stream;  // a phase that named its own stream
     uint32_t begin_event;
     uint16_t name_id;
     bool is_step;
+    bool named_stream;  // a phase that named its own stream
   };
 
   // kOk when this session may record here and now: not forked away, and
   // called on the recording thread (which the first caller becomes).
   ScopeStatus CheckCaller() noexcept {
-    if (InForkedChild()) return ForkedAway();
-    const auto self = static_cast<uint64_t>(pthread_self());
-    if (owner_thread_.load(std::memory_order_relaxed) == self) return ScopeStatus::kOk;
+    if (InForkedChild()) [[unlikely]]
+      return ForkedAway();
+    const uint64_t self = CurrentThreadId();
+    if (owner_thread_.load(std::memory_order_relaxed) == self) [[likely]]
+      return ScopeStatus::kOk;
     return ClaimOrReject(self);
   }
   ScopeStatus ForkedAway() noexcept;
@@ -137,20 +156,24 @@ class SessionImpl final : public Pumpable {
   // Host time in the session's units: TSC ticks when tsc_ is set (converted
   // to nanoseconds as records are drained), else nanoseconds.
   int64_t Now() const noexcept {
-    if (clock_ != nullptr) return clock_->NowNs();
-    return tsc_ != nullptr ? ReadTsc() : ReadMonotonicNs();
+    if (tsc_ != nullptr) return ReadTsc();  // then clock_ is null
+    return clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
   }
   uint32_t NextSerial() noexcept {
     const uint32_t s = next_serial_++;
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
   }
   ScopeToken OpenPhase(uint16_t id, uint64_t stream, bool named_stream) noexcept;
-  // The phase id of `name`, registering it on first use; nullopt if invalid.
-  std::optional<uint16_t> LookUp(std::string_view name) noexcept;
-  std::optional<uint16_t> Validate(PhaseId phase) noexcept;
+  // The phase id of `name`, registering it on first use; -1 if invalid.
+  int LookUp(std::string_view name) noexcept;
+  // `phase`'s id, or -1 if it is not this session's (counted).
+  int Validate(PhaseId phase) noexcept;
   ScopeStatus Close(ScopeToken token, bool record, bool at_last_activity) noexcept;
+  // Close() once the caller is checked.
+  ScopeStatus CloseChecked(ScopeToken token, bool record, bool at_last_activity) noexcept;
   void Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
             uint32_t end_marker) noexcept;
+  void Dropped(uint32_t begin_event, uint32_t end_event) noexcept;  // the queue was full
   // A device marker on `stream`, or kNoEvent (no device timer, no stream,
   // source lowered, pool empty).
   uint32_t RecordMarker(uint64_t stream) noexcept {
@@ -188,6 +211,9 @@ class SessionImpl final : public Pumpable {
   const TscClock* const tsc_;   // non-null: scopes are stamped in TSC ticks
   Backends backends_;
   Annotator* const annotator_;  // backends_.annotator, never null
+  // False when annotator_'s push and pop do nothing (no NVTX tool): scopes
+  // then skip the calls.
+  const bool annotate_ = !AnnotatorIsInert(*annotator_);
   // NVTX counter tracks (under agg_mu_): when they were last sampled.
   int64_t counters_at_ns_ = INT64_MIN / 2;
   uint64_t counters_at_step_ = 0;

@@ -1,16 +1,17 @@
 // NVTX v3 annotator: every step and phase is a range in domain "gpuscope".
 //
 // NVTX is header-only; with no tool attached each call is a load and a
-// branch on a function pointer (about 1 ns). Strings are registered once
+// branch on a function pointer (about 1 ns), and sessions skip even that
+// (AnnotatorIsInert()). Strings are registered once
 // (nvtxDomainRegisterStringA) so a push passes a handle, never text.
+
+#include "backends/nvtx/nvtx_annotator.h"
 
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include "backends/annotator.h"
 
 #if GPUSCOPE_HAVE_NVTX
 #include "nvtx3/nvToolsExt.h"
@@ -70,6 +71,7 @@ class NvtxAnnotator final : public Annotator {
         names_(new nvtxStringHandle_t[static_cast<size_t>(max_phases)]()),
         colors_(new uint32_t[static_cast<size_t>(max_phases)]()) {
     step_name_ = nvtxDomainRegisterStringA(domain_, "step");
+    inert_ = RangesAreNoOps();  // NVTX is initialized by now (Domain())
   }
 
   void RegisterName(uint16_t id, std::string_view name) override {
@@ -93,6 +95,18 @@ class NvtxAnnotator final : public Annotator {
   }
 
   void Pop() noexcept override { nvtxDomainRangePop(domain_); }
+
+  // No tool takes ranges: NVTX finished initializing (the constructor's
+  // calls did it) and set the range functions to null, as it does when no
+  // injection library loaded (nvtxInitOnce(): nvtxSetInitFunctionsToNoops()).
+  // Reads NVTX v3's function table, which its inline API functions read.
+  static bool RangesAreNoOps() {
+    const auto& nvtx = NVTX_VERSIONED_IDENTIFIER(nvtxGlobals);
+    return nvtx.initState == NVTX_INIT_STATE_COMPLETE &&
+           nvtx.nvtxDomainRangePushEx_impl_fnptr == nullptr &&
+           nvtx.nvtxDomainRangePop_impl_fnptr == nullptr;
+  }
+  bool inert() const { return inert_; }
 
   bool WantsCounters() const override { return GPUSCOPE_HAVE_NVTX_COUNTERS && tool_attached_; }
 
@@ -150,6 +164,7 @@ class NvtxAnnotator final : public Annotator {
   // Indexed by phase id; written by RegisterName() before the id is published.
   const std::unique_ptr<nvtxStringHandle_t[]> names_;
   const std::unique_ptr<uint32_t[]> colors_;
+  bool inert_ = false;
 };
 
 #endif  // GPUSCOPE_HAVE_NVTX
@@ -157,6 +172,14 @@ class NvtxAnnotator final : public Annotator {
 }  // namespace
 
 std::unique_ptr<Annotator> MakeNullAnnotator() { return std::make_unique<NullAnnotator>(); }
+
+bool AnnotatorIsInert(const Annotator& annotator) {
+  if (dynamic_cast<const NullAnnotator*>(&annotator) != nullptr) return true;
+#if GPUSCOPE_HAVE_NVTX
+  if (const auto* nvtx = dynamic_cast<const NvtxAnnotator*>(&annotator)) return nvtx->inert();
+#endif
+  return false;
+}
 
 std::unique_ptr<Annotator> MakeNvtxAnnotator([[maybe_unused]] int max_phases) {
 #if GPUSCOPE_HAVE_NVTX
