@@ -103,6 +103,7 @@ bench: deps
 	$(MAKE) python
 	$(PYTHON) -m pip install -q nvtx
 	$(PYTHON) benchmarks/python_overhead.py
+	$(PYTHON) benchmarks/real_loop.py
 
 clean:
 	rm -rf build build-asan build-tsan build-release build-python
