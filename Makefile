@@ -104,6 +104,7 @@ bench: deps
 	$(PYTHON) -m pip install -q nvtx
 	$(PYTHON) benchmarks/python_overhead.py
 	$(PYTHON) benchmarks/real_loop.py
+	$(PYTHON) benchmarks/worker_cost.py
 
 clean:
 	rm -rf build build-asan build-tsan build-release build-python
