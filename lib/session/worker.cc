@@ -97,6 +97,18 @@ bool Worker::Register(Pumpable* p) {
 void Worker::Unregister(Pumpable* p) {
   std::lock_guard<std::mutex> lock(mu_);
   sessions_.erase(std::remove(sessions_.begin(), sessions_.end(), p), sessions_.end());
+  // The finest interval of the sessions left: a closed 1 ms session must not
+  // keep the worker waking every 1 ms for a session that asked for 1 s.
+  if (sessions_.empty()) return;
+  interval_ = std::chrono::milliseconds(sessions_.front()->flush_interval_ms());
+  for (Pumpable* s : sessions_) {
+    interval_ = std::min(interval_, std::chrono::milliseconds(s->flush_interval_ms()));
+  }
+}
+
+std::chrono::milliseconds Worker::interval() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return interval_;
 }
 
 void Worker::Run() {

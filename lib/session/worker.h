@@ -58,6 +58,9 @@ class Worker {
 
   // Passes made so far (tests: the worker sleeps while no session is open).
   uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
+  // The wait between passes when queues run light: the finest flush
+  // interval of the sessions registered (tests).
+  std::chrono::milliseconds interval();
 
  private:
   Worker() = default;

@@ -570,6 +570,17 @@ TEST(WorkerTest, SleepsWhileNoSessionIsOpen) {
   }
 }
 
+TEST(WorkerTest, ClosingTheFastestSessionSlowsTheWorkerDown) {
+  internal::Worker& worker = internal::Worker::Get();
+  Session slow(Options{.flush_interval_ms = 1000});
+  {
+    Session fast(Options{.flush_interval_ms = 1});
+    EXPECT_EQ(worker.interval(), std::chrono::milliseconds(1));
+  }
+  // The 1 ms session is gone: the worker waits as long as the one left asks.
+  EXPECT_EQ(worker.interval(), std::chrono::milliseconds(1000));
+}
+
 TEST(StagingTest, AReaderHoldingTheLockDoesNotMakeTheLoopDrop) {
   constexpr int kCapacity = 1024;
   Session session(Options{.window = 64, .queue_capacity = kCapacity, .flush_interval_ms = 1});
