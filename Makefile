@@ -98,7 +98,7 @@ bench: deps
 	cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUSCOPE_BUILD_TESTS=OFF $(CMAKE_FLAGS)
 	cmake --build build-release -j $(JOBS)
 	./build-release/benchmarks/scope_overhead_benchmark $(BENCH_FLAGS)
-	GPUSCOPE_CLOCK=monotonic ./build-release/benchmarks/scope_overhead_benchmark $(BENCH_FLAGS) --benchmark_filter='Phase|Step'
+	GPUSCOPE_CLOCK=monotonic ./build-release/benchmarks/scope_overhead_benchmark $(BENCH_FLAGS) --benchmark_filter='ClockRead|Phase|Step'
 	./build-release/benchmarks/aggregator_benchmark $(BENCH_FLAGS)
 	$(MAKE) python
 	$(PYTHON) -m pip install -q nvtx
