@@ -160,9 +160,13 @@ StepWindow::StepWindow(int window, int max_phases)
       chunk_steps_(ChunkSteps(capacity_)),
       phase_totals_(static_cast<size_t>(std::max(max_phases, 0))) {}
 
+size_t StepWindow::ChunkAt(uint64_t index) const {
+  return static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_);
+}
+
 Chunk* StepWindow::WritableChunk(uint64_t index) {
   if (chunks_.empty() || index < chunks_.front()->first_index) return nullptr;
-  const auto k = static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_);
+  const size_t k = ChunkAt(index);
   if (k >= chunks_.size()) return nullptr;
   std::shared_ptr<Chunk>& chunk = chunks_[k];
   // Acquire: a view that let go of the chunk is done reading it.
@@ -240,8 +244,7 @@ void StepWindow::AddOutside(uint16_t id, int64_t ns) {
 
 const StepRecord* StepWindow::Find(uint64_t index) const {
   if (index < first_index() || index >= completed_) return nullptr;
-  const Chunk& c =
-      *chunks_[static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_)];
+  const Chunk& c = *chunks_[ChunkAt(index)];
   return &c.records[static_cast<size_t>(index - c.first_index)];
 }
 
@@ -260,8 +263,7 @@ StepDevices* StepWindow::MutableDevices(uint64_t index) {
 
 std::optional<PhaseSample> StepWindow::Sample(uint16_t id, uint64_t index) const {
   if (index < first_index() || index >= completed_) return std::nullopt;
-  const Chunk& c =
-      *chunks_[static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_)];
+  const Chunk& c = *chunks_[ChunkAt(index)];
   const PhaseColumn* col = c.column(id);
   const size_t slot = static_cast<size_t>(index - c.first_index);
   if (col == nullptr || !col->Has(slot)) return std::nullopt;

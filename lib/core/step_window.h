@@ -308,6 +308,9 @@ class StepWindow {
 
  private:
   using Chunk = step_window_internal::Chunk;
+  // The position in chunks_ of the chunk holding `index` (chunks_ not empty,
+  // index not before its first step).
+  size_t ChunkAt(uint64_t index) const;
   Chunk* WritableChunk(uint64_t index);  // the chunk holding `index`, unshared
   void Evict(uint64_t index);            // takes step `index`'s values out of the totals
 
