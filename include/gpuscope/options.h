@@ -81,8 +81,8 @@ struct Options {
   // last `window` steps. 1 to kMaxWindow (65536). Memory, measured by
   // benchmarks/aggregator_benchmark.cc (BM_Summarize's heap_MB): 128 bytes
   // a step, plus 5 bytes a step for each phase name used in a step (17 once
-  // it has GPU timing) and 256 bytes a step with GPU timing, plus 40 KB per
-  // phase name; the queue (Options::queue_capacity) adds 64 bytes a record
+  // it has GPU timing) and 256 bytes a step with GPU timing, plus 20 KB per
+  // phase name (40 with GPU timing); the queue (Options::queue_capacity) adds 64 bytes a record
   // (8.4 MB by default). A session with the default queue and window 65536
   // with 100 phases holds about 54 MB; window 512 with 5 phases, 8.7 MB.
   int window = kDefaultWindow;

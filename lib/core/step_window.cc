@@ -115,10 +115,12 @@ void PhaseColumn::SetDevice(size_t slot, int64_t device_ns, int64_t idle_ns, int
   }
 }
 
-Chunk::Chunk(const Chunk& other) : first_index(other.first_index), records(other.records) {
+Chunk::Chunk(const Chunk& other) : first_index(other.first_index), capacity(other.capacity) {
+  records.reserve(capacity);
+  records.assign(other.records.begin(), other.records.end());
   if (other.devices != nullptr) {
-    devices = std::make_unique<StepDevices[]>(records.size());
-    std::copy(other.devices.get(), other.devices.get() + records.size(), devices.get());
+    devices = std::make_unique<StepDevices[]>(capacity);
+    std::copy(other.devices.get(), other.devices.get() + capacity, devices.get());
   }
   columns.resize(other.columns.size());
   for (size_t id = 0; id < columns.size(); ++id) {
@@ -158,10 +160,12 @@ size_t ChunkSteps(size_t window) {
 StepWindow::StepWindow(int window, int max_phases)
     : capacity_(static_cast<size_t>(std::max(window, 1))),
       chunk_steps_(ChunkSteps(capacity_)),
+      chunk_shift_(std::countr_zero(chunk_steps_)),
       phase_totals_(static_cast<size_t>(std::max(max_phases, 0))) {}
 
 size_t StepWindow::ChunkAt(uint64_t index) const {
-  return static_cast<size_t>((index - chunks_.front()->first_index) / chunk_steps_);
+  // A power of two: a shift, not a division (this runs for every step).
+  return static_cast<size_t>((index - chunks_.front()->first_index) >> chunk_shift_);
 }
 
 Chunk* StepWindow::WritableChunk(uint64_t index) {
@@ -179,14 +183,24 @@ Chunk* StepWindow::WritableChunk(uint64_t index) {
 void StepWindow::Evict(uint64_t index) {
   const Chunk& c = *chunks_.front();  // the oldest step is in the oldest chunk
   const size_t slot = static_cast<size_t>(index - c.first_index);
-  const StepRecord& s = c.records[slot];
-  step_totals_.duration.Remove(s.duration_ns());
-  step_totals_.other.Remove(s.duration_ns() - s.top_level_ns);
   for (size_t id = 0; id < c.columns.size(); ++id) {
     const PhaseColumn* col = c.columns[id].get();
     if (col == nullptr || !col->Has(slot)) continue;
-    const PhaseSample p = col->Get(slot);
     PhaseTotals& t = phase_totals_[id];
+    const uint32_t total = col->total[slot];
+    const uint8_t meta = col->meta[slot];
+    const uint32_t count = meta >> 3;
+    if (total != PhaseColumn::kWide && (meta & 3) != PhaseColumn::kTopWide &&
+        count != PhaseColumn::kCountInline && col->device.empty()) {
+      // The common case, read straight from the column: a host-only value
+      // that fits.
+      t.time.Remove(total);
+      t.top_ns -= (meta & 3) == PhaseColumn::kTopEqual ? total : 0;
+      t.count -= count;
+      if ((meta & PhaseColumn::kTopLevelBit) != 0) --t.top_level_steps;
+      continue;
+    }
+    const PhaseSample p = col->Get(slot);
     t.time.Remove(p.total_ns);
     t.top_ns -= p.top_ns;
     t.count -= p.count;
@@ -212,8 +226,13 @@ StepRecord& StepWindow::Append(const StepRecord& step,
   }
   Chunk* c = WritableChunk(index);
   const size_t slot = static_cast<size_t>(index - c->first_index);
+  // Steps complete in order: the slot is the next one.
+  if (slot == c->records.size()) {
+    c->records.push_back(step);  // copied in, not built and then assigned
+  } else {
+    c->records[slot] = step;
+  }
   StepRecord& s = c->records[slot];
-  s = step;
   s.index = index;
   s.end_ns = std::max(s.end_ns, s.begin_ns);
   s.top_level_ns = std::clamp<int64_t>(s.top_level_ns, 0, s.duration_ns());
@@ -229,8 +248,6 @@ StepRecord& StepWindow::Append(const StepRecord& step,
     t.count += sample.count;
     if (sample.top_level) ++t.top_level_steps;
   }
-  step_totals_.duration.Add(s.duration_ns());
-  step_totals_.other.Add(s.duration_ns() - s.top_level_ns);
   lifetime.Add(s.duration_ns());
   ++completed_;
   return s;
@@ -303,7 +320,6 @@ WindowView StepWindow::Snapshot(bool with_phase_totals) const {
   v.incomplete_steps_ = incomplete_steps_;
   v.chunks_.reserve(chunks_.size());
   for (const std::shared_ptr<Chunk>& c : chunks_) v.chunks_.emplace_back(c);
-  v.step_totals_ = step_totals_;
   v.lifetime_ = lifetime;
   if (with_phase_totals) v.phase_totals_ = phase_totals_;
   return v;

@@ -108,12 +108,6 @@ struct PhaseTotals {
   int64_t outside_total_ns = 0;
 };
 
-// The window's step totals, kept as steps enter and leave.
-struct StepTotals {
-  WindowColumn duration;  // step time
-  WindowColumn other;     // step time outside every top-level phase
-};
-
 namespace step_window_internal {
 
 // A phase's values in one chunk's steps: 32-bit fields, with sentinels.
@@ -149,10 +143,13 @@ struct PhaseColumn {
 
 // `steps` consecutive steps from `first_index`, with their phases' columns.
 struct Chunk {
-  Chunk(uint64_t first, size_t steps) : first_index(first), records(steps) {}
+  Chunk(uint64_t first, size_t steps) : first_index(first), capacity(steps) {
+    records.reserve(steps);  // filled as steps complete (no constructing unused records)
+  }
   Chunk(const Chunk& other);  // a deep copy (copy on write)
 
   uint64_t first_index;
+  size_t capacity;                                    // steps it holds when full
   std::vector<StepRecord> records;                    // by slot (index - first_index)
   std::unique_ptr<StepDevices[]> devices;             // null until a step has device data
   std::vector<std::unique_ptr<PhaseColumn>> columns;  // by phase id; null: absent here
@@ -201,7 +198,6 @@ class WindowView {
   uint64_t completed() const { return completed_; }  // steps completed since the start
   int64_t incomplete_steps() const { return incomplete_steps_; }
   const LogHistogram& lifetime() const { return lifetime_; }
-  const StepTotals& step_totals() const { return step_totals_; }
   // By phase id (ids never seen have empty totals).
   const std::vector<PhaseTotals>& phase_totals() const { return phase_totals_; }
 
@@ -235,7 +231,6 @@ class WindowView {
   int64_t incomplete_steps_ = 0;
   std::vector<step_window_internal::ChunkRef> chunks_;
   std::vector<PhaseTotals> phase_totals_;
-  StepTotals step_totals_;
   LogHistogram lifetime_;
 };
 
@@ -301,7 +296,6 @@ class StepWindow {
   WindowView Snapshot(bool with_phase_totals = true) const;
 
   const std::vector<PhaseTotals>& phase_totals() const { return phase_totals_; }
-  const StepTotals& step_totals() const { return step_totals_; }
 
   LogHistogram lifetime;     // every completed step's time
   Ring<TraceStep> trace{0};  // the last steps' timelines; slots (and vectors) reused
@@ -315,12 +309,12 @@ class StepWindow {
   void Evict(uint64_t index);            // takes step `index`'s values out of the totals
 
   const size_t capacity_;
-  const size_t chunk_steps_;
+  const size_t chunk_steps_;  // a power of two
+  const int chunk_shift_;     // log2(chunk_steps_)
   uint64_t completed_ = 0;
   int64_t incomplete_steps_ = 0;
   std::deque<std::shared_ptr<Chunk>> chunks_;  // oldest first, consecutive
   std::vector<PhaseTotals> phase_totals_;      // by phase id
-  StepTotals step_totals_;
 };
 
 // --- Implementation details.

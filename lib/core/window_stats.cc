@@ -13,17 +13,6 @@
 
 namespace gpuscope::internal {
 
-namespace {
-
-// Calls f(v) for each value of `values`: SelectQuantiles()'s visitor.
-auto Visit(const std::vector<int64_t>& values) {
-  return [&values](auto f) {
-    for (int64_t v : values) f(v);
-  };
-}
-
-}  // namespace
-
 WindowTotals FillStepStats(const WindowView& window, Summary* out) {
   out->steps = static_cast<int64_t>(window.size());
   out->total_steps = static_cast<int64_t>(window.completed());
@@ -53,7 +42,7 @@ WindowTotals FillStepStats(const WindowView& window, Summary* out) {
     }
   });
   out->window_time = static_cast<double>(totals.window_ns) * kNsToSeconds;
-  out->step_time = SelectQuantiles(window.step_totals().duration, Visit(durations));
+  out->step_time = ExactQuantiles(durations);
   out->samples_per_second.reset();
   out->tokens_per_second.reset();
   if (have_samples && samples_ns > 0) {
@@ -230,7 +219,7 @@ void FillPhaseStats(const WindowView& window, const std::vector<std::string>& na
     ps.total = static_cast<double>(totals->other_ns) * kNsToSeconds;
     ps.inclusive_share = share_of(totals->other_ns);
     ps.share = ps.inclusive_share;
-    ps.time = SelectQuantiles(window.step_totals().other, Visit(totals->other));
+    ps.time = ExactQuantiles(totals->other);
     out->phases.push_back(std::move(ps));
   }
   std::sort(out->phases.begin(), out->phases.end(), [](const PhaseStats& a, const PhaseStats& b) {
@@ -250,10 +239,11 @@ bool RollingCounters(const WindowView& window, double* step_p95_s,
       idle_ns += w - static_cast<double>(s.device_busy_ns);
     }
   });
-  *step_p95_s =
-      SelectQuantiles(window.step_totals().duration, [&](auto f) {
-        window.ForEachStep([&](const StepRecord& s, const StepDevices*) { f(s.duration_ns()); });
-      }).p95;
+  std::vector<int64_t> durations;
+  durations.reserve(window.size());
+  window.ForEachStep(
+      [&](const StepRecord& s, const StepDevices*) { durations.push_back(s.duration_ns()); });
+  *step_p95_s = ExactQuantiles(durations).p95;
   gpu_idle_pct->reset();
   if (window_ns > 0) *gpu_idle_pct = 100.0 * idle_ns / window_ns;
   return true;

@@ -57,7 +57,7 @@ int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activit
 // then "other" unless the window is empty, ordered by share, then inclusive
 // share, then name (replacing `phases`); shares are of `totals->window_ns`.
 // Adds each phase's share of GPU idle to `idle_by_cause`, as a percentage of
-// `gpu_window_ns` (FillDeviceStats()).
+// `gpu_window_ns` (FillDeviceStats()). Reorders `totals->other`.
 void FillPhaseStats(const WindowView& window, const std::vector<std::string>& names,
                     WindowTotals* totals, int64_t gpu_window_ns, Summary* out);
 

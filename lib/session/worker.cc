@@ -90,6 +90,9 @@ bool Worker::Register(Pumpable* p) {
   for (Pumpable* s : sessions_) {
     interval_ = std::min(interval_, std::chrono::milliseconds(s->flush_interval_ms()));
   }
+  // A new session's rate is unknown: start with short waits (a tight loop
+  // fills the default queue in about 10 ms), lengthened as queues run light.
+  new_session_ = true;
   cv_.notify_one();
   return true;
 }
@@ -118,8 +121,9 @@ void Worker::Run() {
   running_cv_.notify_all();
   // The wait between passes: the sessions' flush interval, shortened (down
   // to 1 ms) while a pass finds a queue filling faster than that interval
-  // drains it, so that a burst of records is taken in before the queue is
-  // full; lengthened back once the queues run light again.
+  // drains it, and none at all while a queue stays over half full, so that a
+  // burst of records is taken in before the queue is full; lengthened back
+  // once the queues run light again.
   std::chrono::microseconds wait = interval_;
   for (;;) {
     if (sessions_.empty()) {
@@ -129,14 +133,23 @@ void Worker::Run() {
     } else {
       cv_.wait_for(lock, wait);
     }
+    if (new_session_) {
+      new_session_ = false;
+      wait = std::chrono::milliseconds(1);
+    }
     passes_.fetch_add(1, std::memory_order_relaxed);
     if (tsc != nullptr) tsc->Refine();
     double fullest = 0;
     for (Pumpable* p : sessions_) fullest = std::max(fullest, p->Pump());
-    if (fullest > 0.25) {
+    if (fullest > 0.5) {
+      // Falling behind a burst: pump again at once (the wait still releases
+      // the lock, so that Register() and Unregister() get in).
+      wait = std::chrono::microseconds(0);
+    } else if (fullest > 0.25) {
       wait = std::max<std::chrono::microseconds>(wait / 2, std::chrono::milliseconds(1));
     } else if (fullest < 0.0625) {
-      wait = std::min<std::chrono::microseconds>(wait * 2, interval_);
+      wait = std::min<std::chrono::microseconds>(
+          std::max<std::chrono::microseconds>(wait * 2, std::chrono::milliseconds(1)), interval_);
     }
     wait = std::min<std::chrono::microseconds>(wait, interval_);
   }

@@ -74,6 +74,7 @@ class Worker {
   std::vector<Pumpable*> sessions_;
   std::chrono::milliseconds interval_{10};  // the finest flush interval of the sessions
   bool started_ = false;
+  bool new_session_ = false;            // Register() since the last pass: restart with short waits
   bool running_ = false;                // the thread has entered its loop
   std::condition_variable running_cv_;  // signals running_
   std::thread thread_;                  // never joined: the worker lives until the process ends
