@@ -38,6 +38,56 @@ Ranks NeededRanks(size_t n) {
   return r;
 }
 
+void LocateRanks(const std::vector<uint32_t>& counts, const Ranks& ranks, size_t* bucket_of,
+                 size_t* rank_in) {
+  // Blocks of 64 buckets: a block's sum (a loop the compiler vectorizes)
+  // skips it whole when the next rank lies beyond it.
+  constexpr size_t kBlock = 64;
+  const size_t size = counts.size();
+  const uint32_t* c = counts.data();
+  size_t b = 0;
+  uint64_t below = 0;  // values in buckets before b
+  for (size_t i = 0; i < ranks.size; ++i) {
+    const uint64_t rank = ranks.rank[i];
+    while (b % kBlock == 0 && b + kBlock <= size) {
+      uint64_t block = 0;
+      for (size_t j = 0; j < kBlock; ++j) block += c[b + j];
+      if (below + block > rank) break;
+      below += block;
+      b += kBlock;
+    }
+    while (b < size && below + c[b] <= rank) below += c[b++];
+    bucket_of[i] = std::min(b, size - 1);
+    rank_in[i] = static_cast<size_t>(rank - below);
+  }
+}
+
+void SelectRanks(int64_t* values, size_t size, const Ranks& ranks, int64_t* value_at) {
+  int64_t* from = values;
+  int64_t* const end = values + size;
+  for (size_t i = 0; i < ranks.size; ++i) {
+    if (ranks.rank[i] >= size) {
+      value_at[i] = 0;
+      continue;
+    }
+    int64_t* at = values + ranks.rank[i];
+    if (at == from) {
+      // The minimum, or the rank just above the previous one: the least of
+      // what lies above.
+      std::iter_swap(at, std::min_element(at, end));
+    } else {
+      std::nth_element(from, at, end);
+    }
+    value_at[i] = *at;
+    from = at + 1;
+  }
+}
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
 Quantiles FromOrderStatistics(int64_t n, Int128 sum, Int128 sum_sq, const Ranks& ranks,
                               const int64_t* value_at) {
   Quantiles out;
@@ -81,23 +131,25 @@ Quantiles FromOrderStatistics(int64_t n, Int128 sum, Int128 sum_sq, const Ranks&
 
 Quantiles ExactQuantiles(std::vector<int64_t>& values_ns) {
   if (values_ns.empty()) return Quantiles{};
+  constexpr size_t kHistogramFrom = 16384;  // measured: below, selections win
+  if (values_ns.size() >= kHistogramFrom) {
+    WindowColumn& column = quantiles_internal::ThreadScratch().Column();
+    for (const int64_t v : values_ns) column.Add(v);
+    const Quantiles q = SelectQuantiles(column, [&](auto f) {
+      for (const int64_t v : values_ns) f(v);
+    });
+    column.Clear();
+    return q;
+  }
   const size_t n = values_ns.size();
   Int128 sum = 0, sum_sq = 0;
   for (int64_t v : values_ns) {
     sum += v;
     sum_sq += static_cast<Int128>(v) * v;
   }
-  // Put just the order statistics needed into place, ascending: each
-  // selection works on what lies after the previous one.
   const quantiles_internal::Ranks ranks = quantiles_internal::NeededRanks(n);
   int64_t value_at[10];
-  auto from = values_ns.begin();
-  for (size_t i = 0; i < ranks.size; ++i) {
-    const auto at = values_ns.begin() + static_cast<std::ptrdiff_t>(ranks.rank[i]);
-    std::nth_element(from, at, values_ns.end());
-    value_at[i] = *at;
-    from = at + 1;
-  }
+  quantiles_internal::SelectRanks(values_ns.data(), n, ranks, value_at);
   return quantiles_internal::FromOrderStatistics(static_cast<int64_t>(n), sum, sum_sq, ranks,
                                                  value_at);
 }

@@ -33,7 +33,11 @@ double QuantileOfSorted(const std::vector<int64_t>& sorted, double q);
 //
 // Count, mean, population stddev, min, max and p50/p90/p95/p99 (as
 // QuantileOfSorted() defines them) of `values_ns`, in seconds. Reorders
-// `values_ns` (selection, not a full sort: O(n) expected).
+// `values_ns` (selection, not a full sort: O(n) expected). From a few
+// hundred values on, it counts them into a histogram first and selects
+// only among the few buckets holding the order statistics (as
+// SelectQuantiles() does), which avoids the mispredicted branches of
+// partitioning the whole input.
 Quantiles ExactQuantiles(std::vector<int64_t>& values_ns);
 
 // WindowColumn
@@ -63,6 +67,11 @@ class WindowColumn {
            sub;
   }
 
+  // Whether every value in bucket `b` equals b (1 to 255 ns: the buckets
+  // below 2^(kSubBucketBits + 1) are one nanosecond wide; bucket 0 also
+  // holds values below 0).
+  static bool ExactBucket(size_t b) { return b >= 1 && b < 2 * kExactBelow; }
+
   void Add(int64_t v) {
     if (counts_.empty()) counts_.assign(kBuckets, 0);
     ++n_;
@@ -76,6 +85,13 @@ class WindowColumn {
     sum_ -= v;
     sum_sq_ -= static_cast<Int128>(v) * v;
     --counts_[Bucket(v)];
+  }
+
+  // Empties it (keeping the histogram's memory).
+  void Clear() {
+    n_ = 0;
+    sum_ = sum_sq_ = 0;
+    std::fill(counts_.begin(), counts_.end(), 0);
   }
 
   int64_t count() const { return n_; }
@@ -114,6 +130,45 @@ struct Ranks {
 };
 Ranks NeededRanks(size_t n);
 
+// For each of `ranks`, the bucket of `counts` holding it and its rank among
+// that bucket's values. Skips empty stretches a block of buckets at a time.
+void LocateRanks(const std::vector<uint32_t>& counts, const Ranks& ranks, size_t* bucket_of,
+                 size_t* rank_in);
+
+// The values of `ranks` among the `size` values at `values` (reordered):
+// one selection each, each among what lies after the previous one.
+// value_at[i] is 0 for a rank at or beyond `size`.
+void SelectRanks(int64_t* values, size_t size, const Ranks& ranks, int64_t* value_at);
+
+// Buffers SelectQuantiles() reuses from call to call on a thread, so that a
+// summary allocates nothing per phase once warm. Targets() is all zeros on
+// entry and must be left so.
+class Scratch {
+ public:
+  uint8_t* Targets() {
+    if (targets_.empty()) targets_.assign(WindowColumn::kBuckets, 0);
+    return targets_.data();
+  }
+  int64_t* Hits(size_t n) { return Grow(&hits_, n); }
+  uint8_t* Tags(size_t n) { return Grow(&tags_, n); }
+  int64_t* Grouped(size_t n) { return Grow(&grouped_, n); }
+  // A histogram for ExactQuantiles(), empty on entry and to be left so.
+  WindowColumn& Column() { return column_; }
+
+ private:
+  template <typename T>
+  static T* Grow(std::vector<T>* v, size_t n) {
+    if (v->size() < n) v->resize(n);
+    return v->data();
+  }
+  std::vector<uint8_t> targets_;
+  std::vector<int64_t> hits_;
+  std::vector<uint8_t> tags_;
+  std::vector<int64_t> grouped_;
+  WindowColumn column_;
+};
+Scratch& ThreadScratch();
+
 // Count, mean and stddev from exact sums; the quantile fields from the
 // order statistics at `ranks` (value_at[i] is the value of rank.rank[i]).
 Quantiles FromOrderStatistics(int64_t n, Int128 sum, Int128 sum_sq, const Ranks& ranks,
@@ -128,45 +183,90 @@ Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
   if (n <= 0) return Quantiles{};
   const Ranks ranks = quantiles_internal::NeededRanks(static_cast<size_t>(n));
   // For each rank, its bucket and its rank among that bucket's values.
-  const std::vector<uint32_t>& counts = column.counts();
   size_t bucket_of[10], rank_in[10];
-  {
-    size_t b = 0;
-    uint64_t below = 0;  // values in buckets before b
-    for (size_t i = 0; i < ranks.size; ++i) {
-      while (below + counts[b] <= ranks.rank[i]) below += counts[b++];
-      bucket_of[i] = b;
-      rank_in[i] = ranks.rank[i] - below;
-    }
-  }
-  // Slots for the distinct buckets (ranks are ascending, so are buckets).
+  quantiles_internal::LocateRanks(column.counts(), ranks, bucket_of, rank_in);
+  // Slots for the distinct buckets (ranks are ascending, so are buckets),
+  // but for a bucket whose values are all equal: its value is known.
+  constexpr size_t kKnown = 10;
   size_t slot_bucket[10];
   size_t slot_of[10];
   size_t slots = 0;
+  size_t expected = 0;  // values in the target buckets
   for (size_t i = 0; i < ranks.size; ++i) {
-    if (slots == 0 || slot_bucket[slots - 1] != bucket_of[i]) slot_bucket[slots++] = bucket_of[i];
+    if (WindowColumn::ExactBucket(bucket_of[i])) {
+      slot_of[i] = kKnown;
+      continue;
+    }
+    if (slots == 0 || slot_bucket[slots - 1] != bucket_of[i]) {
+      slot_bucket[slots++] = bucket_of[i];
+      expected += column.counts()[bucket_of[i]];
+    }
     slot_of[i] = slots - 1;
   }
-  // One pass: the values of the target buckets, found by a lookup of each
-  // value's bucket (one table of a byte per bucket, in L1). Few values are
-  // in a target bucket, so the branch is well predicted.
-  std::vector<uint8_t> target(WindowColumn::kBuckets, 0);
-  std::vector<int64_t> buffer[10];
-  for (size_t s = 0; s < slots; ++s) {
-    target[slot_bucket[s]] = static_cast<uint8_t>(s + 1);
-    buffer[s].reserve(counts[slot_bucket[s]]);
+  quantiles_internal::Scratch& scratch = quantiles_internal::ThreadScratch();
+  if (expected > static_cast<size_t>(n) / 4) {
+    // A narrow distribution (most values in a bucket or two): filtering
+    // saves little, so select among a copy of all the values instead.
+    int64_t* all = scratch.Hits(static_cast<size_t>(n));
+    size_t size = 0;
+    for_each([&](int64_t v) {
+      if (size < static_cast<size_t>(n)) all[size++] = v;
+    });
+    int64_t value_at[10];
+    quantiles_internal::SelectRanks(all, size, ranks, value_at);
+    return quantiles_internal::FromOrderStatistics(n, column.sum(), column.sum_sq(), ranks,
+                                                   value_at);
   }
-  for_each([&](int64_t v) {
-    if (const uint8_t t = target[WindowColumn::Bucket(v)]; t != 0) [[unlikely]] {
-      buffer[t - 1].push_back(v);
-    }
-  });
+  // One pass collects the target buckets' values, tagged with their slot:
+  // a lookup of each value's bucket in a byte-per-bucket table (in L1).
+  // Few values are in a target bucket, so the branch is mostly well
+  // predicted. (Measured: a branch-free version, which stores every value
+  // and advances only on a hit, is slower on large windows.)
+  uint8_t* target = scratch.Targets();
+  for (size_t s = 0; s < slots; ++s) target[slot_bucket[s]] = static_cast<uint8_t>(s + 1);
+  int64_t* hits = scratch.Hits(expected + 1);
+  uint8_t* tags = scratch.Tags(expected + 1);
+  size_t kept = 0;
+  if (slots > 0)
+    for_each([&](int64_t v) {
+      if (const uint8_t t = target[WindowColumn::Bucket(v)]; t != 0 && kept < expected)
+          [[unlikely]] {
+        hits[kept] = v;
+        tags[kept] = t;
+        ++kept;
+      }
+    });
+  for (size_t s = 0; s < slots; ++s) target[slot_bucket[s]] = 0;
+  // Group the kept values by slot (a counting sort of a few buckets' worth).
+  size_t begin[11] = {};
+  for (size_t k = 0; k < kept; ++k) ++begin[tags[k]];
+  for (size_t s = 1, at = 0; s <= slots; ++s) {
+    const size_t c = begin[s];
+    begin[s] = at;
+    at += c;
+  }
+  begin[0] = kept;  // (unused)
+  int64_t* grouped = scratch.Grouped(kept + 1);
+  {
+    size_t fill[11];
+    std::copy(begin, begin + 11, fill);
+    for (size_t k = 0; k < kept; ++k) grouped[fill[tags[k]]++] = hits[k];
+  }
   // Each rank among its bucket's values, ascending: a selection, or for the
   // next rank up, the least of what lies above the previous one.
   int64_t value_at[10];
   for (size_t i = 0; i < ranks.size; ++i) {
-    int64_t* c = buffer[slot_of[i]].data();
-    const size_t m = buffer[slot_of[i]].size();
+    if (slot_of[i] == kKnown) {
+      value_at[i] = static_cast<int64_t>(bucket_of[i]);
+      continue;
+    }
+    const size_t s = slot_of[i] + 1;
+    int64_t* c = grouped + begin[s];
+    const size_t m = (s < slots ? begin[s + 1] : kept) - begin[s];
+    if (m == 0) {  // the histogram and the values disagree: cannot happen
+      value_at[i] = 0;
+      continue;
+    }
     const size_t r = std::min(rank_in[i], m - 1);
     const bool after_previous = i > 0 && slot_of[i - 1] == slot_of[i];
     if (after_previous && r == rank_in[i - 1] + 1) {

@@ -88,6 +88,60 @@ TEST(QuantilesTest, SessionWindowQuantilesMatchBruteForceReference) {
   }
 }
 
+// ExactQuantiles() and SelectQuantiles() take different roads by the size
+// and shape of the data (selections on the whole input, a histogram that
+// filters to a few buckets, a copy when most values share a bucket,
+// buckets whose values are all equal); every road must give what sorting
+// gives.
+TEST(QuantilesTest, EveryRoadGivesWhatSortingGives) {
+  std::mt19937_64 rng(20261125);
+  using Gen = int64_t (*)(std::mt19937_64&);
+  const std::pair<const char*, Gen> shapes[] = {
+      {"wide", [](std::mt19937_64& r) { return 100'000 + static_cast<int64_t>(r() % 50'000); }},
+      {"narrow",  // 10 ms +- 0.1 %: a bucket or two hold everything
+       [](std::mt19937_64& r) { return 10'000'000 + static_cast<int64_t>(r() % 20'000); }},
+      {"constant", [](std::mt19937_64&) { return int64_t{0}; }},
+      {"tiny",  // 1 ns wide buckets
+       [](std::mt19937_64& r) { return static_cast<int64_t>(r() % 300); }},
+      {"signed", [](std::mt19937_64& r) { return static_cast<int64_t>(r() % 2000) - 1000; }},
+      {"heavy tail",
+       [](std::mt19937_64& r) {
+         return r() % 100 == 0 ? static_cast<int64_t>(r() % (int64_t{1} << 47))
+                               : static_cast<int64_t>(r() % 5'000'000);
+       }},
+  };
+  for (const auto& [name, gen] : shapes) {
+    for (size_t n : {size_t{1}, size_t{2}, size_t{5}, size_t{255}, size_t{256}, size_t{4096},
+                     size_t{16383}, size_t{16384}, size_t{70'000}}) {
+      std::vector<int64_t> v(n);
+      for (int64_t& x : v) x = gen(rng);
+      std::vector<int64_t> sorted = v;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<int64_t> scratch = v;
+      const Quantiles q = internal::ExactQuantiles(scratch);
+      internal::WindowColumn column;
+      for (int64_t x : v) column.Add(x);
+      const Quantiles w = internal::SelectQuantiles(column, [&](auto f) {
+        for (int64_t x : v) f(x);
+      });
+      for (const Quantiles& got : {q, w}) {
+        ASSERT_EQ(got.count, static_cast<int64_t>(n)) << name << " n=" << n;
+        EXPECT_EQ(got.min, static_cast<double>(sorted.front()) * 1e-9) << name << " n=" << n;
+        EXPECT_EQ(got.max, static_cast<double>(sorted.back()) * 1e-9) << name << " n=" << n;
+        EXPECT_DOUBLE_EQ(got.p50, internal::QuantileOfSorted(sorted, 0.50) * 1e-9)
+            << name << " n=" << n;
+        EXPECT_DOUBLE_EQ(got.p90, internal::QuantileOfSorted(sorted, 0.90) * 1e-9)
+            << name << " n=" << n;
+        EXPECT_DOUBLE_EQ(got.p95, internal::QuantileOfSorted(sorted, 0.95) * 1e-9)
+            << name << " n=" << n;
+        EXPECT_DOUBLE_EQ(got.p99, internal::QuantileOfSorted(sorted, 0.99) * 1e-9)
+            << name << " n=" << n;
+      }
+      EXPECT_EQ(q, w) << name << " n=" << n;
+    }
+  }
+}
+
 // The ring keeps exactly the newest `window` steps as it rolls over.
 TEST(QuantilesTest, RingRollsOverToNewestSteps) {
   ClockedSession s(Options{.window = 7});
