@@ -105,6 +105,7 @@ bench: deps
 	$(PYTHON) benchmarks/python_overhead.py
 	$(PYTHON) benchmarks/real_loop.py
 	$(PYTHON) benchmarks/worker_cost.py
+	$(PYTHON) benchmarks/series_html.py
 
 clean:
 	rm -rf build build-asan build-tsan build-release build-python

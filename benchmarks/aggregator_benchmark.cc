@@ -160,6 +160,14 @@ void BM_StepSeries(benchmark::State& state) {
 }
 BENCHMARK(BM_StepSeries)->Args({4096, 5})->Args({65536, 100})->Unit(benchmark::kMillisecond);
 
+// StepColumns() (the same data, a column per field) over the same windows.
+void BM_StepColumns(benchmark::State& state) {
+  Session& session =
+      FilledFor(static_cast<int>(state.range(0)), static_cast<int>(state.range(1))).filled->session;
+  for (auto _ : state) benchmark::DoNotOptimize(session.StepColumns());
+}
+BENCHMARK(BM_StepColumns)->Args({4096, 5})->Args({65536, 100})->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace gpuscope
 

@@ -174,6 +174,55 @@ PyObject* SessionStepSeriesJson(PyObject* self, PyObject*) {
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
 }
 
+// The window's steps a column per field (Session::StepColumns()): a dict of
+// bytes (native uint64 for "index", native double for the rest; NaN: not
+// measured), "phases" and "idle_by_cause" dicts of name -> bytes. Python
+// (_session.py) wraps each in an array.array without another copy of
+// values into Python objects.
+PyObject* SessionStepColumns(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  SeriesColumns c;
+  Py_BEGIN_ALLOW_THREADS
+  c = session->StepColumns();
+  Py_END_ALLOW_THREADS
+  namespace py = pybind11;
+  try {
+    const auto bytes = [](const auto& v) {
+      return py::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+    };
+    const auto named = [&](const std::vector<std::string>& names,
+                           const std::vector<std::vector<double>>& columns) {
+      py::dict d;
+      for (size_t i = 0; i < names.size() && i < columns.size(); ++i) {
+        d[py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+            names[i].data(), static_cast<Py_ssize_t>(names[i].size()), "replace"))] =
+            bytes(columns[i]);
+      }
+      return d;
+    };
+    py::dict out;
+    out["index"] = bytes(c.index);
+    out["begin"] = bytes(c.begin);
+    out["duration"] = bytes(c.duration);
+    out["phases"] = named(c.phase_names, c.phases);
+    out["gpu_idle_pct"] = bytes(c.gpu_idle_pct);
+    out["idle_by_cause"] = named(c.idle_causes, c.idle_by_cause);
+    out["gpu_utilization_pct"] = bytes(c.gpu_utilization_pct);
+    out["sm_clock_ratio"] = bytes(c.sm_clock_ratio);
+    out["host_cpu_pct"] = bytes(c.host_cpu_pct);
+    out["host_iowait_pct"] = bytes(c.host_iowait_pct);
+    out["worker_cores"] = bytes(c.worker_cores);
+    return out.release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+    return nullptr;
+  }
+}
+
 PyObject* SessionTraceJson(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -277,6 +326,8 @@ PyMethodDef kSessionMethods[] = {
      "session goes on with CUDA events. No-op unless the source is 'cupti'."},
     {"_step_series_json", SessionStepSeriesJson, METH_NOARGS,
      "The window's steps as JSON (C++ StepSeriesToJson)."},
+    {"_step_columns", SessionStepColumns, METH_NOARGS,
+     "The window's steps a column per field, as bytes (C++ Session::StepColumns)."},
     {"trace_json", SessionTraceJson, METH_NOARGS,
      "trace_json() -> the last trace_steps steps as a Chrome trace (JSON text): host phases, "
      "device activity, idle gaps. Open in chrome://tracing or ui.perfetto.dev."},

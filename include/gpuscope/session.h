@@ -227,6 +227,13 @@ class Session {
   // Summarize(), never blocks the recording thread.
   std::vector<StepPoint> StepSeries() const;
 
+  // Session::StepColumns()
+  //
+  // The same steps as StepSeries(), one column per field
+  // (gpuscope/timeline.h): the form to plot a long window from.
+  // Thread-safe; never blocks the recording thread.
+  SeriesColumns StepColumns() const;
+
   // Session::TraceJson()
   //
   // The last Options::trace_steps steps as a Chrome trace JSON object (open

@@ -6,6 +6,8 @@
 //   * `Session::StepSeries()`: one `StepPoint` per step of the window (step
 //     time, each top-level phase's time, GPU idle by cause, telemetry), for
 //     plots such as the HTML report's.
+//   * `Session::StepColumns()`: the same, a column per field, for long
+//     windows (65,536 steps of 100 phases: a map per step is slow to make).
 //   * `Session::TraceJson()`: the last `Options::trace_steps` steps as a
 //     Chrome trace (chrome://tracing, https://ui.perfetto.dev): host steps and
 //     phases, device activity per stream (source cupti) or each phase's
@@ -51,6 +53,37 @@ struct StepPoint {
   std::optional<double> worker_cores;
 
   bool operator==(const StepPoint&) const = default;
+};
+
+// SeriesColumns
+//
+// The window's steps as StepPoint holds them, one column per field
+// (Session::StepColumns()): what a plot of a long window reads, without a
+// map per step. Element i of every column is step index[i], oldest first.
+// Times in seconds; NaN where not measured.
+struct SeriesColumns {
+  std::vector<uint64_t> index;
+  std::vector<double> begin;
+  std::vector<double> duration;
+  // Top-level host time per phase, a column per phase with top-level time
+  // in some step of the window (0 in the others), by phase id, "other"
+  // last: each step's values sum to its duration.
+  std::vector<std::string> phase_names;
+  std::vector<std::vector<double>> phases;  // [phase][step]
+  // GPU idle as StepPoint::gpu_idle_pct (NaN: not measured in that step),
+  // and idle seconds per cause, a column per cause with idle time in some
+  // step ("other", "launch", then phases by id; 0 in the others).
+  std::vector<double> gpu_idle_pct;
+  std::vector<std::string> idle_causes;
+  std::vector<std::vector<double>> idle_by_cause;  // [cause][step]
+  // Telemetry over the step (NaN: not sampled).
+  std::vector<double> gpu_utilization_pct;
+  std::vector<double> sm_clock_ratio;
+  std::vector<double> host_cpu_pct;
+  std::vector<double> host_iowait_pct;
+  std::vector<double> worker_cores;
+
+  size_t size() const { return index.size(); }
 };
 
 // StepSeriesToJson()

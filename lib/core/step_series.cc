@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -65,6 +66,97 @@ void FillSeries(const WindowView& window, const std::vector<std::string>& names,
             static_cast<double>(ps.idle_ns) * kNsToSeconds / std::max<double>(1, num_devices[at]);
       }
     });
+  }
+}
+
+void FillColumns(const WindowView& window, const std::vector<std::string>& names,
+                 SeriesColumns* out) {
+  *out = SeriesColumns();
+  const size_t n = window.size();
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (std::vector<double>* column :
+       {&out->begin, &out->duration, &out->gpu_idle_pct, &out->gpu_utilization_pct,
+        &out->sm_clock_ratio, &out->host_cpu_pct, &out->host_iowait_pct, &out->worker_cores}) {
+    column->reserve(n);
+  }
+  out->index.reserve(n);
+  std::vector<double> other, idle_other, idle_launch;
+  other.reserve(n);
+  idle_other.assign(n, 0);
+  idle_launch.assign(n, 0);
+  std::vector<double> per_device;  // 1 / devices, by step; 0: GPU idle not measured
+  per_device.reserve(n);
+  bool any_idle_other = false, any_idle_launch = false;
+  const auto value = [&](float v) { return std::isnan(v) ? kNaN : static_cast<double>(v); };
+  window.ForEachStep([&](const StepRecord& s, const StepDevices*) {
+    const size_t at = out->index.size();
+    out->index.push_back(s.index);
+    out->begin.push_back(static_cast<double>(s.begin_ns) * kNsToSeconds);
+    out->duration.push_back(static_cast<double>(s.duration_ns()) * kNsToSeconds);
+    other.push_back(static_cast<double>(s.duration_ns() - s.top_level_ns) * kNsToSeconds);
+    double idle_pct = kNaN, share = 0;
+    if (s.device_busy_ns >= 0 && s.duration_ns() > 0) {
+      const double device_ns =
+          static_cast<double>(s.duration_ns()) * std::max<double>(1, s.num_devices);
+      idle_pct = 100.0 * (device_ns - static_cast<double>(s.device_busy_ns)) / device_ns;
+      share = 1.0 / std::max<double>(1, s.num_devices);
+      if (s.idle_other_ns > 0) {
+        idle_other[at] = static_cast<double>(s.idle_other_ns) * kNsToSeconds * share;
+        any_idle_other = true;
+      }
+      if (s.idle_launch_ns > 0) {
+        idle_launch[at] = static_cast<double>(s.idle_launch_ns) * kNsToSeconds * share;
+        any_idle_launch = true;
+      }
+    }
+    out->gpu_idle_pct.push_back(idle_pct);
+    per_device.push_back(share);
+    out->gpu_utilization_pct.push_back(value(s.telemetry.gpu_utilization_pct));
+    out->sm_clock_ratio.push_back(value(s.telemetry.sm_clock_ratio));
+    out->host_cpu_pct.push_back(value(s.telemetry.host_cpu_pct));
+    out->host_iowait_pct.push_back(value(s.telemetry.host_iowait_pct));
+    out->worker_cores.push_back(value(s.telemetry.children_cores));
+  });
+  if (any_idle_other) {
+    out->idle_causes.emplace_back(kOtherPhaseName);
+    out->idle_by_cause.push_back(std::move(idle_other));
+  }
+  if (any_idle_launch) {
+    out->idle_causes.emplace_back(kLaunchCauseName);
+    out->idle_by_cause.push_back(std::move(idle_launch));
+  }
+  // Each phase's columns, kept when some step has a value.
+  const uint64_t first = window.first_index();
+  const size_t phases = std::min(window.phase_totals().size(), names.size());
+  std::vector<double> top, idle;
+  for (size_t id = 0; id < phases; ++id) {
+    if (window.phase_totals()[id].time.count() == 0) continue;
+    top.assign(n, 0);
+    idle.assign(n, 0);
+    bool any_top = false, any_idle = false;
+    window.ForEachSample(static_cast<uint16_t>(id), [&](uint64_t index, const PhaseSample& ps) {
+      const auto at = static_cast<size_t>(index - first);
+      if (ps.top_ns > 0) {
+        top[at] = static_cast<double>(ps.top_ns) * kNsToSeconds;
+        any_top = true;
+      }
+      if (ps.idle_ns > 0 && per_device[at] > 0) {
+        idle[at] = static_cast<double>(ps.idle_ns) * kNsToSeconds * per_device[at];
+        any_idle = true;
+      }
+    });
+    if (any_top) {
+      out->phase_names.push_back(names[id]);
+      out->phases.push_back(top);
+    }
+    if (any_idle) {
+      out->idle_causes.push_back(names[id]);
+      out->idle_by_cause.push_back(idle);
+    }
+  }
+  if (n > 0) {
+    out->phase_names.emplace_back(kOtherPhaseName);
+    out->phases.push_back(std::move(other));
   }
 }
 

@@ -21,6 +21,12 @@ namespace gpuscope::internal {
 void FillSeries(const WindowView& window, const std::vector<std::string>& names,
                 std::vector<StepPoint>* out);
 
+// FillColumns()
+//
+// The same as FillSeries(), a column per field (SeriesColumns).
+void FillColumns(const WindowView& window, const std::vector<std::string>& names,
+                 SeriesColumns* out);
+
 }  // namespace gpuscope::internal
 
 #endif  // GPUSCOPE_LIB_CORE_STEP_SERIES_H_

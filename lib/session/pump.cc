@@ -220,6 +220,19 @@ std::vector<StepPoint> SessionImpl::StepSeries() {
   return series;
 }
 
+SeriesColumns SessionImpl::StepColumns() {
+  SeriesColumns columns;
+  if (InForkedChild()) return columns;
+  WindowSnapshot snapshot;
+  {
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    PumpLocked();
+    snapshot = aggregator_.Snapshot(phases_);
+  }
+  FillColumns(snapshot.window, snapshot.phase_names, &columns);  // outside the lock
+  return columns;
+}
+
 void SessionImpl::TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns) {
   if (InForkedChild()) return;
   // Copied under the lock, formatted outside it (export/chrome_trace.cc): a

@@ -281,6 +281,7 @@ void Session::SetStream(uint64_t stream) noexcept {
 
 Summary Session::Summarize() const { return impl_->Summarize(); }
 std::vector<StepPoint> Session::StepSeries() const { return impl_->StepSeries(); }
+SeriesColumns Session::StepColumns() const { return impl_->StepColumns(); }
 void Session::Flush() { impl_->Flush(); }
 void Session::Close() { impl_->Close(); }
 void Session::ReleaseCupti() { impl_->ReleaseCupti(); }

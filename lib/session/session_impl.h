@@ -113,6 +113,7 @@ class SessionImpl final : public Pumpable {
 
   Summary Summarize();
   std::vector<StepPoint> StepSeries();
+  SeriesColumns StepColumns();
   // The last steps' timelines and the launch-gap threshold, for the Chrome
   // trace (Session::TraceJson(), export/chrome_trace.cc).
   void TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns);

@@ -1,7 +1,9 @@
 """The HTML report: one self-contained file (no network, no scripts to load)
 with the summary, the ranked findings and four plots drawn by matplotlib as
 inline SVG: step time over steps with its p50 and p95, the phase breakdown
-per step, GPU idle by cause, and telemetry.
+per step, GPU idle by cause, and telemetry. A window longer than
+``MAX_POINTS`` steps is drawn in bins of consecutive steps, and phases past
+the ``MAX_PHASES`` largest are stacked as one.
 
 ``Session.save_html(path)`` writes it (``write_html(path, summary, series)``
 here, for a summary and step series from elsewhere).
@@ -12,7 +14,7 @@ from __future__ import annotations
 import html
 import io
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ._summary import Finding, Summary, diagnose_summary
 
@@ -65,12 +67,77 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
-def _step_time_plot(summary: Summary, series: Sequence[Dict[str, Any]]) -> str:
+# Steps drawn one by one up to this many; a longer window is drawn in bins
+# of consecutive steps (their mean, and for step time their min-max band),
+# so that a 65,536-step window makes a plot as quick and small as 1,500.
+MAX_POINTS = 1500
+# Phases stacked by name; the rest of a window's phases are stacked as one.
+MAX_PHASES = 9
+
+Series = Union[Sequence[Dict[str, Any]], Dict[str, Any]]
+
+
+def _columns(series: Series) -> Dict[str, Any]:
+    """``Session.step_columns()``'s form from either form: a list of steps as
+    ``step_series()`` gives them is turned into columns."""
+    if isinstance(series, dict):
+        return series
+    nan = float("nan")
+    phases = {name: [0.0] * len(series) for p in series for name in p["phases"]}
+    for i, p in enumerate(series):
+        for name, seconds in p["phases"].items():
+            phases[name][i] = seconds
+    cols: Dict[str, Any] = {"index": [p["index"] for p in series],
+                            "duration": [p["duration"] for p in series], "phases": phases}
+    for key, _, _, _ in _TELEMETRY_LINES:
+        cols[key] = [nan if p.get(key) is None else p[key] for p in series]
+    return cols
+
+
+def _binned(values: Any, k: int, how: str = "mean") -> Any:
+    """``values`` (numpy array) reduced over bins of ``k`` consecutive steps:
+    mean (of the values measured, NaN for a bin with none), min or max."""
+    import numpy as np
+
+    n = len(values)
+    starts = np.arange(0, n, k)
+    if how == "min":
+        return np.minimum.reduceat(values, starts)
+    if how == "max":
+        return np.maximum.reduceat(values, starts)
+    measured = ~np.isnan(values)
+    sums = np.add.reduceat(np.where(measured, values, 0.0), starts)
+    counts = np.add.reduceat(measured.astype(np.int64), starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _bin_size(n: int) -> int:
+    return max(1, -(-n // MAX_POINTS))
+
+
+def _xs(cols: Dict[str, Any], k: int) -> Any:
+    import numpy as np
+
+    index = np.asarray(cols["index"], dtype=np.float64)
+    return index if k == 1 else index[::k]
+
+
+def _step_time_plot(summary: Summary, cols: Dict[str, Any]) -> str:
+    import numpy as np
+
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    xs = [p["index"] for p in series]
-    ys = [p["duration"] * 1e3 for p in series]
-    ax.plot(xs, ys, color=STEP_COLOR, linewidth=1.2, label="step time")
+    ms = np.asarray(cols["duration"], dtype=np.float64) * 1e3
+    k = _bin_size(len(ms))
+    xs = _xs(cols, k)
+    if k == 1:
+        ax.plot(xs, ms, color=STEP_COLOR, linewidth=1.2, label="step time")
+    else:
+        ax.fill_between(xs, _binned(ms, k, "min"), _binned(ms, k, "max"), color=STEP_COLOR,
+                        alpha=0.25, linewidth=0, label=f"min to max of {k} steps")
+        ax.plot(xs, _binned(ms, k), color=STEP_COLOR, linewidth=1.2,
+                label=f"step time, mean of {k} steps")
     ax.axhline(summary.step_time.p50 * 1e3, color=P50_COLOR, linestyle="--", linewidth=1.2,
                label=f"p50 {summary.step_time.p50 * 1e3:.2f} ms")
     ax.axhline(summary.step_time.p95 * 1e3, color=P95_COLOR, linestyle="--", linewidth=1.2,
@@ -83,22 +150,39 @@ def _step_time_plot(summary: Summary, series: Sequence[Dict[str, Any]]) -> str:
     return _svg(fig)
 
 
-def _ordered_phases(summary: Summary, series: Sequence[Dict[str, Any]]) -> List[str]:
-    seen = {name for p in series for name in p["phases"]}
+def _ordered_phases(summary: Summary, cols: Dict[str, Any]) -> List[str]:
+    seen = set(cols["phases"])
     ordered = [name for name in summary.phases if name in seen and name != "other"]
     ordered += sorted(seen - set(ordered) - {"other"})
     return ordered + (["other"] if "other" in seen else [])
 
 
-def _phase_plot(summary: Summary, series: Sequence[Dict[str, Any]]) -> str:
+def _phase_plot(summary: Summary, cols: Dict[str, Any]) -> str:
+    import numpy as np
+
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    names = _ordered_phases(summary, series)
-    xs = [p["index"] for p in series]
-    stacks = [[p["phases"].get(n, 0.0) * 1e3 for p in series] for n in names]
-    colors = [_PALETTE[i % len(_PALETTE)] if n != "other" else "#c7c7c7" for i, n in enumerate(names)]
-    ax.stackplot(xs, stacks, labels=[_label(n) for n in names], colors=colors)
-    ax.set_xlabel("step")
+    names = _ordered_phases(summary, cols)
+    named = [n for n in names if n != "other"]
+    shown, rest = named[:MAX_PHASES], named[MAX_PHASES:]
+    n = len(cols["index"])
+    k = _bin_size(n)
+    layers, labels, colors = [], [], []
+    for i, name in enumerate(shown):
+        layers.append(np.asarray(cols["phases"][name], dtype=np.float64))
+        labels.append(_label(name))
+        colors.append(_PALETTE[i % len(_PALETTE)])
+    if rest:
+        layers.append(np.sum([np.asarray(cols["phases"][r], dtype=np.float64) for r in rest], axis=0))
+        labels.append(f"{len(rest)} more phases")
+        colors.append("#8c8c8c")
+    if "other" in cols["phases"]:
+        layers.append(np.asarray(cols["phases"]["other"], dtype=np.float64))
+        labels.append(_label("other"))
+        colors.append("#c7c7c7")
+    stacks = [(layer if k == 1 else _binned(layer, k)) * 1e3 for layer in layers]
+    ax.stackplot(_xs(cols, k), stacks, labels=labels, colors=colors)
+    ax.set_xlabel("step" if k == 1 else f"step (mean of {k} steps)")
     ax.set_ylabel("ms (host, top-level phases)")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
@@ -130,15 +214,22 @@ _TELEMETRY_LINES = [
 ]
 
 
-def _telemetry_plot(series: Sequence[Dict[str, Any]]) -> Optional[str]:
-    present = [line for line in _TELEMETRY_LINES if any(p.get(line[0]) is not None for p in series)]
+def _telemetry_plot(cols: Dict[str, Any]) -> Optional[str]:
+    import numpy as np
+
+    lines = [(key, label, color, scale, np.asarray(cols[key], dtype=np.float64))
+             for key, label, color, scale in _TELEMETRY_LINES if key in cols]
+    present = [line for line in lines if not np.all(np.isnan(line[4]))]
     if not present:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    for key, label, color, scale in present:
-        pts = [(p["index"], p[key] * scale) for p in series if p.get(key) is not None]
-        ax.plot([x for x, _ in pts], [y for _, y in pts], color=color, linewidth=1.2, label=label)
+    k = _bin_size(len(cols["index"]))
+    xs = _xs(cols, k)
+    for _, label, color, scale, values in present:
+        ys = (values if k == 1 else _binned(values, k)) * scale
+        measured = ~np.isnan(ys)
+        ax.plot(xs[measured], ys[measured], color=color, linewidth=1.2, label=label)
     ax.set_xlabel("step")
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
@@ -188,8 +279,11 @@ def _figure(fig_id: str, svg: Optional[str], caption: str, missing: str) -> str:
     return f'<figure id="{fig_id}">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>'
 
 
-def render_html(summary: Summary, series: Sequence[Dict[str, Any]], title: str = "gpuscope report") -> str:
-    """The report as one HTML document (str)."""
+def render_html(summary: Summary, series: Series, title: str = "gpuscope report") -> str:
+    """The report as one HTML document (str). ``series``: the window's steps,
+    as ``Session.step_columns()`` or ``Session.step_series()`` gives them."""
+    series = _columns(series)
+    has_steps = len(series["index"]) > 0
     findings = diagnose_summary(summary)
     st = summary.step_time
     idle = "not measured (source host)" if summary.gpu_idle_pct is None else f"{summary.gpu_idle_pct:.1f}%"
@@ -217,9 +311,9 @@ def render_html(summary: Summary, series: Sequence[Dict[str, Any]], title: str =
 {_findings_html(findings)}
 
 <h2>Plots</h2>
-{_figure("plot-step-time", _step_time_plot(summary, series) if series else None,
+{_figure("plot-step-time", _step_time_plot(summary, series) if has_steps else None,
          "Step time over the window's steps, with the window's p50 and p95.", "No steps yet.")}
-{_figure("plot-phases", _phase_plot(summary, series) if series else None,
+{_figure("plot-phases", _phase_plot(summary, series) if has_steps else None,
          "Where each step's time goes: top-level phases, host time.", "No steps yet.")}
 {_figure("plot-idle", _idle_plot(summary),
          "GPU idle time by cause: the host phase open while the GPU idled, 'launch' for gaps "
@@ -239,7 +333,7 @@ def render_html(summary: Summary, series: Sequence[Dict[str, Any]], title: str =
     return body
 
 
-def write_html(path: "os.PathLike[str] | str", summary: Summary, series: Sequence[Dict[str, Any]],
+def write_html(path: "os.PathLike[str] | str", summary: Summary, series: Series,
                title: str = "gpuscope report") -> str:
     """Writes ``render_html(...)`` to ``path``; returns the path."""
     from ._files import write_atomically

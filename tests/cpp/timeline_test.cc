@@ -5,8 +5,10 @@
 
 #include "gpuscope/timeline.h"
 
+#include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -118,6 +120,93 @@ TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
   EXPECT_EQ(names["sync (host blocked on the GPU)"], 4);
   EXPECT_EQ(idle_causes["data"], 4);     // the GPU idles through each step's data phase
   EXPECT_EQ(idle_causes["launch"], 36);  // and between its kernels
+}
+
+// StepColumns() holds what StepSeries() does, field by field: a phase or
+// cause a step lacks is 0 in its column, a value not measured NaN.
+void ExpectColumnsMatchSeries(const Session& session) {
+  const std::vector<StepPoint> series = session.StepSeries();
+  const SeriesColumns c = session.StepColumns();
+  ASSERT_EQ(c.size(), series.size());
+  ASSERT_EQ(c.phases.size(), c.phase_names.size());
+  ASSERT_EQ(c.idle_by_cause.size(), c.idle_causes.size());
+  if (!series.empty()) {
+    EXPECT_EQ(c.phase_names.back(), "other");
+  }
+  std::set<std::string> series_phases, series_causes;
+  const auto same = [](std::optional<double> want, double got) {
+    return want.has_value() ? *want == got : std::isnan(got);
+  };
+  for (size_t i = 0; i < series.size(); ++i) {
+    const StepPoint& p = series[i];
+    EXPECT_EQ(c.index[i], p.index);
+    EXPECT_EQ(c.begin[i], p.begin);
+    EXPECT_EQ(c.duration[i], p.duration);
+    for (size_t k = 0; k < c.phase_names.size(); ++k) {
+      const auto it = p.phases.find(c.phase_names[k]);
+      EXPECT_EQ(c.phases[k][i], it == p.phases.end() ? 0.0 : it->second)
+          << "step " << i << " phase " << c.phase_names[k];
+    }
+    for (const auto& [name, seconds] : p.phases) series_phases.insert(name);
+    EXPECT_TRUE(same(p.gpu_idle_pct, c.gpu_idle_pct[i])) << "step " << i;
+    for (size_t k = 0; k < c.idle_causes.size(); ++k) {
+      const auto it = p.idle_by_cause.find(c.idle_causes[k]);
+      EXPECT_EQ(c.idle_by_cause[k][i], it == p.idle_by_cause.end() ? 0.0 : it->second)
+          << "step " << i << " cause " << c.idle_causes[k];
+    }
+    for (const auto& [cause, seconds] : p.idle_by_cause) series_causes.insert(cause);
+    EXPECT_TRUE(same(p.gpu_utilization_pct, c.gpu_utilization_pct[i]));
+    EXPECT_TRUE(same(p.sm_clock_ratio, c.sm_clock_ratio[i]));
+    EXPECT_TRUE(same(p.host_cpu_pct, c.host_cpu_pct[i]));
+    EXPECT_TRUE(same(p.host_iowait_pct, c.host_iowait_pct[i]));
+    EXPECT_TRUE(same(p.worker_cores, c.worker_cores[i]));
+  }
+  // A column for every phase and cause the series has, and no other.
+  EXPECT_EQ(std::set<std::string>(c.phase_names.begin(), c.phase_names.end()), series_phases);
+  EXPECT_EQ(std::set<std::string>(c.idle_causes.begin(), c.idle_causes.end()), series_causes);
+}
+
+TEST(TimelineTest, StepColumnsHoldWhatTheSeriesHolds) {
+  {
+    Loop loop(/*activity=*/true);
+    loop.Run(12);
+    ExpectColumnsMatchSeries(*loop.session);
+  }
+  {
+    // Host only, a window that has rolled over, phases in some steps only,
+    // a nested phase (no top-level time of its own), telemetry off.
+    auto clock = std::make_shared<ManualClock>();
+    Session session(Options{.window = 50, .clock = clock});
+    const PhaseId rare = *session.RegisterPhase("rare");
+    const PhaseId inner = *session.RegisterPhase("inner");
+    for (int i = 0; i < 130; ++i) {
+      StepScope step(session);
+      {
+        PhaseScope fwd(session, Phase::kForward);
+        clock->Advance((1 + i % 7) * kMs);
+        if (i % 3 == 0) {
+          PhaseScope in(session, inner);
+          clock->Advance(kMs);
+        }
+      }
+      clock->Advance(i % 5 == 0 ? kMs : 0);  // "other"
+      if (i % 11 == 0) {
+        PhaseScope r(session, rare);
+        clock->Advance(2 * kMs);
+      }
+    }
+    ExpectColumnsMatchSeries(session);
+    const SeriesColumns c = session.StepColumns();
+    EXPECT_EQ(c.size(), 50u);
+    EXPECT_EQ(c.index.front(), 80u);
+    EXPECT_THAT(c.phase_names, ::testing::ElementsAre("forward", "rare", "other"));
+  }
+  {
+    Session empty(Options{.clock = std::make_shared<ManualClock>()});
+    const SeriesColumns c = empty.StepColumns();
+    EXPECT_EQ(c.size(), 0u);
+    EXPECT_TRUE(c.phase_names.empty());
+  }
 }
 
 TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {

@@ -117,6 +117,68 @@ def test_step_series_matches_the_summary(clock):
     s.close()
 
 
+def test_step_columns_hold_what_the_series_holds(clock):
+    """step_columns() is step_series() a column per field: 0 for a phase or
+    cause a step lacks, NaN for what was not measured."""
+    import math
+
+    gpu = gs.testing.SimulatedDevice(activity=True)
+    s = starved_loop(clock, gpu, steps=12)
+    with s.step():  # a step without the others' phases, and a new one
+        with s.phase("eval"):
+            clock.advance(3 * MS)
+    series, cols = s.step_series(), s.step_columns()
+    # step_series() is made from the columns; the C++ series (StepPoint, as
+    # JSON) is the reference, key order included.
+    reference = json.loads(s._step_series_json())["steps"]
+    assert series == reference
+    assert [list(p) for p in series] == [list(p) for p in reference]
+    assert [list(p["phases"]) for p in series] == [list(p["phases"]) for p in reference]
+    assert list(cols["index"]) == [p["index"] for p in series]
+    assert cols["index"].typecode == "Q" and cols["duration"].typecode == "d"
+    assert list(cols["duration"]) == [p["duration"] for p in series]
+    assert list(cols["begin"]) == [p["begin"] for p in series]
+    assert set(cols["phases"]) == {n for p in series for n in p["phases"]}
+    assert list(cols["phases"])[-1] == "other"
+    for name, column in cols["phases"].items():
+        assert list(column) == [p["phases"].get(name, 0.0) for p in series], name
+    assert set(cols["idle_by_cause"]) == {c for p in series for c in p["idle_by_cause"]}
+    for cause, column in cols["idle_by_cause"].items():
+        assert list(column) == [p["idle_by_cause"].get(cause, 0.0) for p in series], cause
+    for key in ("gpu_idle_pct", "gpu_utilization_pct", "sm_clock_ratio", "host_cpu_pct",
+                "host_iowait_pct", "worker_cores"):
+        for got, p in zip(cols[key], series):
+            assert (math.isnan(got) and p[key] is None) or got == p[key], key
+    s.close()
+
+
+def test_html_report_of_a_long_window_draws_bins_and_groups_phases(clock, tmp_path):
+    """A window far longer than the plots' MAX_POINTS is drawn in bins, and
+    phases past MAX_PHASES are stacked as one: the file stays small, and the
+    spikes stay visible in the min-max band."""
+    pytest.importorskip("matplotlib")
+    from gpuscope import _html
+
+    steps, phases = 6 * _html.MAX_POINTS, _html.MAX_PHASES + 6
+    s = gs.Session(clock=clock, window=steps)
+    for i in range(steps):
+        with s.step():
+            for p in range(phases):
+                with s.phase(f"phase{p:02d}"):
+                    clock.advance((1 + p) * US + (50 * MS if i == 4321 and p == 0 else 0))
+    text = open(s.save_html(tmp_path / "report.html")).read()
+    figure = re.search(r'<figure id="plot-phases">.*?</figure>', text, re.S).group(0)
+    # The largest phases by name (phase14 has the most time), the 6 least as one.
+    assert "6 more phases" in figure and "phase14" in figure and "phase00" not in figure
+    assert "mean of 6 steps" in text and "min to max of 6 steps" in text
+    # One point per bin, not per step: far smaller than the same plot of every step.
+    assert len(text) < 2_000_000
+    # The one slow step shows: the step-time plot's y axis (ms) reaches 50.
+    step_fig = re.search(r'<figure id="plot-step-time">.*?</figure>', text, re.S).group(0)
+    assert "<!-- 50 -->" in step_fig
+    s.close()
+
+
 def _chromium():
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         path = shutil.which(name)
