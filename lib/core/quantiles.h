@@ -33,11 +33,11 @@ double QuantileOfSorted(const std::vector<int64_t>& sorted, double q);
 //
 // Count, mean, population stddev, min, max and p50/p90/p95/p99 (as
 // QuantileOfSorted() defines them) of `values_ns`, in seconds. Reorders
-// `values_ns` (selection, not a full sort: O(n) expected). From a few
-// hundred values on, it counts them into a histogram first and selects
-// only among the few buckets holding the order statistics (as
-// SelectQuantiles() does), which avoids the mispredicted branches of
-// partitioning the whole input.
+// `values_ns` (selection, not a full sort: O(n) expected). From 16,384
+// values on, it counts them into a histogram first and selects only among
+// the few buckets holding the order statistics (as SelectQuantiles()
+// does), which avoids most of the mispredicted branches of partitioning the
+// whole input (0.95 -> 0.35 ms for 65,536 values).
 Quantiles ExactQuantiles(std::vector<int64_t>& values_ns);
 
 // WindowColumn
@@ -141,8 +141,9 @@ void LocateRanks(const std::vector<uint32_t>& counts, const Ranks& ranks, size_t
 void SelectRanks(int64_t* values, size_t size, const Ranks& ranks, int64_t* value_at);
 
 // Buffers SelectQuantiles() reuses from call to call on a thread, so that a
-// summary allocates nothing per phase once warm. Targets() is all zeros on
-// entry and must be left so.
+// summary allocates nothing per phase once warm: a thread that has
+// summarized keeps up to 17 bytes per window step and 25 KB besides until it
+// exits. Targets() is all zeros on entry and must be left so.
 class Scratch {
  public:
   uint8_t* Targets() {
