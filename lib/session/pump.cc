@@ -207,29 +207,26 @@ SessionFacts SessionImpl::FactsLocked() const {
   return facts;
 }
 
+WindowSnapshot SessionImpl::PumpedSnapshot() {
+  // Pumped and taken under the lock; the caller reads it outside.
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+  return aggregator_.Snapshot(phases_);
+}
+
 std::vector<StepPoint> SessionImpl::StepSeries() {
   std::vector<StepPoint> series;
   if (InForkedChild()) return series;
-  WindowSnapshot snapshot;
-  {
-    std::lock_guard<std::mutex> lock(agg_mu_);
-    PumpLocked();
-    snapshot = aggregator_.Snapshot(phases_);
-  }
-  FillSeries(snapshot.window, snapshot.phase_names, &series);  // outside the lock
+  const WindowSnapshot snapshot = PumpedSnapshot();
+  FillSeries(snapshot.window, snapshot.phase_names, &series);
   return series;
 }
 
 SeriesColumns SessionImpl::StepColumns() {
   SeriesColumns columns;
   if (InForkedChild()) return columns;
-  WindowSnapshot snapshot;
-  {
-    std::lock_guard<std::mutex> lock(agg_mu_);
-    PumpLocked();
-    snapshot = aggregator_.Snapshot(phases_);
-  }
-  FillColumns(snapshot.window, snapshot.phase_names, &columns);  // outside the lock
+  const WindowSnapshot snapshot = PumpedSnapshot();
+  FillColumns(snapshot.window, snapshot.phase_names, &columns);
   return columns;
 }
 

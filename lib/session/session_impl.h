@@ -114,6 +114,8 @@ class SessionImpl final : public Pumpable {
   Summary Summarize();
   std::vector<StepPoint> StepSeries();
   SeriesColumns StepColumns();
+  // Pumps, then snapshots the window (agg_mu_ held only for that).
+  WindowSnapshot PumpedSnapshot();
   // The last steps' timelines and the launch-gap threshold, for the Chrome
   // trace (Session::TraceJson(), export/chrome_trace.cc).
   void TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns);
