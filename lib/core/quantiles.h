@@ -246,7 +246,6 @@ Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
     begin[s] = at;
     at += c;
   }
-  begin[0] = kept;  // (unused)
   int64_t* grouped = scratch.Grouped(kept + 1);
   {
     size_t fill[11];
