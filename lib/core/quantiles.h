@@ -107,6 +107,46 @@ class WindowColumn {
   std::vector<uint32_t> counts_;
 };
 
+// TargetBuckets
+//
+// The buckets SelectQuantiles() needs the values of (at most 10, those
+// holding the order statistics), ascending, and a table from bucket to tag:
+// i + 1 for buckets[i], 0 for every other bucket.
+struct TargetBuckets {
+  const uint8_t* table = nullptr;  // WindowColumn::kBuckets entries
+  const size_t* buckets = nullptr;
+  size_t size = 0;
+
+  // The tag of `v`'s bucket: nonzero when it is a target.
+  uint8_t Tag(int64_t v) const { return table[WindowColumn::Bucket(v)]; }
+};
+
+// TargetSink
+//
+// Where a collector puts the values it finds in the target buckets: each
+// target has room for as many values as the histogram counts in its bucket
+// (any beyond are dropped: the values and the histogram disagree).
+class TargetSink {
+ public:
+  // A value in the bucket tagged `tag`.
+  void Add(int64_t v, uint8_t tag) {
+    if (fill_[tag] < end_[tag]) *fill_[tag]++ = v;
+  }
+  // `n` values in the bucket tagged `tag`.
+  void AddSpan(uint8_t tag, const uint32_t* v, size_t n) {
+    int64_t* to = fill_[tag];
+    n = std::min(n, static_cast<size_t>(end_[tag] - to));
+    for (size_t i = 0; i < n; ++i) to[i] = v[i];
+    fill_[tag] = to + n;
+  }
+
+ private:
+  template <typename ForEach, typename Collect>
+  friend Quantiles SelectQuantiles(const WindowColumn&, ForEach, Collect);
+  int64_t* fill_[11];  // by tag (1 to 10)
+  int64_t* end_[11];
+};
+
 // SelectQuantiles()
 //
 // What ExactQuantiles() returns for the values `column` holds, which
@@ -117,6 +157,16 @@ class WindowColumn {
 // few buckets' worth, instead of a copy and selections over all of them.
 template <typename ForEach>
 Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each);
+
+// SelectQuantiles(column, for_each, collect)
+//
+// The same, for a source that can find the values in given buckets without
+// visiting them all (a window that keeps, per part, the values it found
+// there last time): collect(const TargetBuckets& t, TargetSink& sink) puts
+// each value `column` holds whose tag is nonzero into `sink` once, in any
+// order. for_each is still used when most values are in the targets.
+template <typename ForEach, typename Collect>
+Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each, Collect collect);
 
 // --- Implementation details.
 
@@ -142,7 +192,7 @@ void SelectRanks(int64_t* values, size_t size, const Ranks& ranks, int64_t* valu
 
 // Buffers SelectQuantiles() reuses from call to call on a thread, so that a
 // summary allocates nothing per phase once warm: a thread that has
-// summarized keeps up to 17 bytes per window step and 25 KB besides until it
+// summarized keeps up to 10 bytes per window step and 25 KB besides until it
 // exits. Targets() is all zeros on entry and must be left so.
 class Scratch {
  public:
@@ -151,7 +201,6 @@ class Scratch {
     return targets_.data();
   }
   int64_t* Hits(size_t n) { return Grow(&hits_, n); }
-  uint8_t* Tags(size_t n) { return Grow(&tags_, n); }
   int64_t* Grouped(size_t n) { return Grow(&grouped_, n); }
   // A histogram for ExactQuantiles(), empty on entry and to be left so.
   WindowColumn& Column() { return column_; }
@@ -164,7 +213,6 @@ class Scratch {
   }
   std::vector<uint8_t> targets_;
   std::vector<int64_t> hits_;
-  std::vector<uint8_t> tags_;
   std::vector<int64_t> grouped_;
   WindowColumn column_;
 };
@@ -179,6 +227,20 @@ Quantiles FromOrderStatistics(int64_t n, Int128 sum, Int128 sum_sq, const Ranks&
 
 template <typename ForEach>
 Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
+  // One pass, a lookup of each value's bucket in a byte-per-bucket table
+  // (in L1). Few values are in a target bucket, so the branch is mostly well
+  // predicted. (Measured: a branch-free version, which stores every value
+  // and advances only on a hit, is slower on large windows.)
+  return SelectQuantiles(column, for_each, [&](const TargetBuckets& t, TargetSink& sink) {
+    for_each([&](int64_t v) {
+      if (const uint8_t tag = t.Tag(v); tag != 0) [[unlikely]]
+        sink.Add(v, tag);
+    });
+  });
+}
+
+template <typename ForEach, typename Collect>
+Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each, Collect collect) {
   using quantiles_internal::Ranks;
   const int64_t n = column.count();
   if (n <= 0) return Quantiles{};
@@ -218,40 +280,20 @@ Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
     return quantiles_internal::FromOrderStatistics(n, column.sum(), column.sum_sq(), ranks,
                                                    value_at);
   }
-  // One pass collects the target buckets' values, tagged with their slot:
-  // a lookup of each value's bucket in a byte-per-bucket table (in L1).
-  // Few values are in a target bucket, so the branch is mostly well
-  // predicted. (Measured: a branch-free version, which stores every value
-  // and advances only on a hit, is slower on large windows.)
+  // Collect the target buckets' values straight into their slot's place:
+  // the histogram says how many each holds.
+  size_t begin[12] = {};  // slot s (tag s, 1 to 10) from begin[s] to begin[s + 1]
+  for (size_t s = 1; s <= slots; ++s) begin[s + 1] = begin[s] + column.counts()[slot_bucket[s - 1]];
   uint8_t* target = scratch.Targets();
   for (size_t s = 0; s < slots; ++s) target[slot_bucket[s]] = static_cast<uint8_t>(s + 1);
-  int64_t* hits = scratch.Hits(expected + 1);
-  uint8_t* tags = scratch.Tags(expected + 1);
-  size_t kept = 0;
-  if (slots > 0)
-    for_each([&](int64_t v) {
-      if (const uint8_t t = target[WindowColumn::Bucket(v)]; t != 0 && kept < expected)
-          [[unlikely]] {
-        hits[kept] = v;
-        tags[kept] = t;
-        ++kept;
-      }
-    });
+  int64_t* grouped = scratch.Grouped(expected + 1);
+  TargetSink sink;
+  for (size_t s = 0; s <= 10; ++s) {
+    sink.fill_[s] = grouped + begin[s];
+    sink.end_[s] = s >= 1 && s <= slots ? grouped + begin[s + 1] : sink.fill_[s];  // no room
+  }
+  if (slots > 0) collect(TargetBuckets{target, slot_bucket, slots}, sink);
   for (size_t s = 0; s < slots; ++s) target[slot_bucket[s]] = 0;
-  // Group the kept values by slot (a counting sort of a few buckets' worth).
-  size_t begin[11] = {};
-  for (size_t k = 0; k < kept; ++k) ++begin[tags[k]];
-  for (size_t s = 1, at = 0; s <= slots; ++s) {
-    const size_t c = begin[s];
-    begin[s] = at;
-    at += c;
-  }
-  int64_t* grouped = scratch.Grouped(kept + 1);
-  {
-    size_t fill[11];
-    std::copy(begin, begin + 11, fill);
-    for (size_t k = 0; k < kept; ++k) grouped[fill[tags[k]]++] = hits[k];
-  }
   // Each rank among its bucket's values, ascending: a selection, or for the
   // next rank up, the least of what lies above the previous one.
   int64_t value_at[10];
@@ -262,7 +304,7 @@ Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
     }
     const size_t s = slot_of[i] + 1;
     int64_t* c = grouped + begin[s];
-    const size_t m = (s < slots ? begin[s + 1] : kept) - begin[s];
+    const auto m = static_cast<size_t>(sink.fill_[s] - c);
     if (m == 0) {  // the histogram and the values disagree: cannot happen
       value_at[i] = 0;
       continue;
@@ -272,7 +314,9 @@ Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
     if (after_previous && r == rank_in[i - 1] + 1) {
       std::iter_swap(c + r, std::min_element(c + r, c + m));
     } else {
-      std::nth_element(after_previous ? c + rank_in[i - 1] + 1 : c, c + r, c + m);
+      // (Bounded by r: should the values and the histogram ever disagree, a
+      // wrong number is the worst outcome, never a read out of range.)
+      std::nth_element(after_previous ? c + std::min(rank_in[i - 1] + 1, r) : c, c + r, c + m);
     }
     value_at[i] = c[r];
   }

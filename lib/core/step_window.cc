@@ -127,6 +127,92 @@ Chunk::Chunk(const Chunk& other) : first_index(other.first_index), capacity(othe
     if (other.columns[id] != nullptr)
       columns[id] = std::make_unique<PhaseColumn>(*other.columns[id]);
   }
+  std::lock_guard<std::mutex> lock(other.cache_mu);
+  cached = other.cached;  // host times do not change when a chunk is copied
+}
+
+const CachedTimes* Chunk::TimesIn(uint16_t id, const TargetBuckets& t) const {
+  if (cached.size() <= id) cached.resize(columns.size());
+  CachedTimes& c = cached[id];
+  if (std::includes(c.buckets.begin(), c.buckets.end(), t.buckets, t.buckets + t.size)) {
+    return c.kept ? &c : nullptr;
+  }
+  // One pass over the column keeps the values in the targets and in their
+  // neighbouring buckets, so that quantiles drifting into the next bucket
+  // still find them, up to an eighth of the chunk; past that, in the
+  // targets only, up to a quarter. mark[] gives a bucket's place in `near`
+  // plus one.
+  const size_t limit = capacity / 4, neighbour_limit = capacity / 8;
+  thread_local std::vector<uint8_t> mark;
+  thread_local std::vector<uint32_t> found;
+  if (mark.empty()) mark.assign(WindowColumn::kBuckets, 0);
+  std::vector<size_t> near;
+  for (size_t i = 0; i < t.size; ++i) {
+    const size_t b = t.buckets[i];
+    if (b > 0) near.push_back(b - 1);
+    near.push_back(b);
+    if (b + 1 < WindowColumn::kBuckets) near.push_back(b + 1);
+  }
+  std::sort(near.begin(), near.end());
+  near.erase(std::unique(near.begin(), near.end()), near.end());  // at most 30
+  std::vector<bool> target(near.size());
+  for (size_t k = 0; k < near.size(); ++k) {
+    mark[near[k]] = static_cast<uint8_t>(k + 1);
+    target[k] = std::binary_search(t.buckets, t.buckets + t.size, near[k]);
+  }
+  const auto is_target = [&](uint32_t v) { return target[mark[WindowColumn::Bucket(v)] - 1]; };
+  found.clear();
+  bool neighbours = true, fits = true;
+  const PhaseColumn& col = *columns[id];
+  for (size_t i = 0; i < capacity && fits; ++i) {
+    const uint32_t v = col.total[i];
+    if (v == PhaseColumn::kAbsent) continue;
+    const int64_t value = v == PhaseColumn::kWide ? col.TotalAt(i) : v;
+    const uint8_t m = mark[WindowColumn::Bucket(value)];
+    if (m == 0 || (!neighbours && !target[m - 1])) continue;
+    if (v == PhaseColumn::kWide) {
+      fits = false;  // kept as 32 bits: take the column's road
+    } else if (found.size() < (neighbours ? neighbour_limit : limit)) {
+      found.push_back(v);
+    } else if (neighbours) {
+      // Too many: drop the neighbours' values and go on with the targets.
+      neighbours = false;
+      std::erase_if(found, [&](uint32_t x) { return !is_target(x); });
+      if (!target[m - 1]) continue;
+      if (found.size() < limit) {
+        found.push_back(v);
+      } else {
+        fits = false;
+      }
+    } else {
+      fits = false;
+    }
+  }
+  c.kept = fits;
+  c.buckets.clear();
+  c.begin.clear();
+  c.values.clear();
+  if (fits) {
+    // Bucket by bucket (a counting sort): the summary reads each target's
+    // values without working out their buckets.
+    std::vector<uint32_t> count(near.size() + 1, 0);
+    for (const uint32_t v : found) ++count[mark[WindowColumn::Bucket(v)]];
+    std::vector<uint32_t> at(near.size(), 0);
+    for (size_t k = 0; k < near.size(); ++k) {
+      if (!neighbours && !target[k]) continue;
+      at[k] = static_cast<uint32_t>(c.values.size());  // used as a running size below
+      c.buckets.push_back(near[k]);
+      c.begin.push_back(at[k]);
+      c.values.resize(c.values.size() + count[k + 1]);
+    }
+    c.begin.push_back(static_cast<uint32_t>(c.values.size()));
+    for (const uint32_t v : found) c.values[at[mark[WindowColumn::Bucket(v)] - 1]++] = v;
+    c.values.shrink_to_fit();
+  } else {
+    c.buckets.assign(t.buckets, t.buckets + t.size);
+  }
+  for (const size_t b : near) mark[b] = 0;
+  return c.kept ? &c : nullptr;
 }
 
 }  // namespace step_window_internal

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -141,6 +142,19 @@ struct PhaseColumn {
   PhaseSample& WideSlot(size_t slot);  // found or added
 };
 
+// What a full chunk found of one phase's host times in some buckets
+// (WindowColumn::Bucket()), kept for the next summary, which most often
+// needs the same buckets again: it then reads these few values instead of
+// the chunk's whole column.
+struct CachedTimes {
+  std::vector<size_t> buckets;  // ascending
+  // When `kept`: the column's values in `buckets`, bucket by bucket
+  // (buckets[i]'s from values[begin[i]] to values[begin[i + 1]]).
+  std::vector<uint32_t> begin;
+  std::vector<uint32_t> values;
+  bool kept = false;  // false: too many to keep for `buckets`
+};
+
 // `steps` consecutive steps from `first_index`, with their phases' columns.
 struct Chunk {
   Chunk(uint64_t first, size_t steps) : first_index(first), capacity(steps) {
@@ -155,10 +169,24 @@ struct Chunk {
   std::vector<std::unique_ptr<PhaseColumn>> columns;  // by phase id; null: absent here
   // Views reading this chunk: while nonzero the window copies before writing.
   mutable std::atomic<int> readers{0};
+  // By phase id, once the chunk is full (host times never change after):
+  // summaries on several threads may fill it at once, under cache_mu.
+  mutable std::mutex cache_mu;
+  mutable std::vector<CachedTimes> cached;
 
   const PhaseColumn* column(uint16_t id) const {
     return id < columns.size() ? columns[id].get() : nullptr;
   }
+  bool full() const { return records.size() == capacity; }
+
+  // Phase `id`'s host times in the buckets of `t` (and maybe others), from
+  // `cached`, refreshed by one pass over the column when it does not cover
+  // `t`: the targets and their neighbours, or only the targets when those
+  // are more than an eighth of the chunk. Null when even the targets' are
+  // more than a quarter (then the column is the quicker read) or past 32
+  // bits. The chunk is full, has a column for `id`, and the caller holds
+  // cache_mu. What it keeps is at most a byte per step of the chunk.
+  const CachedTimes* TimesIn(uint16_t id, const TargetBuckets& t) const;
 };
 
 // A view's hold on a chunk: keeps it alive and counted as read.
@@ -215,6 +243,15 @@ class WindowView {
   // the fast path of ForEachSample() for its host time.
   template <typename F>
   void ForEachPhaseTime(uint16_t id, F f) const;
+
+  // Puts into `sink` the time of each window step phase `id` occurred in
+  // whose time has a nonzero tag in `t`: the collector SelectQuantiles()
+  // takes. A chunk whose steps are all in the view is
+  // read from what it found last time when that covers `t`
+  // (Chunk::TimesIn()), so a summary of a live window reads the columns of
+  // the newest and oldest chunks only, while its quantiles stay in the same
+  // buckets.
+  void CollectPhaseTimes(uint16_t id, const TargetBuckets& t, TargetSink& sink) const;
 
   // The oldest and newest step (the view is not empty).
   const StepRecord& front() const;
@@ -362,6 +399,41 @@ void WindowView::ForEachPhaseTime(uint16_t id, F f) const {
         f(static_cast<int64_t>(v));
       } else if (v == PhaseColumn::kWide) {
         f(col->TotalAt(i));
+      }
+    }
+  });
+}
+
+inline void WindowView::CollectPhaseTimes(uint16_t id, const TargetBuckets& t,
+                                          TargetSink& sink) const {
+  using step_window_internal::PhaseColumn;
+  ForEachChunkRange([&](const step_window_internal::Chunk& c, size_t lo, size_t hi) {
+    const PhaseColumn* col = c.column(id);
+    if (col == nullptr) return;
+    if (lo == 0 && hi == c.capacity && c.full()) {
+      std::lock_guard<std::mutex> lock(c.cache_mu);
+      if (const step_window_internal::CachedTimes* cached = c.TimesIn(id, t); cached != nullptr) {
+        // Both lists of buckets ascend: walk them together (every target is
+        // there; the bounds are checked all the same).
+        const size_t size = cached->buckets.size();
+        for (size_t i = 0, j = 0; i < t.size; ++i) {
+          while (j < size && cached->buckets[j] < t.buckets[i]) ++j;
+          if (j == size || cached->buckets[j] != t.buckets[i]) continue;
+          sink.AddSpan(static_cast<uint8_t>(i + 1), cached->values.data() + cached->begin[j],
+                       cached->begin[j + 1] - cached->begin[j]);
+        }
+        return;
+      }
+    }
+    const uint32_t* total = col->total.data();
+    for (size_t i = lo; i < hi; ++i) {
+      const uint32_t v = total[i];
+      if (v < PhaseColumn::kWide) {
+        if (const uint8_t tag = t.Tag(v); tag != 0) [[unlikely]]
+          sink.Add(static_cast<int64_t>(v), tag);
+      } else if (v == PhaseColumn::kWide) {
+        const int64_t w = col->TotalAt(i);
+        if (const uint8_t tag = t.Tag(w); tag != 0) sink.Add(w, tag);
       }
     }
   });

@@ -188,7 +188,11 @@ void FillPhaseStats(const WindowView& window, const std::vector<std::string>& na
     ps.total = static_cast<double>(total_ns) * kNsToSeconds;
     ps.inclusive_share = share_of(total_ns);
     ps.share = share_of(t.top_ns);
-    ps.time = SelectQuantiles(t.time, [&](auto f) { window.ForEachPhaseTime(phase, f); });
+    ps.time = SelectQuantiles(
+        t.time, [&](auto f) { window.ForEachPhaseTime(phase, f); },
+        [&](const TargetBuckets& b, TargetSink& sink) {
+          window.CollectPhaseTimes(phase, b, sink);
+        });
     if (t.device.count() > 0) {
       backlogs.clear();
       ps.device = SelectQuantiles(t.device, [&](auto f) {

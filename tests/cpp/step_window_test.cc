@@ -44,6 +44,14 @@ int64_t RandomNs(std::mt19937_64& rng) {
   }
 }
 
+// Phase `id`'s host-time quantiles as a summary finds them: through the
+// chunks' cached values where they cover the buckets needed.
+Quantiles SummaryQuantiles(const WindowView& view, uint16_t id) {
+  return SelectQuantiles(
+      view.phase_totals()[id].time, [&](auto f) { view.ForEachPhaseTime(id, f); },
+      [&](const TargetBuckets& t, TargetSink& sink) { view.CollectPhaseTimes(id, t, sink); });
+}
+
 class StepWindowModelTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(StepWindowModelTest, MatchesAPlainModel) {
@@ -150,6 +158,8 @@ TEST_P(StepWindowModelTest, MatchesAPlainModel) {
     EXPECT_EQ(totals.idle_ns, idle);
     EXPECT_EQ(SelectQuantiles(totals.time, [&](auto f) { view.ForEachPhaseTime(id, f); }),
               ExactQuantiles(times));
+    EXPECT_EQ(SummaryQuantiles(view, id), ExactQuantiles(times));
+    EXPECT_EQ(SummaryQuantiles(view, id), ExactQuantiles(times)) << "second time, from the cache";
     EXPECT_EQ(SelectQuantiles(totals.device,
                               [&](auto f) {
                                 view.ForEachSample(id, [&](uint64_t, const PhaseSample& p) {
@@ -195,6 +205,54 @@ TEST(StepWindowTest, AViewStaysAsItWasWhileTheWindowMovesOn) {
   EXPECT_EQ(window.Sample(1, 149)->device_ns, 5);
 }
 
+TEST(StepWindowTest, SummariesOfALiveWindowFindWhatSortingFinds) {
+  // A window of 4096 steps (chunks of 1024) summarized every 61 steps while
+  // it moves on, so that full chunks are read from their cached values and
+  // the cache must follow quantiles that move to other buckets. Phase 0
+  // drifts (every quantile changes bucket); phase 1 has runs of one value
+  // at its median, so that some chunks hold too many values in a target
+  // bucket to keep; phase 2 has values past 32 bits
+  // and below 256 ns; phase 3 has gaps (absent in most steps).
+  constexpr int kWindow = 4096;
+  StepWindow window(kWindow, 4);
+  std::deque<std::map<uint16_t, int64_t>> model;
+  std::mt19937_64 rng(2026);
+  std::optional<WindowView> held;  // an older view, so the window copies chunks
+  for (int step = 0; step < 5 * kWindow; ++step) {
+    std::map<uint16_t, int64_t> values;
+    values[0] = 1'000'000 + step * 40 + static_cast<int64_t>(rng() % 20'000);
+    values[1] = step % 1400 < 256 ? 3'000'000 : 2'000'000 + static_cast<int64_t>(rng() % 2'000'000);
+    switch (rng() % 8) {
+      case 0: values[2] = int64_t{5'000'000'000} + static_cast<int64_t>(rng() % 1'000); break;
+      case 1: values[2] = static_cast<int64_t>(rng() % 256); break;
+      default: values[2] = 300'000 + static_cast<int64_t>(rng() % 300'000);
+    }
+    if (rng() % 5 == 0) values[3] = 50'000 + static_cast<int64_t>(rng() % 100'000);
+    std::vector<std::pair<uint16_t, PhaseSample>> in;
+    for (const auto& [id, ns] : values)
+      in.emplace_back(id, PhaseSample{.total_ns = ns, .top_ns = ns, .count = 1});
+    StepRecord r;
+    r.end_ns = 10'000'000;
+    const uint64_t index = window.Append(r, in).index;
+    model.push_back(values);
+    if (model.size() > static_cast<size_t>(kWindow)) model.pop_front();
+    // Device data for a step in a full chunk: the window copies the chunk a
+    // view reads, cache and all.
+    if (step >= 1500 && step % 97 == 0) window.SetPhaseDevice(0, index - 1100, 5, 0, -1);
+    if (step % 61 != 60) continue;
+    const WindowView view = window.Snapshot();
+    for (uint16_t id = 0; id < 4; ++id) {
+      std::vector<int64_t> times;
+      for (const auto& m : model) {
+        if (auto it = m.find(id); it != m.end()) times.push_back(it->second);
+      }
+      ASSERT_EQ(SummaryQuantiles(view, id), ExactQuantiles(times))
+          << "phase " << id << " at step " << step;
+    }
+    if (step % 7 == 0) held = view;
+  }
+}
+
 TEST(StepWindowTest, AViewIsReadOnAnotherThreadWhileTheWindowChanges) {
   // Run under ThreadSanitizer (label concurrency): a reader summarizing a
   // view races with nothing the window writes.
@@ -212,6 +270,14 @@ TEST(StepWindowTest, AViewIsReadOnAnotherThreadWhileTheWindowChanges) {
       EXPECT_EQ(n, 4096);
       (void)SelectQuantiles(v.phase_totals()[2].time, [&](auto f) { v.ForEachPhaseTime(2, f); });
     });
+    // Two summaries of one view at once fill its chunks' caches together.
+    std::thread summarizer([v = window.Snapshot()] {
+      for (int i = 0; i < 3; ++i) (void)SummaryQuantiles(v, 2);
+    });
+    const WindowView shared = window.Snapshot();
+    std::thread other([&shared] { (void)SummaryQuantiles(shared, 2); });
+    (void)SummaryQuantiles(shared, 2);
+    other.join();
     for (int i = 0; i < 300; ++i) {
       StepRecord r;
       r.end_ns = 1000 + i;
@@ -219,8 +285,10 @@ TEST(StepWindowTest, AViewIsReadOnAnotherThreadWhileTheWindowChanges) {
           window.Append(r, {{uint16_t{2}, PhaseSample{.total_ns = i, .count = 1}}}).index;
       window.SetPhaseDevice(2, index - 1, 7, 0, -1);
       window.MutableStep(index - 1)->samples = 3;
+      window.SetPhaseDevice(2, index - 2000, 9, 0, -1);  // a full chunk, copied with its cache
     }
     reader.join();
+    summarizer.join();
   }
 }
 
