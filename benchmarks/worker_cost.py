@@ -15,6 +15,9 @@ Measures, interleaved over --repeat rounds (medians and ranges):
 - telemetry: the worker's CPU per second with one open session and no steps,
   default (10 Hz telemetry) minus telemetry off: what sampling costs, as a
   share of one core;
+- the floor: a bare Python thread that only sleeps 10 ms at a time, its CPU
+  per wake-up (on a VM a timed wake-up alone can cost tens of microseconds,
+  which the worker pays at every pass whatever it does);
 - after close: the worker's CPU per second and wake-ups per second once the
   only session is closed (``s.close()`` then dropped), dropped without
   ``close()``, closed but still referenced, and dropped while a phase scope
@@ -35,6 +38,7 @@ import os
 import shlex
 import statistics
 import sys
+import threading
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -193,6 +197,26 @@ def idle_open(worker: WorkerThread, seconds: float, **options) -> Dict[str, floa
     return {"cpu_per_s_us": (c1 - c0) / (t1 - t0) / 1e3, "wakes_per_s": (w1 - w0) / (t1 - t0)}
 
 
+def bare_wakes(seconds: float, interval_s: float = 0.01) -> Dict[str, float]:
+    """A thread that only sleeps 10 ms at a time: what a wake-up costs on this
+    machine, whatever wakes (the floor under the worker's idle cost)."""
+    out: Dict[str, float] = {}
+
+    def run() -> None:
+        c0, n, t0 = time.thread_time_ns(), 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            time.sleep(interval_s)
+            n += 1
+        elapsed = time.perf_counter() - t0
+        out["cpu_per_s_us"] = (time.thread_time_ns() - c0) / elapsed / 1e3
+        out["wakes_per_s"] = n / elapsed
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out
+
+
 def after_close(worker: WorkerThread, seconds: float, case: str) -> Dict[str, float]:
     """The worker's CPU per second once the only session is closed or gone."""
     s = gs.Session()
@@ -266,6 +290,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 live_res.setdefault((rate, cname), []).append(live(worker, body, args.seconds, **opts))
         for cname, opts in configs.items():
             idle_res.setdefault(cname, []).append(idle_open(worker, args.idle_seconds, **opts))
+        idle_res.setdefault("bare", []).append(bare_wakes(args.idle_seconds))
         for case in AFTER_CASES:
             after_res.setdefault(case, []).append(after_close(worker, args.idle_seconds, case))
 
@@ -286,13 +311,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     d = [r["cpu_per_s_us"] for r in idle_res["default"]]
     o = [r["cpu_per_s_us"] for r in idle_res["telemetry off"]]
     share = [(a - b) / 1e4 for a, b in zip(d, o)]  # us/s -> % of one core
-    print("| one open session, no steps | worker CPU | wake-ups |")
-    print("|---|---:|---:|")
+    def per_wake(rs: List[Dict[str, float]]) -> str:
+        return fmt([r["cpu_per_s_us"] / r["wakes_per_s"] for r in rs if r["wakes_per_s"] > 0], "us", 1)
+
+    print("| one open session, no steps | worker CPU | wake-ups | CPU per wake-up |")
+    print("|---|---:|---:|---:|")
     print(f"| default (telemetry at 10 Hz) | {fmt(d, 'us/s')} | "
-          f"{fmt([r['wakes_per_s'] for r in idle_res['default']], '/s')} |")
+          f"{fmt([r['wakes_per_s'] for r in idle_res['default']], '/s')} | {per_wake(idle_res['default'])} |")
     print(f"| telemetry off | {fmt(o, 'us/s')} | "
-          f"{fmt([r['wakes_per_s'] for r in idle_res['telemetry off']], '/s')} |")
-    print(f"| **telemetry share of one core** (default - off) | {fmt(share, '%', 3)} | |")
+          f"{fmt([r['wakes_per_s'] for r in idle_res['telemetry off']], '/s')} | "
+          f"{per_wake(idle_res['telemetry off'])} |")
+    bare = idle_res["bare"]
+    print(f"| no gpuscope: a bare Python thread sleeping 10 ms at a time | "
+          f"{fmt([r['cpu_per_s_us'] for r in bare], 'us/s')} | "
+          f"{fmt([r['wakes_per_s'] for r in bare], '/s')} | {per_wake(bare)} |")
+    print(f"| **telemetry share of one core** (default - off) | {fmt(share, '%', 3)} | | |")
     print()
     print("| after the only session is gone | worker CPU | wake-ups |")
     print("|---|---:|---:|")

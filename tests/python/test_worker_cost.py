@@ -21,6 +21,10 @@ def test_worker_cost_quick_run():
     assert re.search(r"\| busy-wait, ~130 us steps \| [\d.]+ k \| \d+ ns \| \d+ ns \|", text), text
     assert re.search(r"\| busy-wait, ~13 us steps \| [\d.]+ k \| \d+ ns \| \d+ ns \|", text), text
     assert "telemetry share of one core" in text
+    # The floor a wake-up costs on this machine, measured beside the worker's.
+    assert re.search(r"\| telemetry off \| \d+ us/s \| [\d.]+ /s \| [\d.]+ us \|", text), text
+    assert re.search(r"\| no gpuscope: a bare Python thread sleeping 10 ms at a time \| \d+ us/s \| "
+                     r"[\d.]+ /s \| [\d.]+ us \|", text), text
     # Once the only session is closed, or dropped, the worker sleeps until
     # another registers: no wake-ups (a few allowed for a loaded machine).
     for case in ("close()", "dropped", "closed, still referenced"):
