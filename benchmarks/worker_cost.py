@@ -7,7 +7,9 @@ after the last session has closed.
 Measures, interleaved over --repeat rounds (medians and ranges):
 
 - live: worker CPU per completed step of 5 phases, with the default options
-  and with telemetry off (``telemetry_interval_ms=0``), at three rates: steps
+  and with telemetry off (``telemetry_interval_ms=0``), as measured and less
+  the same round's idle worker (an open session, no steps: its timed
+  wake-ups), at three rates: steps
   of ~130 us of busy-wait, steps of ~130 us of small torch ops (when torch
   imports), and steps of ~13 us of busy-wait (ten times the rate; empty
   phases, as fast as Python records them, overflow the queue on a loaded
@@ -299,14 +301,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{_machine.describe()}, gpuscope {gs.__version__}, "
           f"{datetime.date.today().isoformat()}, `python {cmd}`, {args.repeat} interleaved runs, "
           f"worker thread '{worker.comm}'; medians (range)\n")
-    print("| live: worker CPU per completed 5-phase step | steps/s | default | telemetry off |")
-    print("|---|---:|---:|---:|")
+    def beyond_idle(rate: str, cname: str) -> str:
+        # The same round's idle worker (same options, no steps) taken out:
+        # what the steps themselves cost it, without its timed wake-ups.
+        return fmt([(r["cpu_per_s_us"] - i["cpu_per_s_us"]) * 1e3 / r["steps_per_s"]
+                    for r, i in zip(live_res[(rate, cname)], idle_res[cname])], "ns")
+
+    print("| live: worker CPU per completed 5-phase step | steps/s | default | telemetry off "
+          "| default, less the idle worker's CPU | telemetry off, less the idle worker's CPU |")
+    print("|---|---:|---:|---:|---:|---:|")
     for rate in bodies:
         d = live_res[(rate, "default")]
         o = live_res[(rate, "telemetry off")]
         rate_s = statistics.median([r["steps_per_s"] for r in d])
         print(f"| {rate} | {rate_s / 1e3:.1f} k | {fmt([r['ns_per_step'] for r in d], 'ns')} "
-              f"| {fmt([r['ns_per_step'] for r in o], 'ns')} |")
+              f"| {fmt([r['ns_per_step'] for r in o], 'ns')} | {beyond_idle(rate, 'default')} "
+              f"| {beyond_idle(rate, 'telemetry off')} |")
     print()
     d = [r["cpu_per_s_us"] for r in idle_res["default"]]
     o = [r["cpu_per_s_us"] for r in idle_res["telemetry off"]]

@@ -82,9 +82,10 @@ struct Options {
   // benchmarks/aggregator_benchmark.cc (BM_Summarize's heap_MB): 128 bytes
   // a step, plus 5 bytes a step for each phase name used in a step (17 once
   // it has GPU timing) and 256 bytes a step with GPU timing, plus 20 KB per
-  // phase name (40 with GPU timing); the queue (Options::queue_capacity) adds 64 bytes a record
+  // phase name (40 with GPU timing), plus up to a byte a step per phase name that summaries
+  // keep for the next one; the queue (Options::queue_capacity) adds 64 bytes a record
   // (8.4 MB by default). A session with the default queue and window 65536
-  // with 100 phases holds about 54 MB; window 512 with 5 phases, 8.7 MB.
+  // with 100 phases holds about 57 MB once summarized; window 512 with 5 phases, 8.7 MB.
   int window = kDefaultWindow;
 
   // false: every scope costs one branch and records nothing, no background

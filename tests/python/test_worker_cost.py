@@ -18,8 +18,10 @@ def test_worker_cost_quick_run():
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "| live: worker CPU per completed 5-phase step |" in text
-    assert re.search(r"\| busy-wait, ~130 us steps \| [\d.]+ k \| \d+ ns \| \d+ ns \|", text), text
-    assert re.search(r"\| busy-wait, ~13 us steps \| [\d.]+ k \| \d+ ns \| \d+ ns \|", text), text
+    for rate in ("~130 us", "~13 us"):
+        # as measured, then less the idle worker's CPU (may be negative on a noisy machine)
+        assert re.search(rf"\| busy-wait, {rate} steps \| [\d.]+ k \| \d+ ns \| \d+ ns \| -?\d+ ns "
+                         rf"\| -?\d+ ns \|", text), text
     assert "telemetry share of one core" in text
     # The floor a wake-up costs on this machine, measured beside the worker's.
     assert re.search(r"\| telemetry off \| \d+ us/s \| [\d.]+ /s \| [\d.]+ us \|", text), text
