@@ -10,7 +10,9 @@
 // exactly on the side. Beside the chunks the window keeps, per measure, a
 // WindowColumn (core/quantiles.h): sums and a histogram updated as steps
 // enter and leave, from which a summary finds exact quantiles without
-// sorting the window.
+// sorting the window; a chunk whose steps have all completed keeps, per
+// phase, its values in the buckets the last summary needed, so that the
+// next one need not read its column again.
 //
 // Snapshots: Snapshot() returns a WindowView, an immutable view of the
 // window that another thread may read while the window moves on. Chunks are
@@ -185,7 +187,8 @@ struct Chunk {
   // are more than an eighth of the chunk. Null when even the targets' are
   // more than a quarter (then the column is the quicker read) or past 32
   // bits. The chunk is full, has a column for `id`, and the caller holds
-  // cache_mu. What it keeps is at most a byte per step of the chunk.
+  // cache_mu. What it keeps is at most a byte per step of the chunk; a
+  // thread that has refreshed one keeps 6 KB of buffers until it exits.
   const CachedTimes* TimesIn(uint16_t id, const TargetBuckets& t) const;
 };
 
@@ -246,11 +249,10 @@ class WindowView {
 
   // Puts into `sink` the time of each window step phase `id` occurred in
   // whose time has a nonzero tag in `t`: the collector SelectQuantiles()
-  // takes. A chunk whose steps are all in the view is
-  // read from what it found last time when that covers `t`
-  // (Chunk::TimesIn()), so a summary of a live window reads the columns of
-  // the newest and oldest chunks only, while its quantiles stay in the same
-  // buckets.
+  // takes. A chunk whose steps are all in the view is read from what it
+  // kept last time when that covers `t` (Chunk::TimesIn()), so a summary of
+  // a live window reads the columns of the newest and oldest chunks only,
+  // while its quantiles stay in the same buckets.
   void CollectPhaseTimes(uint16_t id, const TargetBuckets& t, TargetSink& sink) const;
 
   // The oldest and newest step (the view is not empty).
