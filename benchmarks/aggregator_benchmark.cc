@@ -237,4 +237,36 @@ void BM_ActivityStep(benchmark::State& state) {
 }
 BENCHMARK(BM_ActivityStep)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
+// CompareRanks() over one exchange of `range(0)` ranks' records of 16
+// phases each, one rank 3x slow in one phase: the scoring's cost as the
+// world grows (decoding included, as a rank receiving the records pays it).
+void BM_CompareRanks(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  std::vector<std::string> wire;
+  for (int rank = 0; rank < world; ++rank) {
+    gpuscope::RankRecord r;
+    r.rank = rank;
+    r.world_size = world;
+    r.host = "node" + std::to_string(rank / 8);
+    r.step_p50 = 0.1;
+    r.step_p95 = 0.11;
+    for (int p = 0; p < gpuscope::kMaxRankPhases; ++p) {
+      const double t = 0.005 * (1 + (rank * 31 + p * 17) % 7 / 100.0);  // +-3 % spread
+      r.phases.push_back({.name = "phase" + std::to_string(p),
+                          .host_p50 = rank == world / 3 && p == 2 ? 3 * t : t,
+                          .share = 0.05});
+    }
+    wire.push_back(gpuscope::EncodeRankRecord(r));
+  }
+  size_t found = 0;
+  for (auto _ : state) {
+    std::vector<gpuscope::RankRecord> records;
+    records.reserve(wire.size());
+    for (const std::string& bytes : wire) records.push_back(*gpuscope::DecodeRankRecord(bytes));
+    found = gpuscope::CompareRanks(std::move(records), world).stragglers.size();
+  }
+  if (found != 1) state.SkipWithError("expected exactly one straggler");
+}
+BENCHMARK(BM_CompareRanks)->Arg(8)->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond);
+
 BENCHMARK_MAIN();

@@ -30,6 +30,7 @@
 #include "gpuscope/log.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
+#include "gpuscope/ranks.h"
 #include "gpuscope/report.h"
 #include "gpuscope/scopes.h"
 #include "gpuscope/session.h"

@@ -1,0 +1,169 @@
+// File: gpuscope/ranks.h
+// -----------------------------------------------------------------------------
+//
+// Ranks compared. Each rank of a distributed job reduces its window to a
+// `RankRecord` (step time, the largest phases' host and device time, GPU
+// idle, throughput, clocks), the ranks share their records, and
+// `CompareRanks()` says which rank is slow and which phase makes it slow.
+//
+// Nothing here moves bytes between processes: a record travels as a
+// fixed-size string (`EncodeRankRecord()`, `DecodeRankRecord()`) over
+// whatever the job already has (gpuscope's Python package uses the job's
+// torch.distributed store; a C++ trainer its own communicator), so the
+// scoring is the same wherever the records came from.
+//
+// Scoring. Per phase, on device time where every rank compared has it and
+// on host time otherwise, a rank's relative score is the median of the
+// other ranks' per-step time over its own (1: as fast as the others; 0.5:
+// twice as slow). This is NVIDIA's Resiliency Extension's relative
+// performance score with the median of the others as the reference instead
+// of the fastest rank, so that one unusually fast rank does not make every
+// other one look slow. A rank is a straggler in a phase when its score is
+// below `RankOptions::straggler_score` (0.75; the extension flags below
+// 0.7 against the fastest rank, the same line when the fastest is 6.7 %
+// faster than the median: docs/distributed.md) and the time it adds per
+// step is at least `RankOptions::min_excess_share` of the others' median
+// step time (5 %, the input-bound line: less is within what a window's
+// noise and a loaded host move a median). The straggler reported is the
+// (rank, phase) that
+// adds the most time per step; with collectives in every step, that is
+// also what each other rank loses waiting for it.
+//
+// Example (a C++ trainer with its own communicator):
+//
+//   gpuscope::RankRecord mine = gpuscope::RankRecordOf(session.Summarize(),
+//                                                     {.rank = rank, .world_size = world});
+//   std::vector<std::string> all = my_allgather(gpuscope::EncodeRankRecord(mine));
+//   std::vector<gpuscope::RankRecord> records;
+//   for (const std::string& bytes : all) {
+//     if (auto r = gpuscope::DecodeRankRecord(bytes); r.ok()) records.push_back(*r);
+//   }
+//   gpuscope::RankComparison c = gpuscope::CompareRanks(records, world);
+//   if (std::optional<gpuscope::Straggler> s = c.straggler())
+//     std::cout << "rank " << s->rank << " is slow in " << s->phase << "\n";
+
+#ifndef GPUSCOPE_RANKS_H_
+#define GPUSCOPE_RANKS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope {
+
+// Phases a record keeps (the largest by share of step time; "other" is
+// never one), and the bytes of an encoded record, whatever it holds.
+inline constexpr int kMaxRankPhases = 16;
+inline constexpr size_t kRankRecordBytes = 2048;
+
+// One phase of one rank's window. Times are seconds per step (the median
+// over the window steps the phase occurred in).
+struct RankPhase {
+  std::string name;
+  double host_p50 = 0;
+  double device_p50 = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU source
+  double share = 0;  // of step time, 0..1
+
+  bool operator==(const RankPhase&) const = default;
+};
+
+// Where a record comes from: the process's place in the job.
+struct RankIdentity {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string host;  // empty: this machine's host name
+};
+
+// RankRecord
+//
+// One rank's window, as the other ranks see it. Unknown numbers are NaN.
+struct RankRecord {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string host;    // at most 63 bytes kept
+  int64_t steps = 0;   // completed steps in the window
+  double step_p50 = 0;  // seconds
+  double step_p95 = 0;
+  double gpu_idle_pct = std::numeric_limits<double>::quiet_NaN();
+  double samples_per_second = std::numeric_limits<double>::quiet_NaN();
+  double tokens_per_second = std::numeric_limits<double>::quiet_NaN();
+  double sm_clock_ratio = std::numeric_limits<double>::quiet_NaN();   // slowest GPU, 0..1
+  double throttled_steps = std::numeric_limits<double>::quiet_NaN();  // share, 0..1
+  double host_cpu_pct = std::numeric_limits<double>::quiet_NaN();
+  std::vector<RankPhase> phases;  // at most kMaxRankPhases, largest share first
+
+  // Field by field; NaN equals NaN here (a record equals its decoded copy).
+  bool operator==(const RankRecord& other) const;
+};
+
+// The record of `summary` for the rank `identity` names: the window's step
+// time, its kMaxRankPhases largest phases (names cut to 47 bytes), GPU idle,
+// throughput and telemetry.
+RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity);
+
+// Exactly kRankRecordBytes bytes, little-endian, versioned.
+std::string EncodeRankRecord(const RankRecord& record);
+
+// The record `bytes` holds; InvalidArgumentError when they are not one
+// (wrong size, version or magic, a count or a number out of range), saying
+// which.
+absl::StatusOr<RankRecord> DecodeRankRecord(std::string_view bytes);
+
+// RankOptions
+//
+// The straggler test's thresholds (see the file comment for their origin).
+struct RankOptions {
+  double straggler_score = 0.75;  // relative score below which a rank is slow, (0, 1)
+  double min_excess_share = 0.05;  // added time per step over the others' step p50, [0, 1)
+
+  absl::Status Validate() const;
+};
+
+// A rank that is slow in one phase.
+struct Straggler {
+  int rank = 0;
+  std::string host;
+  std::string phase;
+  bool device = false;     // scored on device time (else host time)
+  double score = 1;        // the others' median over its time, (0, 1)
+  double slowdown = 1;     // its time over the others' median, > 1
+  double excess = 0;       // seconds per step it adds
+  double others_wait_share = 0;  // excess over the others' median step p50
+
+  bool operator==(const Straggler&) const = default;
+};
+
+// RankComparison
+//
+// What one exchange's records say.
+struct RankComparison {
+  std::vector<RankRecord> ranks;  // by rank, one each (a duplicate's later record wins)
+  std::vector<int> missing;       // ranks below the world size with no record
+  // Every (rank, phase) below the threshold, most time added first; the
+  // first is the straggler to name.
+  std::vector<Straggler> stragglers;
+  std::optional<Straggler> straggler() const {
+    return stragglers.empty() ? std::nullopt : std::optional<Straggler>(stragglers.front());
+  }
+};
+
+// Compares the ranks of `records` (any order) in a job of `world_size`
+// ranks. Ranks outside [0, world_size) are dropped. Fewer than 3 ranks
+// with a phase give no straggler in it (with two, which one is slow is a
+// matter of reference). Cost: O(ranks x phases x log ranks).
+RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
+                            const RankOptions& options = {});
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_RANKS_H_
