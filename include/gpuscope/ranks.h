@@ -70,7 +70,7 @@ struct RankPhase {
   std::string name;
   double host_p50 = 0;
   double device_p50 = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU source
-  double share = 0;  // of step time, 0..1
+  double share = 0;                                              // of step time, 0..1
 
   bool operator==(const RankPhase&) const = default;
 };
@@ -90,8 +90,8 @@ struct RankRecord {
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;
-  std::string host;    // at most 63 bytes kept
-  int64_t steps = 0;   // completed steps in the window
+  std::string host;     // at most 63 bytes kept
+  int64_t steps = 0;    // completed steps in the window
   double step_p50 = 0;  // seconds
   double step_p95 = 0;
   double gpu_idle_pct = std::numeric_limits<double>::quiet_NaN();
@@ -107,23 +107,33 @@ struct RankRecord {
 };
 
 // The record of `summary` for the rank `identity` names: the window's step
-// time, its kMaxRankPhases largest phases (names cut to 47 bytes), GPU idle,
-// throughput and telemetry.
+// time, its kMaxRankPhases largest phases, GPU idle, throughput and
+// telemetry. Valid (ValidateRankRecord()) when `identity` is: 0 <= rank <
+// world_size, local_rank >= 0.
 RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity);
 
-// Exactly kRankRecordBytes bytes, little-endian, versioned.
+// OK for a record the other ranks can use; else InvalidArgumentError saying
+// what is wrong: the rank outside its world, a host name over 63 bytes or a
+// phase name over kMaxPhaseNameLength (or empty, or repeated), more than
+// kMaxRankPhases phases, a negative step count, a time that is not a
+// finite number of seconds >= 0, or an infinite optional number.
+absl::Status ValidateRankRecord(const RankRecord& record);
+
+// Exactly kRankRecordBytes bytes, little-endian, versioned. A record that
+// ValidateRankRecord() refuses is encoded all the same (host and names cut)
+// and DecodeRankRecord() refuses it.
 std::string EncodeRankRecord(const RankRecord& record);
 
 // The record `bytes` holds; InvalidArgumentError when they are not one
-// (wrong size, version or magic, a count or a number out of range), saying
-// which.
+// (wrong size, version or magic, an unterminated string, or a record
+// ValidateRankRecord() refuses), saying which. Never reads past `bytes`.
 absl::StatusOr<RankRecord> DecodeRankRecord(std::string_view bytes);
 
 // RankOptions
 //
 // The straggler test's thresholds (see the file comment for their origin).
 struct RankOptions {
-  double straggler_score = 0.75;  // relative score below which a rank is slow, (0, 1)
+  double straggler_score = 0.75;   // relative score below which a rank is slow, (0, 1)
   double min_excess_share = 0.05;  // added time per step over the others' step p50, [0, 1)
 
   absl::Status Validate() const;
@@ -134,10 +144,10 @@ struct Straggler {
   int rank = 0;
   std::string host;
   std::string phase;
-  bool device = false;     // scored on device time (else host time)
-  double score = 1;        // the others' median over its time, (0, 1)
-  double slowdown = 1;     // its time over the others' median, > 1
-  double excess = 0;       // seconds per step it adds
+  bool device = false;           // scored on device time (else host time)
+  double score = 1;              // the others' median over its time, [0, straggler_score)
+  double slowdown = 1;           // its time over the others' median, > 1
+  double excess = 0;             // seconds per step it adds
   double others_wait_share = 0;  // excess over the others' median step p50
 
   bool operator==(const Straggler&) const = default;
@@ -148,7 +158,7 @@ struct Straggler {
 // What one exchange's records say.
 struct RankComparison {
   std::vector<RankRecord> ranks;  // by rank, one each (a duplicate's later record wins)
-  std::vector<int> missing;       // ranks below the world size with no record
+  std::vector<int> missing;       // ranks below the world size with no record (first 4096)
   // Every (rank, phase) below the threshold, most time added first; the
   // first is the straggler to name.
   std::vector<Straggler> stragglers;
@@ -158,9 +168,13 @@ struct RankComparison {
 };
 
 // Compares the ranks of `records` (any order) in a job of `world_size`
-// ranks. Ranks outside [0, world_size) are dropped. Fewer than 3 ranks
-// with a phase give no straggler in it (with two, which one is slow is a
-// matter of reference). Cost: O(ranks x phases x log ranks).
+// ranks. Records of ranks outside [0, world_size), and records
+// ValidateRankRecord() refuses, are left out (their ranks count as
+// missing). Device time is compared in a phase when every rank with the
+// phase has one above 0. Fewer than 3 ranks with a phase give no straggler
+// in it (with two, which one is slow is a matter of reference). Invalid
+// `options` are replaced by the defaults. Cost: O(ranks x phases x log
+// ranks).
 RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
                             const RankOptions& options = {});
 

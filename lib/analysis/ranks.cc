@@ -22,8 +22,8 @@ namespace {
 
 constexpr char kMagic[4] = {'G', 'S', 'R', 'K'};
 constexpr uint16_t kVersion = 1;
-constexpr size_t kHostBytes = 64;   // NUL-padded; 63 kept
-constexpr size_t kNameBytes = 48;   // NUL-padded; 47 kept
+constexpr size_t kHostBytes = 64;                       // NUL-padded; 63 kept
+constexpr size_t kNameBytes = kMaxPhaseNameLength + 1;  // NUL-padded; a whole phase name
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A string cut to `max` bytes without splitting a UTF-8 sequence.
@@ -141,8 +141,7 @@ bool RankRecord::operator==(const RankRecord& o) const {
          std::equal(phases.begin(), phases.end(), o.phases.begin(),
                     [](const RankPhase& a, const RankPhase& b) {
                       return a.name == b.name && SameNumber(a.host_p50, b.host_p50) &&
-                             SameNumber(a.device_p50, b.device_p50) &&
-                             SameNumber(a.share, b.share);
+                             SameNumber(a.device_p50, b.device_p50) && SameNumber(a.share, b.share);
                     });
 }
 
@@ -195,9 +194,9 @@ std::string EncodeRankRecord(const RankRecord& record) {
   w.I32(record.world_size);
   w.Padded(Cut(record.host, kHostBytes - 1), kHostBytes);
   w.U64(static_cast<uint64_t>(record.steps));
-  for (double v : {record.step_p50, record.step_p95, record.gpu_idle_pct,
-                   record.samples_per_second, record.tokens_per_second, record.sm_clock_ratio,
-                   record.throttled_steps, record.host_cpu_pct}) {
+  for (double v : {record.step_p50, record.step_p95, record.gpu_idle_pct, record.samples_per_second,
+                   record.tokens_per_second, record.sm_clock_ratio, record.throttled_steps,
+                   record.host_cpu_pct}) {
     w.F64(v);
   }
   for (size_t i = 0; i < phases; ++i) {
@@ -230,14 +229,10 @@ absl::StatusOr<RankRecord> DecodeRankRecord(std::string_view bytes) {
   r.rank = in.I32();
   r.local_rank = in.I32();
   r.world_size = in.I32();
-  if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size || r.local_rank < 0) {
-    return Invalid(absl::StrCat("rank ", r.rank, " (local ", r.local_rank, ") of ", r.world_size));
-  }
   std::optional<std::string> host = in.Padded(kHostBytes);
   if (!host.has_value()) return Invalid("host name not terminated");
   r.host = std::move(*host);
   r.steps = static_cast<int64_t>(in.U64());
-  if (r.steps < 0) return Invalid("negative step count");
   r.step_p50 = in.F64();
   r.step_p95 = in.F64();
   r.gpu_idle_pct = in.F64();
@@ -246,26 +241,53 @@ absl::StatusOr<RankRecord> DecodeRankRecord(std::string_view bytes) {
   r.sm_clock_ratio = in.F64();
   r.throttled_steps = in.F64();
   r.host_cpu_pct = in.F64();
-  if (!GoodTime(r.step_p50) || !GoodTime(r.step_p95)) return Invalid("step time not a time");
-  for (double v : {r.gpu_idle_pct, r.samples_per_second, r.tokens_per_second, r.sm_clock_ratio,
-                   r.throttled_steps, r.host_cpu_pct}) {
-    if (!GoodOptional(v)) return Invalid("an infinite number");
-  }
   for (uint16_t i = 0; i < phases; ++i) {
     RankPhase p;
     std::optional<std::string> name = in.Padded(kNameBytes);
-    if (!name.has_value() || name->empty()) return Invalid("a phase without a name");
+    if (!name.has_value()) return Invalid("a phase name not terminated");
     p.name = std::move(*name);
     p.host_p50 = in.F64();
     p.device_p50 = in.F64();
     p.share = in.F64();
-    if (!GoodTime(p.host_p50) || !(std::isnan(p.device_p50) || GoodTime(p.device_p50)) ||
-        !GoodTime(p.share)) {
-      return Invalid(absl::StrCat("phase \"", p.name, "\" has a time that is not one"));
-    }
     r.phases.push_back(std::move(p));
   }
+  if (absl::Status valid = ValidateRankRecord(r); !valid.ok()) {
+    return Invalid(std::string(valid.message()));
+  }
   return r;
+}
+
+absl::Status ValidateRankRecord(const RankRecord& r) {
+  const auto bad = [](auto&&... what) { return absl::InvalidArgumentError(absl::StrCat(what...)); };
+  if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size || r.local_rank < 0) {
+    return bad("rank ", r.rank, " (local ", r.local_rank, ") of ", r.world_size);
+  }
+  if (r.host.size() >= kHostBytes || r.host.find('\0') != std::string::npos) {
+    return bad("a host name over ", kHostBytes - 1, " bytes or with a NUL");
+  }
+  if (r.steps < 0) return bad("negative step count");
+  if (!GoodTime(r.step_p50) || !GoodTime(r.step_p95)) return bad("step time not a time");
+  for (double v : {r.gpu_idle_pct, r.samples_per_second, r.tokens_per_second, r.sm_clock_ratio,
+                   r.throttled_steps, r.host_cpu_pct}) {
+    if (!GoodOptional(v)) return bad("an infinite number");
+  }
+  if (r.phases.size() > static_cast<size_t>(kMaxRankPhases)) {
+    return bad(r.phases.size(), " phases, at most ", kMaxRankPhases);
+  }
+  for (size_t i = 0; i < r.phases.size(); ++i) {
+    const RankPhase& p = r.phases[i];
+    if (p.name.empty() || p.name.size() >= kNameBytes || p.name.find('\0') != std::string::npos) {
+      return bad("a phase name empty, over ", kNameBytes - 1, " bytes or with a NUL");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (r.phases[j].name == p.name) return bad("phase \"", p.name, "\" twice");
+    }
+    if (!GoodTime(p.host_p50) || !(std::isnan(p.device_p50) || GoodTime(p.device_p50)) ||
+        !GoodTime(p.share)) {
+      return bad("phase \"", p.name, "\" has a time that is not one");
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RankOptions::Validate() const {
@@ -286,10 +308,10 @@ RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
                             const RankOptions& options) {
   RankComparison out;
   const RankOptions opts = options.Validate().ok() ? options : RankOptions{};
-  // One record per rank in [0, world_size): the later one wins.
+  // One valid record per rank in [0, world_size): the later one wins.
   std::map<int, RankRecord> by_rank;
   for (RankRecord& r : records) {
-    if (r.rank >= 0 && r.rank < world_size) by_rank[r.rank] = std::move(r);
+    if (r.rank < world_size && ValidateRankRecord(r).ok()) by_rank[r.rank] = std::move(r);
   }
   // (Listed up to 4096: a bound should a world size be corrupt.)
   for (int rank = 0; rank < world_size && out.missing.size() < 4096; ++rank) {

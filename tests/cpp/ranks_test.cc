@@ -65,12 +65,14 @@ TEST(RankRecordTest, KeepsSixteenPhasesAndCutsLongNames) {
   r.host = std::string(100, 'h');
   r.phases.clear();
   for (int i = 0; i < 20; ++i)
-    r.phases.push_back({.name = std::string(60, static_cast<char>('a' + i)), .host_p50 = 0.001 * i, .share = 0.01});
+    r.phases.push_back({.name = std::string(70, static_cast<char>('a' + i)),
+                        .host_p50 = 0.001 * i,
+                        .share = 0.01});
   absl::StatusOr<RankRecord> back = DecodeRankRecord(EncodeRankRecord(r));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->host, std::string(63, 'h'));
   ASSERT_EQ(back->phases.size(), static_cast<size_t>(kMaxRankPhases));
-  EXPECT_EQ(back->phases[3].name, std::string(47, 'd'));
+  EXPECT_EQ(back->phases[3].name, std::string(kMaxPhaseNameLength, 'd'));  // a whole phase name
   EXPECT_EQ(back->phases[3].host_p50, 0.003);
 }
 
@@ -102,6 +104,60 @@ TEST(RankRecordTest, ACorruptRecordIsRefusedWithItsReason) {
   std::memcpy(bad.data() + 92, &inf, 8);  // step_p50 (little-endian host)
   EXPECT_THAT(reason(bad), HasSubstr("step time not a time"));
   EXPECT_THAT(reason(std::string(kRankRecordBytes, '\0')), HasSubstr("wrong magic"));
+}
+
+TEST(RankRecordTest, ValidateRefusesWhatWouldMisleadTheComparison) {
+  const auto reason = [](const RankRecord& r) {
+    const absl::Status st = ValidateRankRecord(r);
+    return st.ok() ? std::string("accepted") : std::string(st.message());
+  };
+  EXPECT_EQ(reason(Rank(1, 4)), "accepted");
+  RankRecord r = Rank(1, 4);
+  r.phases[1].name = "forward";  // two phases of one name would count a rank twice
+  EXPECT_THAT(reason(r), HasSubstr("phase \"forward\" twice"));
+  r = Rank(1, 4);
+  r.phases[2].name.clear();
+  EXPECT_THAT(reason(r), HasSubstr("a phase name empty"));
+  r = Rank(1, 4);
+  r.phases[0].host_p50 = kNaN;
+  EXPECT_THAT(reason(r), HasSubstr("phase \"forward\" has a time that is not one"));
+  r = Rank(1, 4);
+  r.steps = -1;
+  EXPECT_THAT(reason(r), HasSubstr("negative step count"));
+  r = Rank(1, 4);
+  r.sm_clock_ratio = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(reason(r), HasSubstr("an infinite number"));
+  // What Validate() refuses is encoded, and refused when decoded.
+  r = Rank(1, 4);
+  r.phases[3].name = "data";
+  absl::StatusOr<RankRecord> back = DecodeRankRecord(EncodeRankRecord(r));
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(std::string(back.status().message()), HasSubstr("phase \"data\" twice"));
+}
+
+TEST(CompareRanksTest, LeavesOutRecordsValidateRefuses) {
+  std::vector<RankRecord> records;
+  for (int rank = 0; rank < 5; ++rank) records.push_back(Rank(rank, 5));
+  records[2].phases[0].host_p50 = kNaN;  // would break the sort
+  records[4].phases[1].name = "forward";
+  const RankComparison c = CompareRanks(records, 5);
+  EXPECT_EQ(c.ranks.size(), 3u);
+  EXPECT_THAT(c.missing, ElementsAre(2, 4));
+}
+
+TEST(CompareRanksTest, AnEvenNumberOfOthersAveragesTheMiddleTwo) {
+  // Five ranks: rank 0's others are 30, 32, 34, 36 ms; their median is 33.
+  std::vector<RankRecord> records = {Rank(0, 5, 0.050), Rank(1, 5, 0.030), Rank(2, 5, 0.032),
+                                     Rank(3, 5, 0.034), Rank(4, 5, 0.036)};
+  const RankComparison c = CompareRanks(records, 5);
+  ASSERT_EQ(c.stragglers.size(), 1u);
+  EXPECT_EQ(c.straggler()->rank, 0);
+  EXPECT_DOUBLE_EQ(c.straggler()->score, 0.033 / 0.050);
+  EXPECT_NEAR(c.straggler()->excess, 0.017, 1e-12);
+  // A device time of 0 on one rank: host time is compared.
+  for (RankRecord& r : records) r.phases[0].device_p50 = 0.02;
+  records[3].phases[0].device_p50 = 0;
+  EXPECT_FALSE(CompareRanks(records, 5).straggler()->device);
 }
 
 TEST(CompareRanksTest, NamesTheSlowRankAndItsPhaseThoughStepTimesAreEqual) {
@@ -220,8 +276,8 @@ TEST(RankRecordTest, OfASummaryTakesTheLargestPhasesWithoutOther) {
   other.steps = 100;
   other.share = 0.9;
   summary.phases.push_back(other);
-  const RankRecord r = RankRecordOf(summary, {.rank = 3, .local_rank = 1, .world_size = 4,
-                                              .host = "gpu-node-7"});
+  const RankRecord r =
+      RankRecordOf(summary, {.rank = 3, .local_rank = 1, .world_size = 4, .host = "gpu-node-7"});
   EXPECT_EQ(r.rank, 3);
   EXPECT_EQ(r.host, "gpu-node-7");
   EXPECT_EQ(r.step_p50, 0.2);
