@@ -139,10 +139,14 @@ class Session(_gpuscope._Session):
         image, ``dataset`` id, host, GPUs, driver and library versions; see
         docs/baselines.md) for ``gpuscope compare BASE NEW``. Written
         atomically; a new file is private to its owner (0600) unless ``mode``
-        says otherwise, an existing one keeps its mode. Returns the path."""
+        says otherwise, an existing one keeps its mode. Under a distributed
+        job every rank writes its own file (``run.json`` -> ``run.rank3.json``,
+        or say where with ``{rank}``; docs/distributed.md), as every
+        ``save_*`` does. Returns the path written."""
         from ._baseline import save_run
+        from ._dist import rank_path
 
-        return save_run(path, self.summary(), dataset=dataset, extra=extra, mode=mode)
+        return save_run(rank_path(path), self.summary(), dataset=dataset, extra=extra, mode=mode)
 
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named
@@ -154,9 +158,10 @@ class Session(_gpuscope._Session):
         textfile collector: name it ``*.prom``); returns the path. Like every
         file gpuscope writes, it refuses a target that is a link or not a
         regular file (docs/security.md)."""
+        from ._dist import rank_path
         from ._files import write_atomically
 
-        return write_atomically(path, self.prometheus())
+        return write_atomically(rank_path(path), self.prometheus())
 
     def serve_prometheus(self, port: int = 0, host: str = "127.0.0.1", *, max_connections: int = 32,
                          timeout_s: float = 10.0) -> "PrometheusServer":
@@ -187,17 +192,19 @@ class Session(_gpuscope._Session):
         """Writes the last ``trace_steps`` steps as a Chrome trace (open it in
         chrome://tracing or https://ui.perfetto.dev), atomically; returns the
         path."""
+        from ._dist import rank_path
         from ._files import write_atomically
 
-        return write_atomically(path, self.trace_json())
+        return write_atomically(rank_path(path), self.trace_json())
 
     def save_html(self, path: "os.PathLike[str] | str", title: str = "gpuscope report") -> str:
         """Writes a self-contained HTML report (summary, findings, and plots:
         step time with p50/p95, phase breakdown, idle by cause, telemetry),
         atomically; needs matplotlib. Returns the path."""
+        from ._dist import rank_path
         from ._html import write_html
 
-        return write_html(path, self.summary(), self.step_columns(), title=title)
+        return write_html(rank_path(path), self.summary(), self.step_columns(), title=title)
 
     def __enter__(self) -> "Session":
         return self

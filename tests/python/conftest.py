@@ -41,7 +41,17 @@ def session(clock):
     s.close()
 
 
+# What launchers set (torchrun, Slurm, Open MPI): run under one, the tests
+# would otherwise write per-rank file names (tests/python/test_rank_files.py
+# sets them where it means to).
+_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+                  "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                  "OMPI_COMM_WORLD_LOCAL_RANK")
+
+
 @pytest.fixture(autouse=True)
 def _no_disable_env(monkeypatch):
     monkeypatch.delenv("GPUSCOPE_DISABLE", raising=False)
+    for var in _LAUNCHER_VARS:
+        monkeypatch.delenv(var, raising=False)
     yield
