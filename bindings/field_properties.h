@@ -121,6 +121,13 @@ class FieldProperties {
       return out;
     });
   }
+  void Ints(std::string_view key, const std::vector<int>& field, internal::Range) {
+    Define(key, field, [](const std::vector<int>& v) -> pybind11::object {
+      pybind11::list out;
+      for (int x : v) out.append(pybind11::int_(x));
+      return out;
+    });
+  }
   void NumberMap(std::string_view key, const std::map<std::string, double>& field,
                  internal::Range) {
     Define(key, field, [](const std::map<std::string, double>& v) -> pybind11::object {

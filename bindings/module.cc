@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "base/log.h"
 #include "bound_types.h"
 #include "gpuscope/clock.h"
 #include "gpuscope/report.h"
@@ -59,6 +60,14 @@ PYBIND11_MODULE(_gpuscope, m) {
   m.def("_set_decorator", [](py::object fn) { SetDecorator(fn.ptr()); });
   m.def("_set_stream_getter", [](py::object fn) { SetStreamGetter(fn.ptr()); });
   m.def("_set_loop_range", [](py::object fn) { SetLoopRange(fn.ptr()); });
+  m.def(
+      "_log_once",
+      [](const std::string& key, const std::string& message) {
+        internal::LogOnce(key, LogLevel::kWarning, message);
+      },
+      py::arg("key"), py::arg("message"),
+      "Says `message` through gpuscope's log (stderr, or the sink set), the first time `key` is "
+      "seen in this process.");
   m.def(
       "escape_for_terminal", [](py::bytes text) { return EscapeForTerminal(std::string(text)); },
       py::arg("text"),

@@ -18,6 +18,7 @@
 #include "bound_types.h"
 #include "export/summary_fields.h"
 #include "field_properties.h"
+#include "gpuscope/ranks.h"
 #include "gpuscope/report.h"
 #include "gpuscope/session.h"
 #include "gpuscope/summary.h"
@@ -81,6 +82,35 @@ constexpr char kTelemetryStatsDoc[] =
     "``throttled_sm_clock_ratio`` (the clock ratio over the throttled steps only) and ``gpus`` "
     "(``GpuTelemetry``); None where not sampled.";
 
+constexpr char kRankIdentityDoc[] =
+    "A process's place in a distributed job (``Summary.rank``): ``rank``, ``local_rank``, "
+    "``world_size``, ``host``.";
+
+constexpr char kRankPhaseDoc[] =
+    "One phase of one rank's window in a rank record: ``name``, ``host_p50`` and "
+    "``device_p50`` (s per step, the median over the steps it occurred in; ``device_p50`` None "
+    "without a GPU source), ``share`` of step time.";
+
+constexpr char kRankRecordDoc[] =
+    "One rank's window as the other ranks see it (``Summary.ranks.ranks``): ``rank``, "
+    "``local_rank``, ``world_size``, ``host``, ``steps``, ``step_p50``/``step_p95`` (s), "
+    "``gpu_idle_pct``, ``samples_per_second``, ``tokens_per_second``, ``sm_clock_ratio``, "
+    "``throttled_steps``, ``host_cpu_pct`` (None where unknown) and ``phases`` (its 16 largest, "
+    "``RankPhase``).";
+
+constexpr char kStragglerDoc[] =
+    "A rank slow in one phase: ``rank``, ``host``, ``phase``, ``device`` (scored on device "
+    "time), ``score`` (the others' median over its time), ``slowdown`` (its time over the "
+    "others' median), ``excess`` (s per step it adds), ``others_wait_share`` (that over the "
+    "others' step p50).";
+
+constexpr char kRanksStatsDoc[] =
+    "What the last exchange of rank records said (``Summary.ranks``): ``ranks`` (a "
+    "``RankRecord`` per rank heard from, by rank), ``missing`` (ranks not heard from), "
+    "``stragglers`` (``Straggler``, most time added first), ``exchanges`` (completed so far), "
+    "``age`` (s since the last), and ``straggler_exchanges`` of the ``recent_exchanges`` that "
+    "found the first straggler's rank slow (chronic when most).";
+
 constexpr char kSummaryDoc[] =
     "What a session knows at one moment (``Session.summary()``).\n\n"
     "``steps``: completed steps in the window; ``step_time``: exact quantiles over the window; "
@@ -94,7 +124,9 @@ constexpr char kSummaryDoc[] =
     "``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; "
     "``source``: ``\"cupti\"``, ``\"events\"`` or ``\"host\"``; ``simulated``: True when the GPU "
     "numbers come from gpuscope's simulated device (``simulated_device=``, "
-    "``GPUSCOPE_SIMULATE=1``), not a GPU.\n\n"
+    "``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job "
+    "(``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks "
+    "(``RanksStats``) or None.\n\n"
     "``Summary(json_text)`` is ``Summary.from_json(json_text)``.";
 
 // The public types live in the package's namespace, as before (and pickle
@@ -174,6 +206,25 @@ void AddSummaryParts(py::module_& m) {
   telemetry.def("__repr__", [](py::object self) {
     return py::str("TelemetryStats(source={!r}, steps={})")
         .format(self.attr("source"), self.attr("steps"));
+  });
+
+  auto identity = Part<RankIdentity>(m, "RankIdentity", kRankIdentityDoc);
+  AddValueMethods(identity, DefineFields(identity), /*hashable=*/true);
+  auto rank_phase = Part<RankPhase>(m, "RankPhase", kRankPhaseDoc);
+  AddValueMethods(rank_phase, DefineFields(rank_phase), /*hashable=*/false);
+  auto record = Part<RankRecord>(m, "RankRecord", kRankRecordDoc);
+  AddValueMethods(record, DefineFields(record), /*hashable=*/false, /*repr=*/false);
+  record.def("__repr__", [](py::object self) {
+    return py::str("RankRecord(rank={}, host={!r}, steps={}, step_p50={})")
+        .format(self.attr("rank"), self.attr("host"), self.attr("steps"), self.attr("step_p50"));
+  });
+  auto straggler = Part<Straggler>(m, "Straggler", kStragglerDoc);
+  AddValueMethods(straggler, DefineFields(straggler), /*hashable=*/true);
+  auto ranks = Part<RanksStats>(m, "RanksStats", kRanksStatsDoc);
+  AddValueMethods(ranks, DefineFields(ranks), /*hashable=*/false, /*repr=*/false);
+  ranks.def("__repr__", [](const RanksStats& r) {
+    return py::str("RanksStats(ranks={}, missing={}, stragglers={}, exchanges={})")
+        .format(r.ranks.size(), r.missing.size(), r.stragglers.size(), r.exchanges);
   });
 
   auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
@@ -301,6 +352,64 @@ void AddSummaryTypes(py::module_& m) {
         return summary;
       },
       py::arg("session"), "A gpuscope.Session's summary now (Session.summary()).");
+  // The exchange of rank records (python/gpuscope/_ranks.py moves the bytes).
+  m.attr("RANK_RECORD_BYTES") = kRankRecordBytes;
+  m.def(
+      "_set_rank",
+      [](py::handle session, int rank, int local_rank, int world_size, const std::string& host) {
+        Session* s = SessionOf(session.ptr());
+        if (s == nullptr) throw py::error_already_set();
+        ThrowIfError(s->SetRank(RankIdentity{rank, local_rank, world_size, host}));
+      },
+      py::arg("session"), py::arg("rank"), py::arg("local_rank"), py::arg("world_size"),
+      py::arg("host"));
+  m.def(
+      "_rank_record",
+      [](const Summary& summary) {
+        if (!summary.rank.has_value()) {
+          throw py::value_error("the summary has no rank: set the session's rank first");
+        }
+        return py::bytes(EncodeRankRecord(RankRecordOf(summary, *summary.rank)));
+      },
+      py::arg("summary"), "This rank's record of `summary` (its window), as the bytes exchanged.");
+  m.def(
+      "_decode_rank_record",
+      [](py::bytes data) { return ValueOrThrow(DecodeRankRecord(std::string(data))); },
+      py::arg("data"), "The RankRecord `data` holds; ValueError when it holds none.");
+  m.def(
+      "_set_rank_records",
+      [](py::handle session, const py::list& records, double straggler_score,
+         double min_excess_share) {
+        Session* s = SessionOf(session.ptr());
+        if (s == nullptr) throw py::error_already_set();
+        std::vector<RankRecord> decoded;
+        int refused = 0;
+        for (py::handle item : records) {
+          if (!py::isinstance<py::bytes>(item)) {
+            ++refused;
+            continue;
+          }
+          if (absl::StatusOr<RankRecord> r =
+                  DecodeRankRecord(std::string(py::bytes(item.cast<py::bytes>())));
+              r.ok()) {
+            decoded.push_back(*std::move(r));
+          } else {
+            ++refused;
+          }
+        }
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status =
+              s->SetRankRecords(std::move(decoded), RankOptions{straggler_score, min_excess_share});
+        }
+        ThrowIfError(status);
+        return refused;
+      },
+      py::arg("session"), py::arg("records"), py::arg("straggler_score") = 0.75,
+      py::arg("min_excess_share") = 0.05,
+      "Compares the records (bytes) of one exchange and keeps the result in the session; returns "
+      "how many were not records.");
   m.def(
       "format_report",
       [](const Summary& s, bool color) { return FormatReport(s, ReportOptions{.color = color}); },

@@ -59,52 +59,10 @@
 
 namespace gpuscope {
 
-// Phases a record keeps (the largest by share of step time; "other" is
-// never one), and the bytes of an encoded record, whatever it holds.
-inline constexpr int kMaxRankPhases = 16;
+// The bytes of an encoded record, whatever it holds. The record types
+// (RankIdentity, RankPhase, RankRecord, Straggler) are in gpuscope/summary.h,
+// since a summary carries them.
 inline constexpr size_t kRankRecordBytes = 2048;
-
-// One phase of one rank's window. Times are seconds per step (the median
-// over the window steps the phase occurred in).
-struct RankPhase {
-  std::string name;
-  double host_p50 = 0;
-  double device_p50 = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU source
-  double share = 0;                                              // of step time, 0..1
-
-  bool operator==(const RankPhase&) const = default;
-};
-
-// Where a record comes from: the process's place in the job.
-struct RankIdentity {
-  int rank = 0;
-  int local_rank = 0;
-  int world_size = 1;
-  std::string host;  // empty: this machine's host name
-};
-
-// RankRecord
-//
-// One rank's window, as the other ranks see it. Unknown numbers are NaN.
-struct RankRecord {
-  int rank = 0;
-  int local_rank = 0;
-  int world_size = 1;
-  std::string host;     // at most 63 bytes kept
-  int64_t steps = 0;    // completed steps in the window
-  double step_p50 = 0;  // seconds
-  double step_p95 = 0;
-  double gpu_idle_pct = std::numeric_limits<double>::quiet_NaN();
-  double samples_per_second = std::numeric_limits<double>::quiet_NaN();
-  double tokens_per_second = std::numeric_limits<double>::quiet_NaN();
-  double sm_clock_ratio = std::numeric_limits<double>::quiet_NaN();   // slowest GPU, 0..1
-  double throttled_steps = std::numeric_limits<double>::quiet_NaN();  // share, 0..1
-  double host_cpu_pct = std::numeric_limits<double>::quiet_NaN();
-  std::vector<RankPhase> phases;  // at most kMaxRankPhases, largest share first
-
-  // Field by field; NaN equals NaN here (a record equals its decoded copy).
-  bool operator==(const RankRecord& other) const;
-};
 
 // The record of `summary` for the rank `identity` names: the window's step
 // time, its kMaxRankPhases largest phases, GPU idle, throughput and
@@ -137,20 +95,6 @@ struct RankOptions {
   double min_excess_share = 0.05;  // added time per step over the others' step p50, [0, 1)
 
   absl::Status Validate() const;
-};
-
-// A rank that is slow in one phase.
-struct Straggler {
-  int rank = 0;
-  std::string host;
-  std::string phase;
-  bool device = false;           // scored on device time (else host time)
-  double score = 1;              // the others' median over its time, [0, straggler_score)
-  double slowdown = 1;           // its time over the others' median, > 1
-  double excess = 0;             // seconds per step it adds
-  double others_wait_share = 0;  // excess over the others' median step p50
-
-  bool operator==(const Straggler&) const = default;
 };
 
 // RankComparison

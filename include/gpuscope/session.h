@@ -60,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
+#include "gpuscope/ranks.h"
 #include "gpuscope/summary.h"
 #include "gpuscope/timeline.h"
 
@@ -222,6 +223,29 @@ class Session {
   // 256 steps since the last summary (BM_Summarize, BM_SummarizeLive; 2-vCPU
   // AMD EPYC; no sort: see docs/benchmarks.md).
   Summary Summarize() const;
+
+  // Session::SetRank()
+  //
+  // This process's place in a distributed job: in every summary from now on
+  // (Summary::rank; the report, JSON, Prometheus labels and trace carry it).
+  // InvalidArgumentError unless 0 <= rank < world_size and local_rank >= 0
+  // (an empty host is this machine's name; a longer one is cut to 63
+  // bytes). A world size other than the last one (an
+  // elastic restart) forgets the exchanges heard so far. Thread-safe.
+  absl::Status SetRank(const RankIdentity& identity);
+
+  // Session::SetRankRecords()
+  //
+  // The records of one exchange, gathered by the caller (this rank's own,
+  // RankRecordOf(Summarize(), identity), among them): compared with
+  // CompareRanks() in the world of SetRank(), and kept. Summary::ranks says
+  // what the last exchange found, and how often the straggler's rank was
+  // slow in the kRankHistory exchanges before; Diagnose() names the
+  // straggler on every rank. FailedPreconditionError before SetRank();
+  // InvalidArgumentError for invalid `options`. Records that
+  // ValidateRankRecord() refuses are left out, their ranks missing.
+  // Thread-safe; costs CompareRanks() (about 100 us for 64 ranks).
+  absl::Status SetRankRecords(std::vector<RankRecord> records, const RankOptions& options = {});
 
   // Session::StepSeries()
   //

@@ -28,7 +28,9 @@
 #ifndef GPUSCOPE_SUMMARY_H_
 #define GPUSCOPE_SUMMARY_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -233,6 +235,98 @@ struct TelemetryStats {
   bool operator==(const TelemetryStats&) const = default;
 };
 
+// ---- Ranks of a distributed job (gpuscope/ranks.h compares them).
+
+// Phases a rank record keeps: the largest by share of step time ("other" is
+// never one).
+inline constexpr int kMaxRankPhases = 16;
+
+// One phase of one rank's window. Times are seconds per step (the median
+// over the window steps the phase occurred in).
+struct RankPhase {
+  std::string name;
+  double host_p50 = 0;
+  double device_p50 = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU source
+  double share = 0;                                              // of step time, 0..1
+
+  // Field by field; NaN equals NaN here.
+  bool operator==(const RankPhase& other) const;
+};
+
+// RankIdentity
+//
+// A process's place in a distributed job (summary.rank).
+struct RankIdentity {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string host;  // empty: this machine's host name (at most 63 bytes kept)
+
+  bool operator==(const RankIdentity&) const = default;
+};
+
+// RankRecord
+//
+// One rank's window, as the other ranks see it. Unknown numbers are NaN.
+struct RankRecord {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string host;     // at most 63 bytes kept
+  int64_t steps = 0;    // completed steps in the window
+  double step_p50 = 0;  // seconds
+  double step_p95 = 0;
+  double gpu_idle_pct = std::numeric_limits<double>::quiet_NaN();
+  double samples_per_second = std::numeric_limits<double>::quiet_NaN();
+  double tokens_per_second = std::numeric_limits<double>::quiet_NaN();
+  double sm_clock_ratio = std::numeric_limits<double>::quiet_NaN();   // slowest GPU, 0..1
+  double throttled_steps = std::numeric_limits<double>::quiet_NaN();  // share, 0..1
+  double host_cpu_pct = std::numeric_limits<double>::quiet_NaN();
+  std::vector<RankPhase> phases;  // at most kMaxRankPhases, largest share first
+
+  // Field by field; NaN equals NaN here (a record equals its decoded copy).
+  bool operator==(const RankRecord& other) const;
+};
+
+// A rank that is slow in one phase.
+struct Straggler {
+  int rank = 0;
+  std::string host;
+  std::string phase;
+  bool device = false;           // scored on device time (else host time)
+  double score = 1;              // the others' median over its time, [0, straggler_score)
+  double slowdown = 1;           // its time over the others' median, > 1
+  double excess = 0;             // seconds per step it adds
+  double others_wait_share = 0;  // excess over the others' median step p50
+
+  bool operator==(const Straggler&) const = default;
+};
+
+// RanksStats
+//
+// What the last exchange of rank records said (summary.ranks): every rank's
+// record, the same on every rank that heard from the same ranks, the ranks
+// it did not hear from, and the stragglers CompareRanks() found, with how
+// often the straggler's rank was slow in the exchanges before.
+struct RanksStats {
+  std::vector<RankRecord> ranks;      // by rank
+  std::vector<int> missing;           // ranks below the world size it had no record of (first 4096)
+  std::vector<Straggler> stragglers;  // most time added first
+  int64_t exchanges = 0;              // exchanges completed since the session started
+  double age = 0;                     // seconds from the last exchange to this summary
+  // Of the last `recent_exchanges` exchanges (this one included, at most
+  // kRankHistory), how many found the first straggler's rank slow: most of
+  // them is a chronic straggler, one a transient one.
+  int64_t recent_exchanges = 0;
+  int64_t straggler_exchanges = 0;
+
+  bool operator==(const RanksStats&) const = default;
+};
+
+// Exchanges a session looks back on to tell a chronic straggler from a
+// transient one.
+inline constexpr int kRankHistory = 8;
+
 // Summary
 //
 // A snapshot; copying it is safe and it refers to nothing in the session.
@@ -285,6 +379,12 @@ struct Summary {
   std::optional<TelemetryStats> telemetry;
 
   MisuseCounts misuse;
+
+  // In a distributed job: this process's place in it (set by the Python
+  // package from torch.distributed or the launcher, or Session::SetRank()),
+  // and what the last exchange of rank records said (Session::SetRankRecords()).
+  std::optional<RankIdentity> rank;
+  std::optional<RanksStats> ranks;
 
   // Summary::FindPhase()
   //

@@ -174,6 +174,7 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
     internal::LaunchBound(summary, o, &findings);
     internal::Precision(summary, o, &findings);
     internal::CommBound(summary, o, &findings);
+    internal::StragglerRule(summary, o, &findings);
     internal::Throttling(summary, o, &findings);
     internal::PcieLink(summary, o, &findings);
     internal::UtilizationLies(summary, o, &findings);

@@ -99,12 +99,21 @@ void CommBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
     share = std::max(share, s.activity->exposed_collective_time_per_step / step);
   }
   share = std::min(share, 1.0);
+  // Time in collectives includes the wait for the slowest rank: when the
+  // last exchange named a straggler on another rank, that wait is its
+  // finding, not communication's.
+  const double straggler_wait = StragglerWaitShare(s);
+  share = std::max(0.0, share - straggler_wait);
   if (share < o.comm_bound_moderate) return;
   Finding f;
   f.id = "comm-bound";
   f.severity = Grade(share, o.comm_bound_moderate, o.comm_bound_high);
   f.share = share;
-  f.title = absl::StrCat("Communication-bound: collectives take ", Pct(share), " of step time");
+  f.title = absl::StrCat("Communication-bound: collectives take ", Pct(share), " of step time",
+                         straggler_wait > 0 ? absl::StrCat(" besides ", Pct(straggler_wait),
+                                                           " waiting for the straggler")
+                                            : std::string());
+  if (straggler_wait > 0) f.evidence.emplace_back("straggler_wait_share", straggler_wait);
   if (s.activity.has_value()) {
     f.evidence.emplace_back("exposed_collective_time_per_step_s",
                             s.activity->exposed_collective_time_per_step);

@@ -8,6 +8,7 @@
 //   gpu_rules.cc   the GPU and what surrounds it (launch gaps, precision,
 //                  collectives, throttling, the PCIe link, nvidia-smi's
 //                  utilization, and the healthy GPU-bound verdict)
+//   rank_rules.cc  the other ranks of a distributed job (a straggler)
 //
 // Each rule appends at most one finding to `out` and reads its thresholds
 // from `o`, which Diagnose() has already made valid.
@@ -79,6 +80,13 @@ void CommBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
 void Throttling(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void PcieLink(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void UtilizationLies(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
+// rank_rules.cc
+void StragglerRule(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
+// The share of this rank's step time spent waiting for a straggler on
+// another rank (the last exchange's), 0 when none: what CommBound() leaves
+// out.
+double StragglerWaitShare(const Summary& s);
+
 // Runs last among the step rules: it reads the findings `found` so far, and
 // stays silent when any of them is moderate or high.
 void GpuBound(const Summary& s, const DiagnoseOptions& o, const std::vector<Finding>& found,

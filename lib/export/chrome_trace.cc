@@ -1,6 +1,7 @@
 #include "export/chrome_trace.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -51,7 +52,7 @@ const char* KindName(const DeviceInterval& a) {
 
 class TraceBuilder {
  public:
-  explicit TraceBuilder(int64_t origin_ns) : origin_ns_(origin_ns) {
+  TraceBuilder(int64_t origin_ns, const std::optional<RankIdentity>& rank) : origin_ns_(origin_ns) {
     w_.BeginObject();
     w_.Key("displayTimeUnit");
     w_.String("ms");
@@ -59,12 +60,29 @@ class TraceBuilder {
     w_.BeginObject();
     w_.Key("producer");
     w_.String("gpuscope");
+    if (rank.has_value()) {
+      // Process names say the rank, so that ranks' traces opened together
+      // (Perfetto takes several files) tell apart.
+      prefix_ = absl::StrCat("rank ", rank->rank, ": ");
+      w_.Key("rank");
+      w_.Int(rank->rank);
+      w_.Key("local_rank");
+      w_.Int(rank->local_rank);
+      w_.Key("world_size");
+      w_.Int(rank->world_size);
+      w_.Key("host");
+      w_.String(rank->host);
+    }
     w_.EndObject();
     w_.Key("traceEvents");
     w_.BeginArray();
   }
 
   void Meta(const char* what, int pid, int tid, std::string_view name) {
+    const std::string named = std::string_view(what) == "process_name"
+                                  ? absl::StrCat(prefix_, std::string(name))
+                                  : std::string(name);
+    name = named;
     w_.BeginObject();
     w_.Key("name");
     w_.String(what);
@@ -121,6 +139,7 @@ class TraceBuilder {
   }
 
   int64_t origin_ns_;
+  std::string prefix_;  // before every process name: "rank N: ", or empty
   JsonWriter w_{0};
 };
 
@@ -190,6 +209,7 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
 }  // namespace
 
 std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
+                            const std::optional<RankIdentity>& rank,
                             const std::function<std::string_view(uint16_t)>& name_of,
                             int64_t launch_threshold_ns) {
   // Time zero: the earliest thing written (activity of an earlier step may
@@ -201,7 +221,7 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
       if (Drawn(*s, a)) origin = std::min(origin, a.begin_ns);
     }
   }
-  TraceBuilder t(origin);
+  TraceBuilder t(origin, rank);
   t.Meta("process_name", kHostPid, 0, "host: training loop");
   t.Meta("thread_name", kHostPid, kStepTid, "steps and phases");
   std::set<uint32_t> devices;
@@ -327,7 +347,8 @@ std::string Session::TraceJson() const {
   pointers.reserve(steps.size());
   for (const internal::TraceStep& s : steps) pointers.push_back(&s);
   return internal::ChromeTraceJson(
-      pointers, [&](uint16_t id) { return impl_->PhaseName(id); }, launch_threshold_ns);
+      pointers, impl_->rank(), [&](uint16_t id) { return impl_->PhaseName(id); },
+      launch_threshold_ns);
 }
 
 }  // namespace gpuscope

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -110,6 +111,17 @@ Summary TerminalSafeCopy(const Summary& s) {
   std::map<std::string, double> causes;
   for (const auto& [cause, pct] : s.idle_by_cause) causes[internal::TerminalSafe(cause)] += pct;
   safe.idle_by_cause = std::move(causes);
+  if (safe.rank.has_value()) clean(safe.rank->host);
+  if (safe.ranks.has_value()) {
+    for (RankRecord& r : safe.ranks->ranks) {
+      clean(r.host);
+      for (RankPhase& p : r.phases) clean(p.name);
+    }
+    for (Straggler& x : safe.ranks->stragglers) {
+      clean(x.host);
+      clean(x.phase);
+    }
+  }
   if (safe.telemetry.has_value()) {
     clean(safe.telemetry->source);
     for (std::string& r : safe.telemetry->clocks_event_reasons) clean(r);
@@ -118,6 +130,127 @@ Summary TerminalSafeCopy(const Summary& s) {
     }
   }
   return safe;
+}
+
+// The per-step time a rank spent in `phase` (device time when `device`),
+// NaN when the record has none.
+double RankPhaseTime(const RankRecord& r, const std::string& phase, bool device) {
+  for (const RankPhase& p : r.phases) {
+    if (p.name == phase) return device ? p.device_p50 : p.host_p50;
+  }
+  return std::nan("");
+}
+
+std::string DurationOrDash(double seconds) {
+  return std::isnan(seconds) ? std::string("-") : Duration(seconds);
+}
+
+// The cross-rank section: a row per rank up to kRankRows ranks, else the
+// slowest and fastest ranks and each phase's spread.
+constexpr size_t kRankRows = 8;
+
+void AppendRanks(std::string* out, const Summary& s) {
+  const RanksStats& r = *s.ranks;
+  if (r.ranks.empty()) return;
+  const int world = s.rank.has_value() ? s.rank->world_size : static_cast<int>(r.ranks.size());
+  absl::StrAppendFormat(out, "\nranks (exchange %d, %s ago: %d of %d ranks%s)\n", r.exchanges,
+                        Duration(r.age), r.ranks.size(), world,
+                        r.missing.empty() ? "" : absl::StrCat(", ", r.missing.size(), " missing"));
+  // The phases to show: the largest by share on the median rank's record.
+  std::vector<std::pair<double, std::string>> shares;
+  std::map<std::string, std::vector<double>> by_phase;
+  for (const RankRecord& x : r.ranks) {
+    for (const RankPhase& p : x.phases) by_phase[p.name].push_back(p.share);
+  }
+  for (auto& [name, v] : by_phase) {
+    std::sort(v.begin(), v.end());
+    shares.emplace_back(v[v.size() / 2] * static_cast<double>(v.size()), name);
+  }
+  std::sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  // Device time where every rank with the phase has it, as CompareRanks() scores.
+  const auto on_device = [&](const std::string& phase) {
+    for (const RankRecord& x : r.ranks) {
+      const double d = RankPhaseTime(x, phase, true);
+      const double h = RankPhaseTime(x, phase, false);
+      if (!std::isnan(h) && !(d > 0)) return false;
+    }
+    return true;
+  };
+  const Straggler* top = r.stragglers.empty() ? nullptr : &r.stragglers.front();
+  if (r.ranks.size() <= kRankRows) {
+    const size_t columns = std::min<size_t>(3, shares.size());
+    std::string header =
+        absl::StrFormat("  %4s %-12s %9s %9s", "rank", "host", "step p50", "step p95");
+    for (size_t c = 0; c < columns; ++c) {
+      // Right-aligned over the times below it.
+      const std::string name(absl::StripTrailingAsciiWhitespace(Fit(shares[c].second, 9)));
+      absl::StrAppend(&header, " ", std::string(9 - std::min<size_t>(9, Columns(name)), ' '), name);
+    }
+    absl::StrAppend(&header, "  GPU idle\n");
+    absl::StrAppend(out, header);
+    for (const RankRecord& x : r.ranks) {
+      const bool slow_rank = top != nullptr && top->rank == x.rank;
+      std::string line =
+          absl::StrFormat("  %3d%s %s %9s %9s", x.rank, slow_rank ? "*" : " ", Fit(x.host, 12),
+                          Duration(x.step_p50), Duration(x.step_p95));
+      for (size_t c = 0; c < columns; ++c) {
+        const std::string& phase = shares[c].second;
+        absl::StrAppend(
+            &line, " ",
+            absl::StrFormat("%9s", DurationOrDash(RankPhaseTime(x, phase, on_device(phase)))));
+      }
+      absl::StrAppend(&line, std::isnan(x.gpu_idle_pct)
+                                 ? std::string("         -")
+                                 : absl::StrFormat("  %7.1f%%", x.gpu_idle_pct));
+      absl::StrAppend(out, line, "\n");
+    }
+    std::string note = "  phase times are per-step medians";
+    bool any_device = false;
+    for (size_t c = 0; c < columns; ++c) any_device = any_device || on_device(shares[c].second);
+    absl::StrAppend(&note, any_device ? " (device time where every rank has it)" : " (host time)");
+    if (top != nullptr) absl::StrAppend(&note, "; * the straggler");
+    internal::AppendWrapped(out, note, 2);
+  } else {
+    const auto [lo, hi] = std::minmax_element(
+        r.ranks.begin(), r.ranks.end(),
+        [](const RankRecord& a, const RankRecord& b) { return a.step_p50 < b.step_p50; });
+    internal::AppendWrapped(
+        out,
+        absl::StrFormat("  step p50: fastest rank %d (%s) %s, slowest rank %d (%s) %s", lo->rank,
+                        lo->host, Duration(lo->step_p50), hi->rank, hi->host,
+                        Duration(hi->step_p50)),
+        4);
+    absl::StrAppendFormat(out, "  %-24s %9s %9s %6s %9s %6s\n", "phase (p50 per step)", "median",
+                          "min", "rank", "max", "rank");
+    for (size_t c = 0; c < std::min<size_t>(6, shares.size()); ++c) {
+      const std::string& phase = shares[c].second;
+      const bool device = on_device(phase);
+      std::vector<std::pair<double, int>> times;
+      for (const RankRecord& x : r.ranks) {
+        const double t = RankPhaseTime(x, phase, device);
+        if (!std::isnan(t)) times.emplace_back(t, x.rank);
+      }
+      if (times.empty()) continue;
+      std::sort(times.begin(), times.end());
+      absl::StrAppendFormat(out, "  %s %9s %9s %6d %9s %6d\n", Fit(phase, 24),
+                            Duration(times[times.size() / 2].first), Duration(times.front().first),
+                            times.front().second, Duration(times.back().first),
+                            times.back().second);
+    }
+  }
+  if (!r.missing.empty()) {
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < std::min<size_t>(16, r.missing.size()); ++i) {
+      ids.push_back(absl::StrCat(r.missing[i]));
+    }
+    internal::AppendWrapped(
+        out,
+        absl::StrCat("  missing (no record within the timeout): ", absl::StrJoin(ids, ", "),
+                     r.missing.size() > ids.size() ? ", ..." : ""),
+        4);
+  }
 }
 
 }  // namespace
@@ -131,6 +264,10 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                   " total) | source: ", internal::ToAbsl(SourceName(s.source)),
                   s.simulated ? " (SIMULATED GPU)" : "", "\n");
   internal::AppendWrapped(&out, s.source_reason, 2);
+  if (s.rank.has_value()) {
+    absl::StrAppendFormat(&out, "  rank %d of %d (local rank %d) on %s\n", s.rank->rank,
+                          s.rank->world_size, s.rank->local_rank, s.rank->host);
+  }
   if (s.simulated) {
     internal::AppendWrapped(&out,
                             "GPU numbers come from gpuscope's simulated device (simulated_device, "
@@ -335,6 +472,7 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       internal::AppendHanging(&out, "  ", line, 4);
     }
   }
+  if (s.ranks.has_value()) AppendRanks(&out, s);
   bool outside_header = false;
   for (const PhaseStats& p : s.phases) {
     if (p.outside_steps_count == 0) continue;
@@ -420,7 +558,12 @@ class Exposition {
                     "\n");
     name_ = std::string(name);
   }
+  // Labels every sample carries (the rank, in a distributed job).
+  void AlwaysLabel(std::string name, std::string value) {
+    always_.emplace_back(std::move(name), std::move(value));
+  }
   void Sample(double value, std::vector<std::pair<std::string, std::string>> labels = {}) {
+    labels.insert(labels.begin(), always_.begin(), always_.end());
     absl::StrAppend(&out_, "gpuscope_", name_);
     if (!labels.empty()) {
       out_ += "{";
@@ -447,18 +590,27 @@ class Exposition {
  private:
   std::string out_;
   std::string name_;
+  std::vector<std::pair<std::string, std::string>> always_;
 };
 
 }  // namespace
 
 std::string PrometheusText(const Summary& s) {
   Exposition e;
-  e.Family(
-      "info", "gauge",
-      "gpuscope's version, the data source in use and whether its GPU is simulated (value 1).");
-  e.Sample(1, {{"version", s.version},
-               {"source", std::string(SourceName(s.source))},
-               {"simulated", s.simulated ? "true" : "false"}});
+  if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
+  e.Family("info", "gauge",
+           "gpuscope's version, the data source in use, whether its GPU is simulated, and in a "
+           "distributed job the process's place in it (value 1).");
+  std::vector<std::pair<std::string, std::string>> info = {
+      {"version", s.version},
+      {"source", std::string(SourceName(s.source))},
+      {"simulated", s.simulated ? "true" : "false"}};
+  if (s.rank.has_value()) {
+    info.emplace_back("local_rank", absl::StrCat(s.rank->local_rank));
+    info.emplace_back("world_size", absl::StrCat(s.rank->world_size));
+    info.emplace_back("host", s.rank->host);
+  }
+  e.Sample(1, std::move(info));
   e.Family("steps_total", "counter", "Completed steps since the session started.");
   e.Sample(static_cast<double>(s.total_steps));
   e.Family("window_steps", "gauge", "Completed steps in the window the other numbers cover.");
@@ -513,6 +665,19 @@ std::string PrometheusText(const Summary& s) {
     e.Gauge("process_cpu_cores", "CPU cores this process used.", t.process_cores);
     e.Gauge("worker_cpu_cores", "CPU cores its child processes (DataLoader workers) used.",
             t.worker_cores);
+  }
+  if (s.ranks.has_value()) {
+    const RanksStats& r = *s.ranks;
+    e.Family("ranks_compared", "gauge", "Ranks whose records the last exchange compared.");
+    e.Sample(static_cast<double>(r.ranks.size()));
+    e.Family("ranks_missing", "gauge", "Ranks the last exchange had no record of.");
+    e.Sample(static_cast<double>(r.missing.size()));
+    e.Family("straggler_slowdown_ratio", "gauge",
+             "Each straggler the last exchange found: its per-step time in the phase over the "
+             "other ranks' median.");
+    for (const Straggler& x : r.stragglers) {
+      e.Sample(x.slowdown, {{"straggler_rank", absl::StrCat(x.rank)}, {"phase", x.phase}});
+    }
   }
   e.Family("misuse_total", "counter",
            "Scope calls that could not be recorded as written, by kind.");

@@ -17,6 +17,7 @@
 #include "core/phase_table.h"
 #include "export/summary_fields.h"
 #include "gpuscope/phase.h"
+#include "gpuscope/ranks.h"
 
 namespace gpuscope {
 
@@ -95,6 +96,12 @@ class JsonOut {
     w_.Key(key);
     w_.BeginArray();
     for (const std::string& x : v) w_.String(x);
+    w_.EndArray();
+  }
+  void Ints(std::string_view key, const std::vector<int>& v, Range) {
+    w_.Key(key);
+    w_.BeginArray();
+    for (int x : v) w_.Int(x);
     w_.EndArray();
   }
   void NumberMap(std::string_view key, const std::map<std::string, double>& m, Range range) {
@@ -234,6 +241,19 @@ class JsonIn {
     for (const JsonValue& x : v->as_array()) {
       if (!x.is_string()) return Fail(key, "must be an array of strings");
       out.push_back(x.as_string());
+    }
+  }
+  void Ints(std::string_view key, std::vector<int>& out, Range range) {
+    const JsonValue* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(key, "must be an array of integers");
+    out.clear();
+    for (const JsonValue& x : v->as_array()) {
+      if (!x.is_number() || x.as_number() != std::floor(x.as_number())) {
+        return Fail(key, "must be an array of integers");
+      }
+      if (!InRange(key, x.as_number(), range) || x.as_number() > 2147483647.0) return;
+      out.push_back(static_cast<int>(x.as_number()));
     }
   }
   // Keys: phase names, "other" or "launch".
@@ -381,6 +401,21 @@ absl::Status CheckConsistency(const Summary& s) {
       return fail("activity copy counts are inconsistent (pageable H2D <= pageable <= copies)");
     }
   }
+  if (s.rank.has_value() && (s.rank->rank >= s.rank->world_size || s.rank->host.size() > 63)) {
+    return fail("rank is not below world_size, or its host name is over 63 bytes");
+  }
+  if (s.ranks.has_value()) {
+    const RanksStats& r = *s.ranks;
+    for (const RankRecord& record : r.ranks) {
+      if (absl::Status valid = ValidateRankRecord(record); !valid.ok()) {
+        return fail(absl::StrCat("ranks: ", std::string(valid.message())));
+      }
+    }
+    if (r.straggler_exchanges > r.recent_exchanges || r.recent_exchanges > r.exchanges ||
+        r.recent_exchanges > kRankHistory) {
+      return fail("ranks: straggler_exchanges <= recent_exchanges <= exchanges does not hold");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -444,6 +479,16 @@ template std::string internal::PartToJson<GpuTelemetry>(const GpuTelemetry&);
 template absl::StatusOr<GpuTelemetry> internal::PartFromJson<GpuTelemetry>(std::string_view);
 template std::string internal::PartToJson<TelemetryStats>(const TelemetryStats&);
 template absl::StatusOr<TelemetryStats> internal::PartFromJson<TelemetryStats>(std::string_view);
+template std::string internal::PartToJson<RankIdentity>(const RankIdentity&);
+template absl::StatusOr<RankIdentity> internal::PartFromJson<RankIdentity>(std::string_view);
+template std::string internal::PartToJson<RankPhase>(const RankPhase&);
+template absl::StatusOr<RankPhase> internal::PartFromJson<RankPhase>(std::string_view);
+template std::string internal::PartToJson<RankRecord>(const RankRecord&);
+template absl::StatusOr<RankRecord> internal::PartFromJson<RankRecord>(std::string_view);
+template std::string internal::PartToJson<Straggler>(const Straggler&);
+template absl::StatusOr<Straggler> internal::PartFromJson<Straggler>(std::string_view);
+template std::string internal::PartToJson<RanksStats>(const RanksStats&);
+template absl::StatusOr<RanksStats> internal::PartFromJson<RanksStats>(std::string_view);
 
 absl::StatusOr<Summary> internal::SummaryFromJsonValue(const JsonValue& doc) {
   if (!doc.is_object()) {

@@ -25,9 +25,10 @@
 //   Optional(key, std::optional<double>, Range, bool required = true)
 //   NanNumber(key, double, Range)      (NaN: not available, written as null)
 //   Strings(key, std::vector<std::string>)
+//   Ints(key, std::vector<int>, Range)
 //   NumberMap(key, std::map<std::string, double>, Range)
 //   Object(key, T, fields, bool required = true)
-//   OptionalObject(key, std::optional<T>, fields)
+//   OptionalObject(key, std::optional<T>, fields)   (optional on read)
 //   Array(key, std::vector<T>, fields, bool required = true)
 //
 // where `fields(sub_visitor, value)` walks a nested struct. Fields are passed
@@ -187,6 +188,63 @@ void TelemetryFields(V& v, T& t) {
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
 }
 
+template <typename V, typename I>
+void RankIdentityFields(V& v, I& r) {
+  v.Int("rank", r.rank, kCount);
+  v.Int("local_rank", r.local_rank, kCount);
+  v.Int("world_size", r.world_size, kCount);
+  v.String("host", r.host);
+}
+
+template <typename V, typename P>
+void RankPhaseFields(V& v, P& p) {
+  v.PhaseName("name", p.name);
+  v.Number("host_p50", p.host_p50, kSeconds);
+  v.NanNumber("device_p50", p.device_p50, kSeconds);
+  v.Number("share", p.share, kFraction);
+}
+
+template <typename V, typename R>
+void RankRecordFields(V& v, R& r) {
+  v.Int("rank", r.rank, kCount);
+  v.Int("local_rank", r.local_rank, kCount);
+  v.Int("world_size", r.world_size, kCount);
+  v.String("host", r.host);
+  v.Int("steps", r.steps, kCount);
+  v.Number("step_p50", r.step_p50, kSeconds);
+  v.Number("step_p95", r.step_p95, kSeconds);
+  v.NanNumber("gpu_idle_pct", r.gpu_idle_pct, kPercent);
+  v.NanNumber("samples_per_second", r.samples_per_second, kRate);
+  v.NanNumber("tokens_per_second", r.tokens_per_second, kRate);
+  v.NanNumber("sm_clock_ratio", r.sm_clock_ratio, kRatio);
+  v.NanNumber("throttled_steps", r.throttled_steps, kFraction);
+  v.NanNumber("host_cpu_pct", r.host_cpu_pct, kPercent);
+  v.Array("phases", r.phases, [](auto& sub, auto& p) { RankPhaseFields(sub, p); });
+}
+
+template <typename V, typename T>
+void StragglerFields(V& v, T& s) {
+  v.Int("rank", s.rank, kCount);
+  v.String("host", s.host);
+  v.PhaseName("phase", s.phase);
+  v.Bool("device", s.device);
+  v.Number("score", s.score, kFraction);
+  v.Number("slowdown", s.slowdown, kRate);
+  v.Number("excess", s.excess, kSeconds);
+  v.Number("others_wait_share", s.others_wait_share, kRate);
+}
+
+template <typename V, typename R>
+void RanksFields(V& v, R& r) {
+  v.Array("ranks", r.ranks, [](auto& sub, auto& x) { RankRecordFields(sub, x); });
+  v.Ints("missing", r.missing, kCount);
+  v.Array("stragglers", r.stragglers, [](auto& sub, auto& x) { StragglerFields(sub, x); });
+  v.Int("exchanges", r.exchanges, kCount);
+  v.Number("age", r.age, kSeconds);
+  v.Int("recent_exchanges", r.recent_exchanges, kCount);
+  v.Int("straggler_exchanges", r.straggler_exchanges, kCount);
+}
+
 template <typename V, typename S>
 void SummaryFields(V& v, S& s) {
   v.String("version", s.version);
@@ -215,6 +273,8 @@ void SummaryFields(V& v, S& s) {
   v.OptionalObject("activity", s.activity, [](auto& sub, auto& a) { ActivityFields(sub, a); });
   v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
+  v.OptionalObject("rank", s.rank, [](auto& sub, auto& r) { RankIdentityFields(sub, r); });
+  v.OptionalObject("ranks", s.ranks, [](auto& sub, auto& r) { RanksFields(sub, r); });
 }
 
 // FieldsOf()
@@ -251,6 +311,26 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<TelemetryStats> T>
 void FieldsOf(V& v, T& x) {
   TelemetryFields(v, x);
+}
+template <typename V, Is<RankIdentity> T>
+void FieldsOf(V& v, T& x) {
+  RankIdentityFields(v, x);
+}
+template <typename V, Is<RankPhase> T>
+void FieldsOf(V& v, T& x) {
+  RankPhaseFields(v, x);
+}
+template <typename V, Is<RankRecord> T>
+void FieldsOf(V& v, T& x) {
+  RankRecordFields(v, x);
+}
+template <typename V, Is<Straggler> T>
+void FieldsOf(V& v, T& x) {
+  StragglerFields(v, x);
+}
+template <typename V, Is<RanksStats> T>
+void FieldsOf(V& v, T& x) {
+  RanksFields(v, x);
 }
 template <typename V, Is<Summary> T>
 void FieldsOf(V& v, T& x) {

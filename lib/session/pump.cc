@@ -8,6 +8,7 @@
 // Lock order: the worker's lock, pump_mu_, agg_mu_, drain_mu_ (see
 // session/session_impl.h). The recording thread takes none of them.
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -184,7 +185,15 @@ Summary SessionImpl::Summarize() {
     snapshot = aggregator_.Snapshot(phases_);
     facts = FactsLocked();
   }
-  return SummarizeWindow(snapshot, facts);
+  Summary summary = SummarizeWindow(snapshot, facts);
+  std::lock_guard<std::mutex> lock(ranks_mu_);
+  summary.rank = rank_;
+  summary.ranks = ranks_;
+  if (summary.ranks.has_value()) {
+    summary.ranks->age =
+        std::max<double>(0, 1e-9 * static_cast<double>(ReadMonotonicNs() - ranks_at_ns_));
+  }
+  return summary;
 }
 
 SessionFacts SessionImpl::FactsLocked() const {

@@ -280,10 +280,81 @@ void Session::SetStream(uint64_t stream) noexcept {
 }
 
 Summary Session::Summarize() const { return impl_->Summarize(); }
+absl::Status Session::SetRank(const RankIdentity& identity) { return impl_->SetRank(identity); }
+absl::Status Session::SetRankRecords(std::vector<RankRecord> records, const RankOptions& options) {
+  return impl_->SetRankRecords(std::move(records), options);
+}
 std::vector<StepPoint> Session::StepSeries() const { return impl_->StepSeries(); }
 SeriesColumns Session::StepColumns() const { return impl_->StepColumns(); }
 void Session::Flush() { impl_->Flush(); }
 void Session::Close() { impl_->Close(); }
 void Session::ReleaseCupti() { impl_->ReleaseCupti(); }
+
+namespace internal {
+
+absl::Status SessionImpl::SetRank(const RankIdentity& identity) {
+  // The record this identity would send: its checks are the identity's, and
+  // it fills in the host name.
+  const RankRecord probe = RankRecordOf(Summary{}, identity);
+  if (absl::Status s = ValidateRankRecord(probe); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Session::SetRank(rank=", identity.rank, ", local_rank=", identity.local_rank,
+        ", world_size=", identity.world_size, "): use 0 <= rank < world_size and local_rank >= 0"));
+  }
+  RankIdentity kept = identity;
+  kept.host = probe.host;
+  std::lock_guard<std::mutex> lock(ranks_mu_);
+  if (rank_.has_value() && rank_->world_size != kept.world_size) {
+    ranks_.reset();  // another job (an elastic restart): its exchanges say nothing of this one
+    slow_history_.clear();
+  }
+  rank_ = std::move(kept);
+  return absl::OkStatus();
+}
+
+absl::Status SessionImpl::SetRankRecords(std::vector<RankRecord> records,
+                                         const RankOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  int world_size = 0;
+  {
+    std::lock_guard<std::mutex> lock(ranks_mu_);
+    if (!rank_.has_value()) {
+      return absl::FailedPreconditionError(
+          "Session::SetRankRecords() before SetRank(): say this process's rank and world size "
+          "first");
+    }
+    world_size = rank_->world_size;
+  }
+  RankComparison c = CompareRanks(std::move(records), world_size, options);  // outside the lock
+  std::vector<int> slow;
+  for (const Straggler& s : c.stragglers) slow.push_back(s.rank);
+  std::lock_guard<std::mutex> lock(ranks_mu_);
+  if (rank_->world_size != world_size) return absl::OkStatus();  // a new job meanwhile: stale
+  slow_history_.push_back(std::move(slow));
+  while (slow_history_.size() > static_cast<size_t>(kRankHistory)) slow_history_.pop_front();
+  RanksStats stats;
+  stats.exchanges = (ranks_.has_value() ? ranks_->exchanges : 0) + 1;
+  stats.ranks = std::move(c.ranks);
+  stats.missing = std::move(c.missing);
+  stats.stragglers = std::move(c.stragglers);
+  stats.recent_exchanges = static_cast<int64_t>(slow_history_.size());
+  if (!stats.stragglers.empty()) {
+    const int who = stats.stragglers.front().rank;
+    stats.straggler_exchanges = std::count_if(
+        slow_history_.begin(), slow_history_.end(), [who](const std::vector<int>& ranks) {
+          return std::find(ranks.begin(), ranks.end(), who) != ranks.end();
+        });
+  }
+  ranks_ = std::move(stats);
+  ranks_at_ns_ = ReadMonotonicNs();
+  return absl::OkStatus();
+}
+
+std::optional<RankIdentity> SessionImpl::rank() const {
+  std::lock_guard<std::mutex> lock(ranks_mu_);
+  return rank_;
+}
+
+}  // namespace internal
 
 }  // namespace gpuscope

@@ -33,6 +33,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -112,6 +113,9 @@ class SessionImpl final : public Pumpable {
   void SetStream(uint64_t stream) noexcept;
 
   Summary Summarize();
+  absl::Status SetRank(const RankIdentity& identity);
+  absl::Status SetRankRecords(std::vector<RankRecord> records, const RankOptions& options);
+  std::optional<RankIdentity> rank() const;
   std::vector<StepPoint> StepSeries();
   SeriesColumns StepColumns();
   // Pumps, then snapshots the window (agg_mu_ held only for that).
@@ -277,6 +281,15 @@ class SessionImpl final : public Pumpable {
   mutable std::mutex agg_mu_;
   Aggregator aggregator_;
   MisuseCounts reported_;  // misuse already logged
+
+  // ---- Ranks (SetRank(), SetRankRecords()). A leaf lock: held only to copy
+  // in or out, never while taking another.
+  mutable std::mutex ranks_mu_;
+  std::optional<RankIdentity> rank_;
+  std::optional<RanksStats> ranks_;
+  int64_t ranks_at_ns_ = 0;  // CLOCK_MONOTONIC of the last exchange
+  // The ranks each of the last kRankHistory exchanges found slow, newest last.
+  std::deque<std::vector<int>> slow_history_;
 };
 
 // White-box access for tests, benchmarks and the simulated device: sessions

@@ -58,10 +58,16 @@ from ._summary import (  # noqa: E402
     GpuTelemetry,
     PhaseStats,
     Quantiles,
+    RankIdentity,
+    RankPhase,
+    RankRecord,
+    RanksStats,
+    Straggler,
     Summary,
     TelemetryStats,
     diagnose_summary,
 )
+from ._ranks import ExchangeResult  # noqa: E402
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -73,8 +79,14 @@ __all__ = [
     "GpuTelemetry",
     "GpuscopeError",
     "PhaseStats",
+    "ExchangeResult",
     "Quantiles",
+    "RankIdentity",
+    "RankPhase",
+    "RankRecord",
+    "RanksStats",
     "Session",
+    "Straggler",
     "Summary",
     "TelemetryStats",
     "__version__",

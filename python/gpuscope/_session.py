@@ -7,6 +7,7 @@ import functools
 import inspect
 import os
 import sys
+import weakref
 from array import array
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
@@ -15,6 +16,11 @@ from ._summary import Finding, Summary, diagnose_summary
 
 if TYPE_CHECKING:
     from ._prometheus import PrometheusServer
+
+# Each session's rank_interval and rank_timeout_s (the C type has no room
+# for them); weak, so a dropped session leaves nothing behind.
+_RANK_OPTIONS: "weakref.WeakKeyDictionary[Any, Tuple[Optional[float], Optional[float]]]" = (
+    weakref.WeakKeyDictionary())
 
 
 _TELEMETRY_KEYS = ("gpu_utilization_pct", "sm_clock_ratio", "host_cpu_pct", "host_iowait_pct",
@@ -81,18 +87,75 @@ class Session(_gpuscope._Session):
     ``steps(iterable, samples=None, tokens=None)`` an iterator that makes each
     item one step, the wait inside ``next()`` being phase ``"data"``.
     ``samples``/``tokens`` there may be ints or ``callable(batch) -> int``.
+
+    Distributed jobs (docs/distributed.md): under torchrun, Slurm or MPI, or
+    once ``torch.distributed`` is initialized, the summary carries the rank
+    (``summary().rank``), and every ``rank_interval`` seconds (default 30;
+    None: only in ``sync_ranks()``) the ranks exchange a small record of
+    their windows over torch.distributed's store, on a background thread,
+    each waiting at most ``rank_timeout_s`` (default a third of the
+    interval, at most 10 s) for the others: ``summary().ranks`` compares
+    them and ``diagnose()`` names a straggler on every rank.
     """
 
     __slots__ = ()
 
+    def __init__(self, *args: Any, rank_interval: Optional[float] = 30.0,
+                 rank_timeout_s: Optional[float] = None, **kwargs: Any) -> None:
+        from . import _ranks
+
+        _ranks.check_options(rank_interval, rank_timeout_s)
+        super().__init__(*args, **kwargs)
+        _RANK_OPTIONS[self] = (rank_interval, rank_timeout_s)
+        self._join_job()
+
+    def _join_job(self) -> bool:
+        """Sets the rank when this process is in a job, and joins the
+        periodic exchange once (from then on the exchange keeps the rank up
+        to date). Whether it is in a job."""
+        from . import _dist, _ranks
+
+        if not self.recording:
+            return False
+        ident = _dist.identity()
+        if ident is None:
+            return False
+        if _ranks.attached(self):
+            return True
+        _gpuscope._set_rank(self, ident.rank, ident.local_rank, ident.world_size, ident.host[:63])
+        interval, timeout = _RANK_OPTIONS.get(self, (30.0, None))
+        _ranks.attach(self, interval, timeout)
+        return True
+
+    def sync_ranks(self, timeout_s: float = 10.0) -> Any:
+        """Exchanges rank records now (every rank calls it, e.g. at the end
+        of training) and waits for the other ranks at most ``timeout_s``
+        seconds; ``summary().ranks`` then holds what every rank that
+        answered sent. Returns ``ExchangeResult(heard, missing, seconds)``
+        (``.ok`` when every rank answered), or None outside an initialized
+        ``torch.distributed`` job. Never raises for a rank that died or
+        never made a session: it is missing."""
+        from . import _ranks
+
+        self._join_job()
+        return _ranks.sync(self, timeout_s)
+
+    def close(self) -> None:
+        """Stops recording and flushes; leaves the rank exchange. Idempotent."""
+        from . import _ranks
+
+        super().close()
+        _ranks.detach(self)
+
     def summary(self) -> Summary:
         """A snapshot of the window and the run so far (``gs.Summary``)."""
+        self._join_job()
         return _gpuscope.summarize(self)
 
     def report(self, color: bool = False) -> str:
         """The human report, findings included, at most 80 columns wide
         (``color=True``: ANSI colours, for a terminal)."""
-        return _gpuscope.format_report(_gpuscope.summarize(self), color)
+        return _gpuscope.format_report(self.summary(), color)
 
     def diagnose(self) -> List[Finding]:
         """Findings, ranked by the share of step time they explain."""
@@ -151,7 +214,7 @@ class Session(_gpuscope._Session):
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named
         ``gpuscope_*``; docs/prometheus.md)."""
-        return _gpuscope.prometheus_text(_gpuscope.summarize(self))
+        return _gpuscope.prometheus_text(self.summary())
 
     def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
         """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's

@@ -20,6 +20,11 @@ Finding = _gpuscope.Finding
 GpuTelemetry = _gpuscope.GpuTelemetry
 PhaseStats = _gpuscope.PhaseStats
 Quantiles = _gpuscope.Quantiles
+RankIdentity = _gpuscope.RankIdentity
+RankPhase = _gpuscope.RankPhase
+RankRecord = _gpuscope.RankRecord
+RanksStats = _gpuscope.RanksStats
+Straggler = _gpuscope.Straggler
 Summary = _gpuscope.Summary
 TelemetryStats = _gpuscope.TelemetryStats
 

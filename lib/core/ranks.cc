@@ -128,6 +128,11 @@ double MedianWithout(const std::vector<double>& sorted, size_t skip) {
 
 }  // namespace
 
+bool RankPhase::operator==(const RankPhase& o) const {
+  return name == o.name && SameNumber(host_p50, o.host_p50) &&
+         SameNumber(device_p50, o.device_p50) && SameNumber(share, o.share);
+}
+
 bool RankRecord::operator==(const RankRecord& o) const {
   return rank == o.rank && local_rank == o.local_rank && world_size == o.world_size &&
          host == o.host && steps == o.steps && SameNumber(step_p50, o.step_p50) &&
@@ -136,12 +141,7 @@ bool RankRecord::operator==(const RankRecord& o) const {
          SameNumber(tokens_per_second, o.tokens_per_second) &&
          SameNumber(sm_clock_ratio, o.sm_clock_ratio) &&
          SameNumber(throttled_steps, o.throttled_steps) &&
-         SameNumber(host_cpu_pct, o.host_cpu_pct) && phases.size() == o.phases.size() &&
-         std::equal(phases.begin(), phases.end(), o.phases.begin(),
-                    [](const RankPhase& a, const RankPhase& b) {
-                      return a.name == b.name && SameNumber(a.host_p50, b.host_p50) &&
-                             SameNumber(a.device_p50, b.device_p50) && SameNumber(a.share, b.share);
-                    });
+         SameNumber(host_cpu_pct, o.host_cpu_pct) && phases == o.phases;
 }
 
 RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity) {

@@ -1,0 +1,353 @@
+"""The exchange of rank records between the ranks of a torch.distributed job.
+
+Every ``rank_interval`` seconds each rank's session reduces its window to a
+fixed-size record (the C++ ``RankRecord``: step time, the largest phases'
+host and device time, GPU idle, throughput, clocks), and the ranks share
+their records through the key-value store that ``torch.distributed``
+already rendezvoused with (its default store, under keys of its own). The
+records are compared in C++ (``CompareRanks()``) and kept in the session:
+``summary().ranks``, and the ``straggler`` finding on every rank.
+
+What it never does: a collective on any process group (the user's or one of
+its own), anything on a CUDA stream, or a wait on the training thread. The
+periodic exchange runs on one daemon thread per process; ``sync_ranks()``
+runs one on a thread of its own and waits for it at most its timeout.
+
+How one exchange goes, on every rank, under a name the ranks agree on
+without talking (the periodic ones: the number of ``rank_interval`` periods
+since the epoch, on clocks NTP keeps within milliseconds; ``sync_ranks()``:
+how many times this session called it):
+
+1. set ``<prefix>/<name>/<rank>`` to its record (zlib-compressed), then
+   ``add(<prefix>/<name>/n, 1)``;
+2. poll ``add(.../n, 0)`` until it reaches the world size or the timeout
+   passes (5 ms, doubling to 200 ms);
+3. all there: one ``multi_get`` of every rank's key; else ``check`` each key
+   and get those that exist (never a ``get`` of a key that may not: that
+   would block for the store's own timeout). The ranks not heard from are
+   ``missing``;
+4. delete its own key of the exchange before the last (so the store holds
+   at most two records per rank).
+
+``<prefix>`` holds torchelastic's restart count and how many process groups
+this process has seen (a new default store: an elastic restart or a
+``destroy_process_group()``/``init_process_group()``), so keys of an earlier
+job are never read as this one's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+import threading
+import time
+import weakref
+import zlib
+from typing import Any, Dict, List, NamedTuple, Optional
+
+from . import _gpuscope
+
+_MIN_INTERVAL = 0.1  # seconds; a shorter rank_interval is refused
+_POLL_FIRST, _POLL_MAX = 0.005, 0.2
+
+
+class ExchangeResult(NamedTuple):
+    """What ``Session.sync_ranks()`` returns: the ranks heard from, those not
+    heard from within the timeout, and the seconds it took. ``ok`` when every
+    rank answered."""
+
+    heard: List[int]
+    missing: List[int]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+
+def _say_once(key: str, message: str) -> None:
+    _gpuscope._log_once(f"ranks:{key}", message)
+
+
+def _short(e: BaseException) -> str:
+    """An exception in a line of at most 200 characters (a store error can
+    carry the whole request)."""
+    text = f"{type(e).__name__}: {e}".replace("\n", " ")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _dist() -> Any:
+    """torch.distributed when the program imported it and initialized the
+    default group, else None. Never imports torch."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None
+    try:
+        if dist.is_available() and dist.is_initialized():
+            return dist
+    except Exception:  # a torch in a state we cannot read
+        pass
+    return None
+
+
+class _Job(NamedTuple):
+    store: Any
+    rank: int
+    world_size: int
+    local_rank: int
+    host: str
+    prefix: str
+
+
+# Default stores seen, by id(), to number the process groups this process
+# has had (a new one: the keys of the last one mean nothing now). Read and
+# written under _JOBS_LOCK.
+_JOBS_LOCK = threading.Lock()
+_stores: List[Any] = []  # weak references, oldest first
+
+
+def _job() -> Optional[_Job]:
+    dist = _dist()
+    if dist is None:
+        return None
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        rank, world = int(dist.get_rank()), int(dist.get_world_size())
+    except Exception as e:  # private API moved, or the group is going away
+        _say_once("store", f"cannot reach torch.distributed's store ({_short(e)}); "
+                           "ranks are not compared")
+        return None
+    with _JOBS_LOCK:
+        live = [r for r in _stores if r() is not None]
+        for generation, ref in enumerate(live):
+            if ref() is store:
+                break
+        else:
+            try:
+                live.append(weakref.ref(store))
+            except TypeError:  # not weakly referenceable: compare by identity while alive
+                live.append(lambda s=store: s)
+            generation = len(live) - 1
+        _stores[:] = live
+    try:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        local = 0
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return _Job(store, rank, world, max(local, 0), socket.gethostname(),
+                f"gpuscope/v1/{restart}/{generation}/")
+
+
+class _State:
+    """One session's side of the exchange."""
+
+    def __init__(self, seq: int, interval: float, timeout: float) -> None:
+        self.seq = seq                # this session's number among the process's exchanging ones
+        self.interval = interval
+        self.timeout = timeout
+        self.syncs = 0                # sync_ranks() calls so far
+        self.last_round = -1          # the last periodic round done
+        self.last_keys: Dict[str, List[str]] = {}  # kind -> own keys of the last exchanges
+        self.lock = threading.Lock()  # one exchange at a time per session
+
+
+def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float) -> Optional[ExchangeResult]:
+    """One exchange named ``name``; None when there is no job to exchange in."""
+    job = _job()
+    if job is None or job.world_size < 2:
+        return None
+    started = time.monotonic()
+    deadline = started + timeout
+    _gpuscope._set_rank(session, job.rank, job.local_rank, job.world_size, job.host[:63])
+    record = _gpuscope._rank_record(session.summary())
+    store = job.store
+    base = f"{job.prefix}{state.seq}/{name}/"
+    mine = f"{base}{job.rank}"
+    store.set(mine, zlib.compress(record))
+    count = store.add(f"{base}n", 1)
+    delay = _POLL_FIRST
+    while count < job.world_size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(delay, left))
+        delay = min(2 * delay, _POLL_MAX)
+        count = store.add(f"{base}n", 0)
+    keys = [f"{base}{r}" for r in range(job.world_size)]
+    if count >= job.world_size:
+        values = list(store.multi_get(keys))
+        heard = list(range(job.world_size))
+    else:
+        values, heard = [], []
+        for r, key in enumerate(keys):
+            if store.check([key]):
+                values.append(store.get(key))
+                heard.append(r)
+    records = []
+    for blob in values:
+        try:
+            records.append(zlib.decompress(bytes(blob)))
+        except zlib.error:
+            records.append(b"")  # counted as refused below
+    refused = _gpuscope._set_rank_records(session, records)
+    if refused:
+        _say_once("refused", f"{refused} rank records could not be read (another gpuscope "
+                             "version on some ranks?); those ranks count as missing")
+    # Keep this exchange's key and the one before it; delete older ones.
+    kept = state.last_keys.setdefault(kind, [])
+    kept.append(mine)
+    while len(kept) > 2:
+        try:
+            store.delete_key(kept.pop(0))
+        except Exception:  # a store without delete_key: the keys stay
+            pass
+    missing = sorted(set(range(job.world_size)) - set(heard))
+    return ExchangeResult(heard, missing, time.monotonic() - started)
+
+
+class _Exchanger:
+    """The process's periodic exchange: one daemon thread serving every live
+    session that takes part, each at its own interval."""
+
+    def __init__(self) -> None:
+        self._sessions: "weakref.WeakKeyDictionary[Any, _State]" = weakref.WeakKeyDictionary()
+        self._cv = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+        self._next_seq = 0
+        self._pid = os.getpid()
+
+    def add(self, session: Any, interval: float, timeout: float) -> _State:
+        with self._cv:
+            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+                self.__init__()  # type: ignore[misc]
+            state = _State(self._next_seq, interval, timeout)
+            self._next_seq += 1
+            self._sessions[session] = state
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="gpuscope-ranks", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+            return state
+
+    def remove(self, session: Any) -> None:
+        with self._cv:
+            self._sessions.pop(session, None)
+            self._cv.notify()
+
+    def state(self, session: Any) -> Optional[_State]:
+        with self._cv:
+            return self._sessions.get(session)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self._pass()
+            except Exception as e:  # never let the thread die: the next pass tries again
+                _say_once(f"thread:{type(e).__name__}", f"the rank exchange thread hit {_short(e)}")
+                time.sleep(1.0)
+
+    def _pass(self) -> None:
+        """Sleeps until a session's exchange is due, then runs the due ones."""
+        with self._cv:
+            now = time.time()
+            periodic = [(s, st) for s, st in self._sessions.items() if math.isfinite(st.interval)]
+            due = [(s, st) for s, st in periodic if math.floor(now / st.interval) > st.last_round]
+            if not due:
+                wake = min(((math.floor(now / st.interval) + 1) * st.interval for _, st in periodic),
+                           default=now + 3600.0)
+                self._cv.wait(timeout=min(3600.0, max(0.001, wake - now)))
+                return
+        for session, st in due:
+            round_ = math.floor(time.time() / st.interval)
+            first = st.last_round < 0
+            st.last_round = round_
+            # The first period is skipped: the window has barely begun, and
+            # the ranks meet at the next boundary whenever they started.
+            if first or not session.recording or _dist() is None:
+                continue
+            with st.lock:
+                try:
+                    _exchange(session, st, f"p{round_}", "periodic", st.timeout)
+                except Exception as e:  # a store going away at the end of a job, ...
+                    _say_once(f"failed:{type(e).__name__}",
+                              f"an exchange of rank records failed ({_short(e)}); the next one "
+                              "will try again")
+
+
+_EXCHANGER = _Exchanger()
+
+
+def attach(session: Any, interval: Optional[float], timeout: Optional[float]) -> None:
+    """Makes ``session`` take part in the periodic exchange (every
+    ``interval`` seconds; None: never, only ``sync_ranks()``)."""
+    if timeout is None:
+        timeout = default_timeout(interval)
+    _EXCHANGER.add(session, math.inf if interval is None else interval, timeout)
+
+
+def attached(session: Any) -> bool:
+    return _EXCHANGER.state(session) is not None
+
+
+def detach(session: Any) -> None:
+    _EXCHANGER.remove(session)
+
+
+def default_timeout(interval: Optional[float]) -> float:
+    """A third of the interval, at most 10 s: a missing rank costs the
+    exchange thread that long, and the next exchange starts in time."""
+    return 10.0 if interval is None else min(10.0, interval / 3)
+
+
+def check_options(interval: Optional[float], timeout: Optional[float]) -> None:
+    if interval is not None and (not isinstance(interval, (int, float)) or isinstance(interval, bool)
+                                 or not math.isfinite(interval) or interval < _MIN_INTERVAL):
+        raise ValueError(f"rank_interval={interval!r}: use a number of seconds, at least "
+                         f"{_MIN_INTERVAL}, or None to exchange only in sync_ranks()")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f"rank_timeout_s={timeout!r}: use a number of seconds above 0")
+
+
+def sync(session: Any, timeout: float) -> Optional[ExchangeResult]:
+    """``Session.sync_ranks()``: one exchange now, waited for at most
+    ``timeout`` seconds (plus the time to make this rank's summary)."""
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise ValueError(f"timeout_s={timeout!r}: use a number of seconds above 0")
+    state = _EXCHANGER.state(session)
+    if state is None or _dist() is None:
+        return None
+    state.syncs += 1
+    name = f"s{state.syncs}"
+    out: List[Any] = []
+
+    def run() -> None:
+        with state.lock:
+            try:
+                out.append(_exchange(session, state, name, "sync", timeout))
+            except Exception as e:
+                out.append(e)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=run, name="gpuscope-sync-ranks", daemon=True)
+    worker.start()
+    # The exchange bounds its own wait; the margin covers this rank's summary
+    # and a store call in flight. A store that hangs past it is left behind.
+    worker.join(timeout + 2.0)
+    if not out:
+        _say_once("sync-hung", "sync_ranks(): the store did not answer within the timeout; "
+                               "going on without the other ranks")
+        job = _job()
+        world = job.world_size if job is not None else 0
+        return ExchangeResult([], list(range(world)), time.monotonic() - started)
+    if isinstance(out[0], Exception):
+        e = out[0]
+        _say_once(f"sync-failed:{type(e).__name__}",
+                  f"sync_ranks() failed ({_short(e)}); going on without the other ranks")
+        job = _job()
+        world = job.world_size if job is not None else 0
+        return ExchangeResult([], list(range(world)), time.monotonic() - started)
+    return out[0]
