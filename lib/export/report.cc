@@ -206,7 +206,7 @@ void AppendRanks(std::string* out, const Summary& s) {
                                  : absl::StrFormat("  %7.1f%%", x.gpu_idle_pct));
       absl::StrAppend(out, line, "\n");
     }
-    std::string note = "  phase times are per-step medians";
+    std::string note = "phase times are per-step medians";
     bool any_device = false;
     for (size_t c = 0; c < columns; ++c) any_device = any_device || on_device(shares[c].second);
     absl::StrAppend(&note, any_device ? " (device time where every rank has it)" : " (host time)");
@@ -216,9 +216,9 @@ void AppendRanks(std::string* out, const Summary& s) {
     const auto [lo, hi] = std::minmax_element(
         r.ranks.begin(), r.ranks.end(),
         [](const RankRecord& a, const RankRecord& b) { return a.step_p50 < b.step_p50; });
-    internal::AppendWrapped(
-        out,
-        absl::StrFormat("  step p50: fastest rank %d (%s) %s, slowest rank %d (%s) %s", lo->rank,
+    internal::AppendHanging(
+        out, "  ",
+        absl::StrFormat("step p50: fastest rank %d (%s) %s, slowest rank %d (%s) %s", lo->rank,
                         lo->host, Duration(lo->step_p50), hi->rank, hi->host,
                         Duration(hi->step_p50)),
         4);
@@ -245,9 +245,9 @@ void AppendRanks(std::string* out, const Summary& s) {
     for (size_t i = 0; i < std::min<size_t>(16, r.missing.size()); ++i) {
       ids.push_back(absl::StrCat(r.missing[i]));
     }
-    internal::AppendWrapped(
-        out,
-        absl::StrCat("  missing (no record within the timeout): ", absl::StrJoin(ids, ", "),
+    internal::AppendHanging(
+        out, "  ",
+        absl::StrCat("missing (no record within the timeout): ", absl::StrJoin(ids, ", "),
                      r.missing.size() > ids.size() ? ", ..." : ""),
         4);
   }
@@ -265,8 +265,10 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                   s.simulated ? " (SIMULATED GPU)" : "", "\n");
   internal::AppendWrapped(&out, s.source_reason, 2);
   if (s.rank.has_value()) {
-    absl::StrAppendFormat(&out, "  rank %d of %d (local rank %d) on %s\n", s.rank->rank,
-                          s.rank->world_size, s.rank->local_rank, s.rank->host);
+    internal::AppendWrapped(&out,
+                            absl::StrFormat("rank %d of %d (local rank %d) on %s", s.rank->rank,
+                                            s.rank->world_size, s.rank->local_rank, s.rank->host),
+                            2);
   }
   if (s.simulated) {
     internal::AppendWrapped(&out,

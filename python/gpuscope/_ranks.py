@@ -153,9 +153,11 @@ class _State:
         self.lock = threading.Lock()  # one exchange at a time per session
 
 
-def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float) -> Optional[ExchangeResult]:
-    """One exchange named ``name``; None when there is no job to exchange in."""
-    job = _job()
+def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
+              job: Optional[_Job] = None) -> Optional[ExchangeResult]:
+    """One exchange named ``name`` in ``job`` (default: torch.distributed's);
+    None when there is no job to exchange in."""
+    job = job if job is not None else _job()
     if job is None or job.world_size < 2:
         return None
     started = time.monotonic()
