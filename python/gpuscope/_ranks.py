@@ -150,7 +150,7 @@ class _State:
         self.syncs = 0                # sync_ranks() calls so far
         self.last_round = -1          # the last periodic round done
         self.last_keys: Dict[str, List[str]] = {}  # kind -> own keys of the last exchanges
-        self.lock = threading.Lock()  # one exchange at a time per session
+        self.lock = threading.Lock()  # guards last_keys (a periodic and a forced exchange may overlap)
 
 
 def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
@@ -198,11 +198,14 @@ def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
         _say_once("refused", f"{refused} rank records could not be read (another gpuscope "
                              "version on some ranks?); those ranks count as missing")
     # Keep this exchange's key and the one before it; delete older ones.
-    kept = state.last_keys.setdefault(kind, [])
-    kept.append(mine)
-    while len(kept) > 2:
+    with state.lock:
+        kept = state.last_keys.setdefault(kind, [])
+        kept.append(mine)
+        stale = kept[:-2]
+        del kept[:-2]
+    for key in stale:
         try:
-            store.delete_key(kept.pop(0))
+            store.delete_key(key)
         except Exception:  # a store without delete_key: the keys stay
             pass
     missing = sorted(set(range(job.world_size)) - set(heard))
@@ -269,13 +272,12 @@ class _Exchanger:
             # the ranks meet at the next boundary whenever they started.
             if first or not session.recording or _dist() is None:
                 continue
-            with st.lock:
-                try:
-                    _exchange(session, st, f"p{round_}", "periodic", st.timeout)
-                except Exception as e:  # a store going away at the end of a job, ...
-                    _say_once(f"failed:{type(e).__name__}",
-                              f"an exchange of rank records failed ({_short(e)}); the next one "
-                              "will try again")
+            try:
+                _exchange(session, st, f"p{round_}", "periodic", st.timeout)
+            except Exception as e:  # a store going away at the end of a job, ...
+                _say_once(f"failed:{type(e).__name__}",
+                          f"an exchange of rank records failed ({_short(e)}); the next one "
+                          "will try again")
 
 
 _EXCHANGER = _Exchanger()
@@ -327,11 +329,11 @@ def sync(session: Any, timeout: float) -> Optional[ExchangeResult]:
     out: List[Any] = []
 
     def run() -> None:
-        with state.lock:
-            try:
-                out.append(_exchange(session, state, name, "sync", timeout))
-            except Exception as e:
-                out.append(e)
+        # Not held up by a periodic exchange in flight: each has its own keys.
+        try:
+            out.append(_exchange(session, state, name, "sync", timeout))
+        except Exception as e:
+            out.append(e)
 
     started = time.monotonic()
     worker = threading.Thread(target=run, name="gpuscope-sync-ranks", daemon=True)
