@@ -47,8 +47,8 @@ Args ParseArgs(int argc, char** argv) {
 
 // The trainer's communicator, in-process: a barrier and an all-gather of
 // byte strings. In a real trainer this is MPI_Allgather, NCCL's all-gather
-// (of a small device buffer, on a communicator the training does not use), or the trainer's own
-// transport; gpuscope only needs the bytes to arrive.
+// (of a small device buffer, on a communicator the training does not use)
+// or the trainer's own transport; gpuscope only needs the bytes to arrive.
 class InProcessComm {
  public:
   explicit InProcessComm(int size) : size_(size), slots_(static_cast<size_t>(size)) {}

@@ -3,7 +3,9 @@ with the summary, the ranked findings and four plots drawn by matplotlib as
 inline SVG: step time over steps with its p50 and p95, the phase breakdown
 per step, GPU idle by cause, and telemetry. A window longer than
 ``MAX_POINTS`` steps is drawn in bins of consecutive steps, and phases past
-the ``MAX_PHASES`` largest are stacked as one.
+the ``MAX_PHASES`` largest are stacked as one. A summary that compares ranks
+(``summary.ranks``) adds a "Ranks" section: the straggler in one line, and
+each rank's largest phases and step time side by side.
 
 ``Session.save_html(path)`` writes it (``write_html(path, summary, series)``
 here, for a summary and step series from elsewhere).
@@ -14,7 +16,7 @@ from __future__ import annotations
 import html
 import io
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._summary import Finding, Summary, diagnose_summary
 
@@ -238,6 +240,240 @@ def _telemetry_plot(cols: Dict[str, Any]) -> Optional[str]:
     return _svg(fig)
 
 
+# The per-rank plot: each rank's largest phases stacked, up to this many by
+# name (the rest as "other phases"); every rank of a world up to
+# MAX_RANK_BARS ranks is drawn at its rank number, missing ones as gaps, and
+# of a larger world only the RANK_BARS_SHOWN slowest by step time p50 (and
+# the straggler's rank).
+MAX_RANK_PHASES = 4
+MAX_RANK_BARS = 64
+RANK_BARS_SHOWN = 32
+RANK_STEP_COLOR = "#222222"
+OTHER_PHASES_COLOR = "#8c8c8c"
+
+
+def _number(value: Any) -> Optional[float]:
+    """A float, or None for what is unknown (None or NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if value != value else value
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+
+
+def _rank_world(summary: Summary, ranks: Any) -> int:
+    world = len(ranks.ranks) + len(ranks.missing)
+    if summary.rank is not None:
+        world = max(world, summary.rank.world_size)
+    return max([world] + [r.rank + 1 for r in ranks.ranks])
+
+
+def _rank_phases(ranks: Any) -> Tuple[List[str], List[str], Dict[str, bool]]:
+    """The phases to stack by name (the largest by median share across the
+    ranks, a rank without the phase counting 0), the rest, and per phase
+    whether its device time is compared: where every rank that has it
+    measured some, as the straggler rule scores."""
+    shares: Dict[str, List[float]] = {}
+    device: Dict[str, bool] = {}
+    for r in ranks.ranks:
+        for p in r.phases:
+            # Nested phases have no share of their own: their time is in
+            # their parent's, and stacking them would count it twice.
+            if (_number(p.share) or 0.0) > 0:
+                shares.setdefault(p.name, []).append(float(p.share))
+            d = _number(p.device_p50)
+            device[p.name] = device.get(p.name, True) and d is not None and d > 0
+    n = len(ranks.ranks)
+    order = sorted(shares, key=lambda name: (-_median(shares[name] + [0.0] * (n - len(shares[name]))),
+                                            -max(shares[name]), name))
+    return order[:MAX_RANK_PHASES], order[MAX_RANK_PHASES:], device
+
+
+def _rank_phase_time(record: Any, name: str, device: bool) -> float:
+    """Seconds per step ``record``'s rank spent in phase ``name`` (0 where
+    it has none, or the phase is nested there)."""
+    for p in record.phases:
+        if p.name == name and (_number(p.share) or 0.0) > 0:
+            t = _number(p.device_p50 if device else p.host_p50)
+            return t if t is not None and t > 0 else 0.0
+    return 0.0
+
+
+def _rank_time_kind(names: Sequence[str], device: Dict[str, bool]) -> str:
+    on_device = [n for n in names if device.get(n)]
+    if not on_device:
+        return "host time"
+    if len(on_device) == len(names):
+        return "device time"
+    return f"device time for {', '.join(on_device)}, host time for the other phases"
+
+
+def _rank_plot(summary: Summary, cols: Dict[str, Any]) -> Tuple[Optional[str], str]:
+    """The per-rank figure (SVG, or None with fewer than 2 ranks) and its caption."""
+    import numpy as np
+
+    ranks = summary.ranks
+    records = sorted(ranks.ranks, key=lambda r: r.rank)
+    world = _rank_world(summary, ranks)
+    missing = sorted(ranks.missing)
+    counts = (f"exchange {ranks.exchanges}: {len(records)} of {world} ranks compared, "
+              f"{len(missing)} missing")
+    if missing:
+        listed = ", ".join(str(m) for m in missing[:16])
+        counts += f" ({listed}{', ...' if len(missing) > 16 else ''})"
+    if len(records) < 2:
+        return None, counts
+    top = ranks.stragglers[0] if ranks.stragglers else None
+    shown, rest, device = _rank_phases(ranks)
+
+    # Which ranks are drawn, and where: every rank of a small world at its
+    # rank number; of a large one, the slowest by step time p50.
+    large = world > MAX_RANK_BARS
+    if large:
+        drawn = sorted(records, key=lambda r: (-(_number(r.step_p50) or 0.0), r.rank))[:RANK_BARS_SHOWN]
+        if top is not None and all(r.rank != top.rank for r in drawn):
+            drawn = drawn[:-1] + [r for r in records if r.rank == top.rank]
+        drawn.sort(key=lambda r: r.rank)
+        xs = np.arange(len(drawn), dtype=np.float64)
+        slots = len(drawn)
+    else:
+        drawn = records
+        xs = np.asarray([r.rank for r in drawn], dtype=np.float64)
+        slots = world
+
+    # Colours: a phase the phase plot also draws keeps its colour there.
+    named = [n for n in _ordered_phases(summary, cols) if n != "other"][:MAX_PHASES]
+    colors = {n: _PALETTE[i % len(_PALETTE)] for i, n in enumerate(named)}
+    free = [c for c in _PALETTE if c not in {colors.get(n) for n in shown}]
+    for name in shown:
+        if name not in colors:
+            colors[name] = free.pop(0) if free else OTHER_PHASES_COLOR
+
+    layers, labels, fills, names = [], [], [], []
+    for name in shown:
+        layers.append(np.asarray([_rank_phase_time(r, name, device[name]) for r in drawn]) * 1e3)
+        labels.append(_label(name))
+        fills.append(colors[name])
+        names.append(name)
+    if rest:
+        layer = np.asarray([sum(_rank_phase_time(r, n, device[n]) for n in rest) for r in drawn]) * 1e3
+        if np.any(layer > 0):
+            layers.append(layer)
+            labels.append("other phases")
+            fills.append(OTHER_PHASES_COLOR)
+            names.append(None)
+    steps = np.asarray([np.nan if _number(r.step_p50) is None else float(r.step_p50) for r in drawn]) * 1e3
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    width = 0.8
+    bottom = np.zeros(len(drawn))
+    slow = None if top is None else next((i for i, r in enumerate(drawn) if r.rank == top.rank), None)
+    for layer, label, fill, name in zip(layers, labels, fills, names):
+        bars = ax.bar(xs, layer, width=width, bottom=bottom, color=fill, label=label, linewidth=0)
+        if slow is not None:
+            # The straggler's bar: outlined, its slow phase hatched.
+            bar = bars[slow]
+            bar.set_edgecolor(RANK_STEP_COLOR)
+            bar.set_linewidth(1.2)
+            if name == top.phase or (name is None and top.phase in rest):
+                bar.set_hatch("///")
+        bottom = bottom + layer
+    marker = max(3.0, min(20.0, 0.8 * 500.0 / max(1, slots)))
+    ax.plot(xs, steps, linestyle="none", marker="_", markersize=marker, markeredgewidth=2,
+            color=RANK_STEP_COLOR, label="step time p50")
+    peak = float(np.nanmax(np.concatenate([bottom, np.nan_to_num(steps)]))) if len(drawn) else 0.0
+    peak = peak if peak > 0 else 1.0
+    if slow is not None:
+        y = max(float(bottom[slow]), float(np.nan_to_num(steps[slow])))
+        ax.annotate(_label(f"straggler: {top.phase} x{top.slowdown:.3g}"), xy=(xs[slow], y),
+                    xytext=(0, 14), textcoords="offset points", ha="center", fontsize=8,
+                    arrowprops={"arrowstyle": "->", "color": RANK_STEP_COLOR})
+    if large:
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(r.rank) for r in drawn], rotation=90, fontsize=7)
+        ax.set_xlabel(f"rank (the {len(drawn)} slowest of {world} by step time p50)")
+        ax.set_xlim(-0.6, len(drawn) - 0.4)
+    else:
+        for m in missing:
+            if m < world:
+                ax.text(m, 0.02 * peak, "missing", rotation=90, ha="center", va="bottom", fontsize=8,
+                        color="#555555")
+        if world <= 32:
+            ax.set_xticks(range(world))
+        else:
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("rank")
+        ax.set_xlim(-0.6, world - 0.4)
+    ax.set_ylabel("ms per step (p50)")
+    ax.set_ylim(0, peak * 1.25)
+    # The legend lists the phases from the bottom of the stack up, as the
+    # phase plot does, then the step time marks.
+    from matplotlib.lines import Line2D
+
+    handles, texts = ax.get_legend_handles_labels()
+    order = sorted(range(len(texts)), key=lambda i: isinstance(handles[i], Line2D))
+    ax.legend([handles[i] for i in order], [texts[i] for i in order], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+
+    stacked = shown + rest
+    caption = (f"Per-step time (medians) of each rank's largest phases by median share, "
+               f"{_rank_time_kind(stacked, device)}"
+               f"{', the rest stacked as other phases' if rest else ''}; the marks are each "
+               f"rank's step time p50 (host). {counts[0].upper()}{counts[1:]}.")
+    if large:
+        caption += (f" A world past {MAX_RANK_BARS} ranks: only the {len(drawn)} slowest ranks by "
+                    f"step time p50 are drawn{' (and the straggler)' if top is not None else ''}.")
+    elif missing:
+        caption += " A missing rank (no record in the exchange) is a gap marked 'missing'."
+    if top is not None:
+        caption += " The straggler's bar is outlined, its slow phase hatched."
+    return _svg(fig), caption
+
+
+def _straggler_text(summary: Summary) -> str:
+    """One line on the straggler, as the straggler finding words it."""
+    ranks = summary.ranks
+    if not ranks.stragglers:
+        return f"No straggler among the {len(ranks.ranks)} ranks compared."
+    top = ranks.stragglers[0]
+    me = summary.rank is not None and summary.rank.rank == top.rank
+    who = f"this rank ({top.rank})" if me else f"rank {top.rank}"
+    where = f" on {top.host}" if top.host else ""
+    if ranks.recent_exchanges <= 1:
+        persistence = "in the one exchange so far"
+    else:
+        chronic = 2 * ranks.straggler_exchanges > ranks.recent_exchanges
+        persistence = (f"{'chronic' if chronic else 'transient'}: slow in "
+                       f"{ranks.straggler_exchanges} of the last {ranks.recent_exchanges} exchanges")
+    wait = _number(top.others_wait_share)
+    wait = 0.0 if wait is None else min(max(wait, 0.0), 1.0)
+    text = (f"Straggler: {who}{where}, x{top.slowdown:.3g} slower than the median rank in "
+            f"{top.phase} ({'device' if top.device else 'host'} time; {persistence})")
+    if not me:
+        text += f"; the other ranks wait {100 * wait:.0f}% of step time for it"
+    return text + "."
+
+
+def _ranks_html(summary: Summary, cols: Dict[str, Any]) -> str:
+    """The "Ranks" section, or "" in a single process."""
+    if getattr(summary, "ranks", None) is None:
+        return ""
+    svg, caption = _rank_plot(summary, cols)
+    figure = _figure("plot-per-rank", svg, caption,
+                     f"Fewer than 2 ranks to compare in {caption}." if svg is None else "")
+    return (f'\n<h2>Ranks</h2>\n<p id="straggler">{html.escape(_straggler_text(summary))}</p>\n'
+            f"{figure}\n")
+
+
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 24px;
        color: #222; max-width: 1100px; }
@@ -323,7 +559,7 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
 {_figure("plot-telemetry", _telemetry_plot(series),
          "Telemetry per step (NVML, /proc). nvidia-smi's utilization is not GPU busy time.",
          "No telemetry was sampled in this run.")}
-
+{_ranks_html(summary, series)}
 <h2>Phases</h2>
 <table><tr><th class="name">phase</th><th>share</th><th>p50/step</th><th>p95/step</th></tr>{rows}</table>
 
