@@ -56,7 +56,8 @@ class Session(_gpuscope._Session):
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=131072,
     flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
-    cupti=None, telemetry_interval_ms=100, trace_steps=16)``;
+    cupti=None, telemetry_interval_ms=100, trace_steps=16, rank_interval=30.0,
+    rank_timeout_s=None)``;
     every argument has a default. Invalid values raise ``ValueError``;
     ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
 

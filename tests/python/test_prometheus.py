@@ -146,29 +146,38 @@ DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "prometheus.md"
 HOST_TELEMETRY = {"gpuscope_throttled_steps_ratio", "gpuscope_host_cpu_ratio", "gpuscope_host_iowait_ratio",
                   "gpuscope_process_cpu_cores", "gpuscope_worker_cpu_cores"}
 GPU_TELEMETRY = {"gpuscope_nvidia_smi_utilization_ratio", "gpuscope_sm_clock_ratio"}
+# Families only a distributed job has (once ranks have exchanged records).
+RANK_FAMILIES = {"gpuscope_ranks_compared", "gpuscope_ranks_missing",
+                 "gpuscope_straggler_slowdown_ratio"}
 
 
-def documented_families():
+def documented_families(job=False):
     """{name: (type, label names, quantiles or None)} from the table in
-    docs/prometheus.md."""
+    docs/prometheus.md; with `job`, as in a distributed job: the labels the
+    table gives "in a job", and the `rank` label every sample carries
+    there."""
     families = {}
     for line in DOCS.read_text(encoding="utf-8").splitlines():
         if not line.startswith("| `gpuscope_"):
             continue
         names, kind, labels = (cell.strip() for cell in line.strip("| ").split("|")[:3])
+        labels, _, in_job = labels.partition("; in a job")
         quantiles = re.search(r"`quantile` \(([^)]*)\)", labels)
+        label_names = set(re.findall(r"`(\w+)`", labels))
+        if job:
+            label_names |= set(re.findall(r"`(\w+)`", in_job)) | {"rank"}
         for name in re.findall(r"`(gpuscope_\w+)`", names):
-            families[name] = (kind, set(re.findall(r"`(\w+)`", labels)),
+            families[name] = (kind, label_names,
                               {q.strip() for q in quantiles.group(1).split(",")} if quantiles else None)
     assert len(families) > 10, f"the table in {DOCS.name} was not found"
     return families
 
 
-def check_documented(text):
+def check_documented(text, job=False):
     """Checks every family of `text` against the docs: listed, of the type
-    and with the labels (and quantiles) they give. Returns the names of the
-    families present."""
-    documented = documented_families()
+    and with the labels (and quantiles) they give (`job`: in a distributed
+    job). Returns the names of the families present."""
+    documented = documented_families(job)
     samples = parse_exposition(text)
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
     quantiles = {}
@@ -191,12 +200,38 @@ def test_every_documented_family_is_exposed_as_documented(starved):
     (the next tests), each as the docs describe it."""
     text = starved.prometheus()
     present = check_documented(text)
-    assert present == set(documented_families()) - HOST_TELEMETRY - GPU_TELEMETRY
+    assert present == set(documented_families()) - HOST_TELEMETRY - GPU_TELEMETRY - RANK_FAMILIES
     samples = parse_exposition(text)
     shares = [v for (name, _), v in samples.items() if name == "gpuscope_phase_share_ratio"]
     assert sum(shares) == pytest.approx(1)  # as documented
     by_cause = [v for (name, _), v in samples.items() if name == "gpuscope_gpu_idle_by_cause_ratio"]
     assert sum(by_cause) == pytest.approx(samples[("gpuscope_gpu_idle_ratio", ())])
+
+
+def test_rank_families_and_labels_are_exposed_as_documented(starved):
+    """In a distributed job (the rank set, an exchange of 4 ranks' records
+    in which rank 2 is slow): every sample carries the rank, the info gauge
+    the job's labels, and the rank families appear, all as documented."""
+    records = []
+    for rank in range(4):
+        clock = gs.testing.ManualClock()
+        other = gs.Session(clock=clock, rank_interval=None)
+        for _ in range(10):
+            with other.step():
+                with other.phase("forward"):
+                    clock.advance((5 if rank == 2 else 1) * 1_000_000)
+        gs._gpuscope._set_rank(other, rank, rank, 4, f"node-{rank}")
+        records.append(gs._gpuscope._rank_record(other.summary()))
+        other.close()
+    gs._gpuscope._set_rank(starved, 0, 0, 4, "node-0")
+    assert gs._gpuscope._set_rank_records(starved, records) == 0
+    text = starved.prometheus()
+    present = check_documented(text, job=True)
+    assert RANK_FAMILIES <= present
+    samples = parse_exposition(text)
+    assert all(dict(labels).get("rank") == "0" for _, labels in samples)
+    assert samples[("gpuscope_straggler_slowdown_ratio",
+                    (("rank", "0"), ("straggler_rank", "2"), ("phase", "forward")))] == pytest.approx(5)
 
 
 def telemetry_session(ready, deadline_s=60):
