@@ -95,8 +95,8 @@ constexpr char kRankRecordDoc[] =
     "One rank's window as the other ranks see it (``Summary.ranks.ranks``): ``rank``, "
     "``local_rank``, ``world_size``, ``host``, ``steps``, ``step_p50``/``step_p95`` (s), "
     "``gpu_idle_pct``, ``samples_per_second``, ``tokens_per_second``, ``sm_clock_ratio``, "
-    "``throttled_steps``, ``host_cpu_pct`` (None where unknown) and ``phases`` (its 16 largest, "
-    "``RankPhase``).";
+    "``throttled_steps``, ``host_cpu_pct``, ``compute_time`` (CUPTI: kernel time per step less "
+    "collectives', s) (None where unknown) and ``phases`` (its 16 largest, ``RankPhase``).";
 
 constexpr char kStragglerDoc[] =
     "A rank slow in one phase: ``rank``, ``host``, ``phase``, ``device`` (scored on device "

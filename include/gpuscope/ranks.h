@@ -64,6 +64,10 @@ namespace gpuscope {
 // since a summary carries them.
 inline constexpr size_t kRankRecordBytes = 2048;
 
+// The name a straggler's phase has when it was found on the ranks' compute
+// kernel time (RankRecord::compute_time) rather than in a phase.
+inline constexpr std::string_view kComputeKernelsName = "compute kernels";
+
 // The record of `summary` for the rank `identity` names: the window's step
 // time, its kMaxRankPhases largest phases, GPU idle, throughput and
 // telemetry. Valid (ValidateRankRecord()) when `identity` is: 0 <= rank <
@@ -116,8 +120,11 @@ struct RankComparison {
 // ValidateRankRecord() refuses, are left out (their ranks count as
 // missing). Device time is compared in a phase when every rank with the
 // phase has one above 0. Fewer than 3 ranks with a phase give no straggler
-// in it (with two, which one is slow is a matter of reference). Invalid
-// `options` are replaced by the defaults. Cost: O(ranks x phases x log
+// in it (with two, which one is slow is a matter of reference). When no
+// phase names a straggler and every rank has a compute_time (CUPTI), the
+// ranks' compute kernel time is scored the same way, as phase
+// kComputeKernelsName on device time. Invalid `options` are replaced by the
+// defaults. Cost: O(ranks x phases x log
 // ranks).
 RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
                             const RankOptions& options = {});

@@ -282,6 +282,9 @@ struct RankRecord {
   double sm_clock_ratio = std::numeric_limits<double>::quiet_NaN();   // slowest GPU, 0..1
   double throttled_steps = std::numeric_limits<double>::quiet_NaN();  // share, 0..1
   double host_cpu_pct = std::numeric_limits<double>::quiet_NaN();
+  // With CUPTI: kernel time per step less the collectives' (NCCL), seconds:
+  // the GPU's own work, which a wait in an all-reduce does not lengthen.
+  double compute_time = std::numeric_limits<double>::quiet_NaN();
   std::vector<RankPhase> phases;  // at most kMaxRankPhases, largest share first
 
   // Field by field; NaN equals NaN here (a record equals its decoded copy).

@@ -20,7 +20,7 @@ namespace gpuscope {
 namespace {
 
 constexpr char kMagic[4] = {'G', 'S', 'R', 'K'};
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;                        // 2: compute_time
 constexpr size_t kHostBytes = 64;                       // NUL-padded; 63 kept
 constexpr size_t kNameBytes = kMaxPhaseNameLength + 1;  // NUL-padded; a whole phase name
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -141,7 +141,8 @@ bool RankRecord::operator==(const RankRecord& o) const {
          SameNumber(tokens_per_second, o.tokens_per_second) &&
          SameNumber(sm_clock_ratio, o.sm_clock_ratio) &&
          SameNumber(throttled_steps, o.throttled_steps) &&
-         SameNumber(host_cpu_pct, o.host_cpu_pct) && phases == o.phases;
+         SameNumber(host_cpu_pct, o.host_cpu_pct) && SameNumber(compute_time, o.compute_time) &&
+         phases == o.phases;
 }
 
 RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity) {
@@ -160,6 +161,10 @@ RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity) {
     r.sm_clock_ratio = Or(summary.telemetry->sm_clock_ratio);
     r.throttled_steps = summary.telemetry->throttled_steps;
     r.host_cpu_pct = Or(summary.telemetry->host_cpu_pct);
+  }
+  if (summary.activity.has_value() && summary.gpu_steps > 0) {
+    r.compute_time = std::max(
+        0.0, summary.activity->kernel_time_per_step - summary.activity->collective_time_per_step);
   }
   std::vector<const PhaseStats*> phases;
   for (const PhaseStats& p : summary.phases) {
@@ -195,7 +200,7 @@ std::string EncodeRankRecord(const RankRecord& record) {
   w.U64(static_cast<uint64_t>(record.steps));
   for (double v : {record.step_p50, record.step_p95, record.gpu_idle_pct, record.samples_per_second,
                    record.tokens_per_second, record.sm_clock_ratio, record.throttled_steps,
-                   record.host_cpu_pct}) {
+                   record.host_cpu_pct, record.compute_time}) {
     w.F64(v);
   }
   for (size_t i = 0; i < phases; ++i) {
@@ -240,6 +245,7 @@ absl::StatusOr<RankRecord> DecodeRankRecord(std::string_view bytes) {
   r.sm_clock_ratio = in.F64();
   r.throttled_steps = in.F64();
   r.host_cpu_pct = in.F64();
+  r.compute_time = in.F64();
   for (uint16_t i = 0; i < phases; ++i) {
     RankPhase p;
     std::optional<std::string> name = in.Padded(kNameBytes);
@@ -266,6 +272,9 @@ absl::Status ValidateRankRecord(const RankRecord& r) {
   }
   if (r.steps < 0) return bad("negative step count");
   if (!GoodTime(r.step_p50) || !GoodTime(r.step_p95)) return bad("step time not a time");
+  if (!(std::isnan(r.compute_time) || GoodTime(r.compute_time))) {
+    return bad("compute time not a time");
+  }
   for (double v : {r.gpu_idle_pct, r.samples_per_second, r.tokens_per_second, r.sm_clock_ratio,
                    r.throttled_steps, r.host_cpu_pct}) {
     if (!GoodOptional(v)) return bad("an infinite number");
@@ -326,23 +335,10 @@ RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
   std::vector<double> sorted_steps = steps;
   std::sort(sorted_steps.begin(), sorted_steps.end());
 
-  // Per phase name: the ranks that have it, with their times.
-  struct Entry {
-    size_t rank_index;
-    const RankPhase* phase;
-  };
-  std::map<std::string_view, std::vector<Entry>> by_phase;
-  for (size_t i = 0; i < n; ++i) {
-    for (const RankPhase& p : out.ranks[i].phases) by_phase[p.name].push_back({i, &p});
-  }
-  for (const auto& [name, entries] : by_phase) {
-    if (entries.size() < 3) continue;
-    const bool device = std::all_of(entries.begin(), entries.end(), [](const Entry& e) {
-      return std::isfinite(e.phase->device_p50) && e.phase->device_p50 > 0;
-    });
-    std::vector<std::pair<double, size_t>> times;  // (time, rank index)
-    for (const Entry& e : entries)
-      times.emplace_back(device ? e.phase->device_p50 : e.phase->host_p50, e.rank_index);
+  // Scores one quantity, given as (time, rank index) per rank that has it.
+  const auto score = [&](std::string_view name, std::vector<std::pair<double, size_t>> times,
+                         bool device) {
+    if (times.size() < 3) return;
     std::sort(times.begin(), times.end());
     std::vector<double> sorted;
     for (const auto& t : times) sorted.push_back(t.first);
@@ -367,6 +363,36 @@ RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
       s.others_wait_share = excess / others_step;
       out.stragglers.push_back(std::move(s));
     }
+  };
+
+  // Per phase name: the ranks that have it, with their times.
+  struct Entry {
+    size_t rank_index;
+    const RankPhase* phase;
+  };
+  std::map<std::string_view, std::vector<Entry>> by_phase;
+  for (size_t i = 0; i < n; ++i) {
+    for (const RankPhase& p : out.ranks[i].phases) by_phase[p.name].push_back({i, &p});
+  }
+  for (const auto& [name, entries] : by_phase) {
+    const bool device = std::all_of(entries.begin(), entries.end(), [](const Entry& e) {
+      return std::isfinite(e.phase->device_p50) && e.phase->device_p50 > 0;
+    });
+    std::vector<std::pair<double, size_t>> times;  // (time, rank index)
+    for (const Entry& e : entries)
+      times.emplace_back(device ? e.phase->device_p50 : e.phase->host_p50, e.rank_index);
+    score(name, std::move(times), device);
+  }
+  // No phase explains it (a loop without phases, say), but CUPTI measured
+  // every rank's compute kernels: a rank whose GPU does more, or slower,
+  // work shows there, since a wait in a collective does not lengthen it.
+  const bool all_compute = std::all_of(out.ranks.begin(), out.ranks.end(), [](const RankRecord& r) {
+    return std::isfinite(r.compute_time) && r.compute_time > 0;
+  });
+  if (out.stragglers.empty() && all_compute) {
+    std::vector<std::pair<double, size_t>> times;
+    for (size_t i = 0; i < n; ++i) times.emplace_back(out.ranks[i].compute_time, i);
+    score(kComputeKernelsName, std::move(times), /*device=*/true);
   }
   std::sort(out.stragglers.begin(), out.stragglers.end(),
             [](const Straggler& a, const Straggler& b) {

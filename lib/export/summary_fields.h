@@ -219,6 +219,7 @@ void RankRecordFields(V& v, R& r) {
   v.NanNumber("sm_clock_ratio", r.sm_clock_ratio, kRatio);
   v.NanNumber("throttled_steps", r.throttled_steps, kFraction);
   v.NanNumber("host_cpu_pct", r.host_cpu_pct, kPercent);
+  v.NanNumber("compute_time", r.compute_time, kSeconds);
   v.Array("phases", r.phases, [](auto& sub, auto& p) { RankPhaseFields(sub, p); });
 }
 

@@ -52,12 +52,41 @@ TEST(RankRecordTest, SurvivesItsEncoding) {
   r.samples_per_second = 640;
   r.sm_clock_ratio = 0.93;
   r.throttled_steps = 0.25;
+  r.compute_time = 0.071;
   const std::string bytes = EncodeRankRecord(r);
   EXPECT_EQ(bytes.size(), kRankRecordBytes);
   absl::StatusOr<RankRecord> back = DecodeRankRecord(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, r);  // NaN fields (tokens, host CPU) stay NaN
   EXPECT_TRUE(std::isnan(back->tokens_per_second));
+}
+
+TEST(CompareRanksTest, ComputeKernelTimeNamesAStragglerNoPhaseShows) {
+  // A loop with one phase that the all-reduce makes equal on every rank,
+  // but CUPTI measured each rank's compute kernels: rank 3's GPU does twice
+  // the work.
+  std::vector<RankRecord> records;
+  for (int rank = 0; rank < 6; ++rank) {
+    RankRecord r = Rank(rank, 6);
+    r.compute_time = rank == 3 ? 0.060 : 0.030;
+    records.push_back(r);
+  }
+  RankComparison c = CompareRanks(records, 6);
+  ASSERT_TRUE(c.straggler().has_value());
+  EXPECT_EQ(c.straggler()->rank, 3);
+  EXPECT_EQ(c.straggler()->phase, kComputeKernelsName);
+  EXPECT_TRUE(c.straggler()->device);
+  EXPECT_DOUBLE_EQ(c.straggler()->slowdown, 2.0);
+  // A rank without a compute time (no CUPTI there): not compared on it.
+  records[0].compute_time = kNaN;
+  EXPECT_FALSE(CompareRanks(records, 6).straggler().has_value());
+  // A phase that names the straggler comes first: compute time is the
+  // fallback, not a second finding of the same slowness.
+  records[0].compute_time = 0.030;
+  records[3].phases[0].host_p50 = 0.060;
+  c = CompareRanks(records, 6);
+  ASSERT_EQ(c.stragglers.size(), 1u);
+  EXPECT_EQ(c.stragglers[0].phase, "forward");
 }
 
 TEST(RankRecordTest, KeepsSixteenPhasesAndCutsLongNames) {
