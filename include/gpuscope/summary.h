@@ -317,9 +317,10 @@ struct RanksStats {
   std::vector<Straggler> stragglers;  // most time added first
   int64_t exchanges = 0;              // exchanges completed since the session started
   double age = 0;                     // seconds from the last exchange to this summary
-  // Of the last `recent_exchanges` exchanges (this one included, at most
-  // kRankHistory), how many found the first straggler's rank slow: most of
-  // them is a chronic straggler, one a transient one.
+  // Of the last `recent_exchanges` exchanges that could judge the first
+  // straggler's rank (3 ranks or more compared, its own among them; this
+  // one included; at most kRankHistory), how many found it slow: most of
+  // them is a chronic straggler, fewer a transient one.
   int64_t recent_exchanges = 0;
   int64_t straggler_exchanges = 0;
 

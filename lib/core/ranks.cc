@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/phase_table.h"
 #include "gpuscope/phase.h"
 
 namespace gpuscope {
@@ -114,10 +115,14 @@ absl::Status Invalid(std::string_view what) {
                    ". Records must come from EncodeRankRecord() of this gpuscope version."));
 }
 
-// A time (seconds) a record may hold: finite and >= 0.
-bool GoodTime(double v) { return std::isfinite(v) && v >= 0; }
-// An optional number: NaN (unknown) or finite.
-bool GoodOptional(double v) { return std::isnan(v) || std::isfinite(v); }
+// The ranges a summary's JSON reader holds the same numbers to (so that a
+// summary carrying a peer's record always reads back): a time is 0 to 1e9
+// seconds, a percentage 0 to 100, a share 0 to 1, a rate 0 to 1e15, a clock
+// ratio 0 to 100.
+bool Within(double v, double hi) { return v >= 0 && v <= hi; }  // false for NaN
+bool GoodTime(double v) { return Within(v, 1e9); }
+// An optional number: NaN (unknown) or within its range.
+bool GoodOptional(double v, double hi) { return std::isnan(v) || Within(v, hi); }
 
 // The median of `sorted` (ascending, n >= 2) without its element at `skip`.
 double MedianWithout(const std::vector<double>& sorted, size_t skip) {
@@ -275,24 +280,28 @@ absl::Status ValidateRankRecord(const RankRecord& r) {
   if (!(std::isnan(r.compute_time) || GoodTime(r.compute_time))) {
     return bad("compute time not a time");
   }
-  for (double v : {r.gpu_idle_pct, r.samples_per_second, r.tokens_per_second, r.sm_clock_ratio,
-                   r.throttled_steps, r.host_cpu_pct}) {
-    if (!GoodOptional(v)) return bad("an infinite number");
+  constexpr double kPercent = 100 + 1e-6, kShare = 1 + 1e-9, kRate = 1e15, kClockRatio = 100;
+  if (!GoodOptional(r.gpu_idle_pct, kPercent) || !GoodOptional(r.host_cpu_pct, kPercent) ||
+      !GoodOptional(r.samples_per_second, kRate) || !GoodOptional(r.tokens_per_second, kRate) ||
+      !GoodOptional(r.sm_clock_ratio, kClockRatio) || !GoodOptional(r.throttled_steps, kShare)) {
+    return bad("a number out of its range (a percentage over 100, a share over 1, ...)");
   }
+  if (static_cast<double>(r.steps) > kRate) return bad("a step count out of range");
   if (r.phases.size() > static_cast<size_t>(kMaxRankPhases)) {
     return bad(r.phases.size(), " phases, at most ", kMaxRankPhases);
   }
   for (size_t i = 0; i < r.phases.size(); ++i) {
     const RankPhase& p = r.phases[i];
-    if (p.name.empty() || p.name.size() >= kNameBytes || p.name.find('\0') != std::string::npos) {
-      return bad("a phase name empty, over ", kNameBytes - 1, " bytes or with a NUL");
+    if (p.name.size() >= kNameBytes || internal::PhaseNameProblem(p.name) != nullptr) {
+      return bad("a phase name that is not one a session accepts (empty, over ", kNameBytes - 1,
+                 " bytes, control characters, \"other\", ...)");
     }
     for (size_t j = 0; j < i; ++j) {
       if (r.phases[j].name == p.name) return bad("phase \"", p.name, "\" twice");
     }
     if (!GoodTime(p.host_p50) || !(std::isnan(p.device_p50) || GoodTime(p.device_p50)) ||
-        !GoodTime(p.share)) {
-      return bad("phase \"", p.name, "\" has a time that is not one");
+        !Within(p.share, kShare)) {
+      return bad("phase \"", p.name, "\" has a time or share out of range");
     }
   }
   return absl::OkStatus();

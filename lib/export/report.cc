@@ -179,7 +179,10 @@ void AppendRanks(std::string* out, const Summary& s) {
     return true;
   };
   const Straggler* top = r.stragglers.empty() ? nullptr : &r.stragglers.front();
-  if (r.ranks.size() <= kRankRows) {
+  // A row per rank while they fit: up to kRankRows ranks, numbered below
+  // 1000 (the rank column's width).
+  const bool rows = r.ranks.size() <= kRankRows && r.ranks.back().rank < 1000;
+  if (rows) {
     const size_t columns = std::min<size_t>(3, shares.size());
     std::string header =
         absl::StrFormat("  %4s %-12s %9s %9s", "rank", "host", "step p50", "step p95");

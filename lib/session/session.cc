@@ -326,24 +326,37 @@ absl::Status SessionImpl::SetRankRecords(std::vector<RankRecord> records,
     world_size = rank_->world_size;
   }
   RankComparison c = CompareRanks(std::move(records), world_size, options);  // outside the lock
-  std::vector<int> slow;
-  for (const Straggler& s : c.stragglers) slow.push_back(s.rank);
   std::lock_guard<std::mutex> lock(ranks_mu_);
   if (rank_->world_size != world_size) return absl::OkStatus();  // a new job meanwhile: stale
-  slow_history_.push_back(std::move(slow));
-  while (slow_history_.size() > static_cast<size_t>(kRankHistory)) slow_history_.pop_front();
+  // Only an exchange that could judge (3 ranks or more compared) goes into
+  // the history: one that heard from too few says nothing about who is slow.
+  if (c.ranks.size() >= 3) {
+    RankHistoryEntry judged;
+    for (const RankRecord& r : c.ranks) judged.compared.push_back(r.rank);
+    for (const Straggler& x : c.stragglers) judged.slow.push_back(x.rank);
+    slow_history_.push_back(std::move(judged));
+    while (slow_history_.size() > static_cast<size_t>(kRankHistory)) slow_history_.pop_front();
+  }
   RanksStats stats;
   stats.exchanges = (ranks_.has_value() ? ranks_->exchanges : 0) + 1;
   stats.ranks = std::move(c.ranks);
   stats.missing = std::move(c.missing);
   stats.stragglers = std::move(c.stragglers);
-  stats.recent_exchanges = static_cast<int64_t>(slow_history_.size());
-  if (!stats.stragglers.empty()) {
+  const auto has = [](const std::vector<int>& ranks, int rank) {
+    return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+  };
+  if (stats.stragglers.empty()) {
+    stats.recent_exchanges = static_cast<int64_t>(slow_history_.size());
+  } else {
+    // Of the judged exchanges that heard from the straggler's rank (one it
+    // was missing from can say neither slow nor not), those that found it
+    // slow.
     const int who = stats.stragglers.front().rank;
-    stats.straggler_exchanges = std::count_if(
-        slow_history_.begin(), slow_history_.end(), [who](const std::vector<int>& ranks) {
-          return std::find(ranks.begin(), ranks.end(), who) != ranks.end();
-        });
+    for (const RankHistoryEntry& e : slow_history_) {
+      if (!has(e.compared, who)) continue;
+      ++stats.recent_exchanges;
+      if (has(e.slow, who)) ++stats.straggler_exchanges;
+    }
   }
   ranks_ = std::move(stats);
   ranks_at_ns_ = ReadMonotonicNs();

@@ -288,8 +288,13 @@ class SessionImpl final : public Pumpable {
   std::optional<RankIdentity> rank_;
   std::optional<RanksStats> ranks_;
   int64_t ranks_at_ns_ = 0;  // CLOCK_MONOTONIC of the last exchange
-  // The ranks each of the last kRankHistory exchanges found slow, newest last.
-  std::deque<std::vector<int>> slow_history_;
+  // The last kRankHistory exchanges that compared 3 ranks or more, newest
+  // last: the ranks each compared and those it found slow.
+  struct RankHistoryEntry {
+    std::vector<int> compared;
+    std::vector<int> slow;
+  };
+  std::deque<RankHistoryEntry> slow_history_;
 };
 
 // White-box access for tests, benchmarks and the simulated device: sessions

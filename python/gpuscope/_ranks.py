@@ -19,18 +19,20 @@ since the epoch, on clocks NTP keeps within milliseconds; ``sync_ranks()``:
 how many times this session called it):
 
 1. set ``<prefix>/<name>/<rank>`` to its record (zlib-compressed), then
-   ``add(<prefix>/<name>/n, 1)``;
+   ``add(<prefix>/<name>/n, 1)`` (a periodic exchange whose period has
+   passed by then is skipped);
 2. poll ``add(.../n, 0)`` until it reaches the world size or the timeout
    passes (5 ms, doubling to 200 ms);
-3. all there: one ``multi_get`` of every rank's key; else ``check`` each key
-   and get those that exist (never a ``get`` of a key that may not: that
-   would block for the store's own timeout). The ranks not heard from are
-   ``missing``;
-4. delete its own key of the exchange before the last (so the store holds
-   at most two records per rank).
+3. all there (and ``check`` of every key says so): one ``multi_get``; else
+   ``check`` each key and get those that exist (never a ``get`` of a key
+   that may not: that would block for the store's own timeout, holding the
+   store client's lock). The ranks not heard from are ``missing``;
+4. delete the keys it wrote (rank 0: and the counters) more than 10
+   minutes ago, far longer than any timeout, so a rank late to an exchange
+   never finds its keys gone.
 
-``<prefix>`` holds torchelastic's restart count and how many process groups
-this process has seen (a new default store: an elastic restart or a
+``<prefix>`` holds torchelastic's restart count and how many default stores
+this process has seen (a new one: an elastic restart or a
 ``destroy_process_group()``/``init_process_group()``), so keys of an earlier
 job are never read as this one's.
 """
@@ -101,14 +103,17 @@ class _Job(NamedTuple):
     prefix: str
 
 
-# Default stores seen, by id(), to number the process groups this process
-# has had (a new one: the keys of the last one mean nothing now). Read and
-# written under _JOBS_LOCK.
+# The default store last seen, and how many different ones this process has
+# seen: a new one (an elastic restart, destroy_process_group() and a new
+# init_process_group()) starts a new key space, so no key of the last group
+# is read as this one's. Under _JOBS_LOCK.
 _JOBS_LOCK = threading.Lock()
-_stores: List[Any] = []  # weak references, oldest first
+_last_store: Any = None  # a weak reference (or a function returning the store)
+_generation = -1
 
 
 def _job() -> Optional[_Job]:
+    global _last_store, _generation
     dist = _dist()
     if dist is None:
         return None
@@ -120,17 +125,13 @@ def _job() -> Optional[_Job]:
                            "ranks are not compared")
         return None
     with _JOBS_LOCK:
-        live = [r for r in _stores if r() is not None]
-        for generation, ref in enumerate(live):
-            if ref() is store:
-                break
-        else:
+        if _last_store is None or _last_store() is not store:
+            _generation += 1
             try:
-                live.append(weakref.ref(store))
-            except TypeError:  # not weakly referenceable: compare by identity while alive
-                live.append(lambda s=store: s)
-            generation = len(live) - 1
-        _stores[:] = live
+                _last_store = weakref.ref(store)
+            except TypeError:  # not weakly referenceable: hold it
+                _last_store = lambda s=store: s  # noqa: E731
+        generation = _generation
     try:
         local = int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError:
@@ -138,6 +139,14 @@ def _job() -> Optional[_Job]:
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return _Job(store, rank, world, max(local, 0), socket.gethostname(),
                 f"gpuscope/v1/{restart}/{generation}/")
+
+
+# Keys are deleted only this long after their exchange (and only the ones a
+# rank wrote itself, the counters by rank 0): far longer than any timeout
+# and clock skew, so that a rank that comes late to an exchange never asks
+# for a key that is gone (a get of a missing key would block for the
+# store's own timeout, holding the store's client lock).
+_KEY_LIFETIME = 600.0
 
 
 class _State:
@@ -149,26 +158,48 @@ class _State:
         self.timeout = timeout
         self.syncs = 0                # sync_ranks() calls so far
         self.last_round = -1          # the last periodic round done
-        self.last_keys: Dict[str, List[str]] = {}  # kind -> own keys of the last exchanges
-        self.lock = threading.Lock()  # guards last_keys (a periodic and a forced exchange may overlap)
+        self.lock = threading.Lock()  # guards what follows (a periodic and a forced exchange may overlap)
+        self.written: List[Any] = []  # (monotonic time, store, key) this rank wrote
+        self.syncs_running = 0        # sync_ranks() exchanges in flight
+        self.last_sync_applied = -math.inf  # when the last applied sync exchange started
+
+
+def _forget_old_keys(state: _State, now: float) -> None:
+    """Deletes the keys this rank wrote more than _KEY_LIFETIME ago."""
+    with state.lock:
+        old = [w for w in state.written if now - w[0] > _KEY_LIFETIME]
+        state.written = [w for w in state.written if now - w[0] <= _KEY_LIFETIME]
+    for _, store, key in old:
+        try:
+            store.delete_key(key)
+        except Exception:  # a store without delete_key, or gone: the key stays
+            pass
 
 
 def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
-              job: Optional[_Job] = None) -> Optional[ExchangeResult]:
+              job: Optional[_Job] = None, round_: Optional[int] = None) -> Optional[ExchangeResult]:
     """One exchange named ``name`` in ``job`` (default: torch.distributed's);
-    None when there is no job to exchange in."""
+    None when there is no job to exchange in, or (a periodic exchange of
+    period ``round_``) when the period has passed before this rank could
+    take part."""
     job = job if job is not None else _job()
     if job is None or job.world_size < 2:
         return None
     started = time.monotonic()
     deadline = started + timeout
     _gpuscope._set_rank(session, job.rank, job.local_rank, job.world_size, job.host[:63])
-    record = _gpuscope._rank_record(session.summary())
+    record = zlib.compress(_gpuscope._rank_record(session.summary()))
+    if round_ is not None and math.floor(time.time() / state.interval) != round_:
+        return None  # too late for this period: the others have moved on
     store = job.store
     base = f"{job.prefix}{state.seq}/{name}/"
-    mine = f"{base}{job.rank}"
-    store.set(mine, zlib.compress(record))
-    count = store.add(f"{base}n", 1)
+    mine, counter = f"{base}{job.rank}", f"{base}n"
+    with state.lock:  # noted first, so that a failure below still cleans it up
+        state.written.append((started, store, mine))
+        if job.rank == 0:
+            state.written.append((started, store, counter))
+    store.set(mine, record)
+    count = store.add(counter, 1)
     delay = _POLL_FIRST
     while count < job.world_size:
         left = deadline - time.monotonic()
@@ -176,9 +207,11 @@ def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
             break
         time.sleep(min(delay, left))
         delay = min(2 * delay, _POLL_MAX)
-        count = store.add(f"{base}n", 0)
+        count = store.add(counter, 0)
+    # Never a read of a key that may not exist: check first (one call for
+    # all of them when the counter says every rank is there).
     keys = [f"{base}{r}" for r in range(job.world_size)]
-    if count >= job.world_size:
+    if count >= job.world_size and store.check(keys):
         values = list(store.multi_get(keys))
         heard = list(range(job.world_size))
     else:
@@ -193,21 +226,18 @@ def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
             records.append(zlib.decompress(bytes(blob)))
         except zlib.error:
             records.append(b"")  # counted as refused below
-    refused = _gpuscope._set_rank_records(session, records)
-    if refused:
-        _say_once("refused", f"{refused} rank records could not be read (another gpuscope "
-                             "version on some ranks?); those ranks count as missing")
-    # Keep this exchange's key and the one before it; delete older ones.
+    # A sync_ranks() result is what the user asked for: a periodic exchange
+    # does not replace it when it started before it or ran alongside it.
     with state.lock:
-        kept = state.last_keys.setdefault(kind, [])
-        kept.append(mine)
-        stale = kept[:-2]
-        del kept[:-2]
-    for key in stale:
-        try:
-            store.delete_key(key)
-        except Exception:  # a store without delete_key: the keys stay
-            pass
+        apply = kind == "sync" or (state.syncs_running == 0 and started > state.last_sync_applied)
+        if kind == "sync":
+            state.last_sync_applied = max(state.last_sync_applied, started)
+    if apply:
+        refused = _gpuscope._set_rank_records(session, records)
+        if refused:
+            _say_once("refused", f"{refused} rank records could not be read (another gpuscope "
+                                 "version on some ranks?); those ranks count as missing")
+    _forget_old_keys(state, time.monotonic())
     missing = sorted(set(range(job.world_size)) - set(heard))
     return ExchangeResult(heard, missing, time.monotonic() - started)
 
@@ -273,7 +303,7 @@ class _Exchanger:
             if first or not session.recording or _dist() is None:
                 continue
             try:
-                _exchange(session, st, f"p{round_}", "periodic", st.timeout)
+                _exchange(session, st, f"p{round_}", "periodic", st.timeout, round_=round_)
             except Exception as e:  # a store going away at the end of a job, ...
                 _say_once(f"failed:{type(e).__name__}",
                           f"an exchange of rank records failed ({_short(e)}); the next one "
@@ -283,12 +313,20 @@ class _Exchanger:
 _EXCHANGER = _Exchanger()
 
 
-def attach(session: Any, interval: Optional[float], timeout: Optional[float]) -> None:
+def attach(session: Any, interval: Optional[float], timeout: Optional[float]) -> bool:
     """Makes ``session`` take part in the periodic exchange (every
-    ``interval`` seconds; None: never, only ``sync_ranks()``)."""
+    ``interval`` seconds; None: never, only ``sync_ranks()``). False, said
+    once, when it cannot (no thread to be had)."""
     if timeout is None:
         timeout = default_timeout(interval)
-    _EXCHANGER.add(session, math.inf if interval is None else interval, timeout)
+    try:
+        _EXCHANGER.add(session, math.inf if interval is None else interval, timeout)
+        return True
+    except Exception as e:  # RuntimeError: can't start new thread, or at interpreter shutdown
+        _EXCHANGER.remove(session)
+        _say_once("attach", f"cannot start the rank exchange ({_short(e)}); ranks are not "
+                            "compared in this process")
+        return False
 
 
 def attached(session: Any) -> bool:
@@ -324,8 +362,10 @@ def sync(session: Any, timeout: float) -> Optional[ExchangeResult]:
     state = _EXCHANGER.state(session)
     if state is None or _dist() is None:
         return None
-    state.syncs += 1
-    name = f"s{state.syncs}"
+    with state.lock:
+        state.syncs += 1
+        state.syncs_running += 1
+        name = f"s{state.syncs}"
     out: List[Any] = []
 
     def run() -> None:
@@ -334,6 +374,9 @@ def sync(session: Any, timeout: float) -> Optional[ExchangeResult]:
             out.append(_exchange(session, state, name, "sync", timeout))
         except Exception as e:
             out.append(e)
+        finally:
+            with state.lock:
+                state.syncs_running -= 1
 
     started = time.monotonic()
     worker = threading.Thread(target=run, name="gpuscope-sync-ranks", daemon=True)

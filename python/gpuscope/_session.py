@@ -123,10 +123,13 @@ class Session(_gpuscope._Session):
             return False
         if _ranks.attached(self):
             return True
-        _gpuscope._set_rank(self, ident.rank, ident.local_rank, ident.world_size, ident.host[:63])
+        try:
+            _gpuscope._set_rank(self, ident.rank, ident.local_rank, ident.world_size,
+                                ident.host[:63])
+        except ValueError:  # a closed session or an odd identity: nothing to join
+            return False
         interval, timeout = _RANK_OPTIONS.get(self, (30.0, None))
-        _ranks.attach(self, interval, timeout)
-        return True
+        return _ranks.attach(self, interval, timeout)
 
     def sync_ranks(self, timeout_s: float = 10.0) -> Any:
         """Exchanges rank records now (every rank calls it, e.g. at the end

@@ -146,16 +146,33 @@ TEST(RankRecordTest, ValidateRefusesWhatWouldMisleadTheComparison) {
   EXPECT_THAT(reason(r), HasSubstr("phase \"forward\" twice"));
   r = Rank(1, 4);
   r.phases[2].name.clear();
-  EXPECT_THAT(reason(r), HasSubstr("a phase name empty"));
+  EXPECT_THAT(reason(r), HasSubstr("a phase name that is not one a session accepts"));
+  r = Rank(1, 4);
+  r.phases[2].name = "bad\x1b[2Jname";  // a peer's name reaches this rank's terminal
+  EXPECT_THAT(reason(r), HasSubstr("a phase name that is not one a session accepts"));
   r = Rank(1, 4);
   r.phases[0].host_p50 = kNaN;
-  EXPECT_THAT(reason(r), HasSubstr("phase \"forward\" has a time that is not one"));
+  EXPECT_THAT(reason(r), HasSubstr("phase \"forward\" has a time or share out of range"));
   r = Rank(1, 4);
   r.steps = -1;
   EXPECT_THAT(reason(r), HasSubstr("negative step count"));
   r = Rank(1, 4);
   r.sm_clock_ratio = std::numeric_limits<double>::infinity();
-  EXPECT_THAT(reason(r), HasSubstr("an infinite number"));
+  EXPECT_THAT(reason(r), HasSubstr("a number out of its range"));
+  // Ranges as a saved summary's reader holds them, so that a summary
+  // carrying this record always reads back.
+  r = Rank(1, 4);
+  r.gpu_idle_pct = 250;
+  EXPECT_THAT(reason(r), HasSubstr("a number out of its range"));
+  r = Rank(1, 4);
+  r.throttled_steps = 1.5;
+  EXPECT_THAT(reason(r), HasSubstr("a number out of its range"));
+  r = Rank(1, 4);
+  r.step_p95 = 2e9;
+  EXPECT_THAT(reason(r), HasSubstr("step time not a time"));
+  r = Rank(1, 4);
+  r.phases[0].share = 3;
+  EXPECT_THAT(reason(r), HasSubstr("has a time or share out of range"));
   // What Validate() refuses is encoded, and refused when decoded.
   r = Rank(1, 4);
   r.phases[3].name = "data";

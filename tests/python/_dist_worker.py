@@ -1,7 +1,8 @@
 """One rank of the torchrun jobs in test_distributed.py (gloo on CPU).
 
 A small DDP model trains for STEPS steps with phases data/forward/backward/
-optimizer; SLOW_RANK does SLOW_MS of extra work in forward. MODE says what
+comm/optimizer (the gradient all-reduce in "comm"); SLOW_RANK does SLOW_MS of
+extra work in forward. MODE says what
 else happens:
 
   straggler  every rank exchanges periodically (RANK_INTERVAL) and at the end
@@ -11,6 +12,7 @@ else happens:
 Each rank writes what it saw to OUT/rank<N>.json.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -39,25 +41,36 @@ def main() -> None:
     s = gs.Session(rank_interval=interval) if rank < sessions else None
     result = {"rank": rank, "world": world}
 
+    def phase(name):
+        return s.phase(name) if s is not None else contextlib.nullcontext()
+
     def train(n: int) -> None:
         for _ in range(n):
-            if s is None:
-                model(torch.randn(16, 32)).sum().backward()
-                opt.step()
-                opt.zero_grad()
-                continue
-            with s.step():
-                with s.phase("data"):
+            with (s.step() if s is not None else contextlib.nullcontext()):
+                with phase("data"):
                     x = torch.randn(16, 32)
-                with s.phase("forward"):
-                    y = model(x).sum()
-                    if rank == slow_rank:
-                        end = time.perf_counter() + slow_s  # extra work, not a sleep
-                        while time.perf_counter() < end:
-                            pass
-                with s.phase("backward"):
-                    y.backward()
-                with s.phase("optimizer"):
+                # DDP with its all-reduce taken out of backward (no_sync) and
+                # done in a phase of its own, "comm", as a loop that times its
+                # communication would: the fast ranks' wait shows there.
+                with model.no_sync():
+                    with phase("forward"):
+                        y = model(x).sum()
+                        if rank == slow_rank:
+                            end = time.perf_counter() + slow_s  # extra work, not a sleep
+                            while time.perf_counter() < end:
+                                pass
+                    with phase("backward"):
+                        y.backward()
+                with phase("comm"):
+                    grads = [p.grad for p in model.parameters()]
+                    flat = torch.cat([g.reshape(-1) for g in grads])
+                    dist.all_reduce(flat)
+                    flat /= world
+                    offset = 0
+                    for g in grads:
+                        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+                        offset += g.numel()
+                with phase("optimizer"):
                     opt.step()
                     opt.zero_grad()
 
@@ -77,11 +90,12 @@ def main() -> None:
         result["rank_identity"] = d["rank"]
         result["ranks"] = d["ranks"]
         findings = s.diagnose()
-        result["findings"] = [{"id": f.id, "title": f.title, "evidence": dict(f.evidence)}
-                              for f in findings]
+        result["findings"] = [{"id": f.id, "title": f.title, "share": f.share,
+                               "evidence": dict(f.evidence)} for f in findings]
         result["report"] = s.report()
         result["prometheus"] = s.prometheus()
         result["steps"] = sm.steps
+        result["comm_share"] = sm.phases["comm"].share if "comm" in sm.phases else 0.0
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
     sys.stdout.flush()
