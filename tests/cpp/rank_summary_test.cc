@@ -189,6 +189,31 @@ TEST(RankSessionTest, HistoryCountsHowOftenTheStragglerWasSlow) {
   EXPECT_EQ(sum.ranks->straggler_exchanges, 7);
 }
 
+TEST(RankSessionTest, ExchangesThatCouldNotJudgeTheStragglerAreNotCounted) {
+  // Early in a job only some ranks answer. An exchange of two ranks cannot
+  // tell who is slow, and one the straggler was missing from cannot say it
+  // was not: neither may turn a chronic straggler into a transient one.
+  ClockedSession s;
+  Steps(s, 3);
+  ASSERT_TRUE(s->SetRank({.rank = 0, .local_rank = 0, .world_size = 4, .host = ""}).ok());
+  std::vector<RankRecord> two = SlowRankTwo();
+  two.resize(2);  // ranks 0 and 1 only
+  std::vector<RankRecord> without_two = SlowRankTwo();
+  without_two.erase(without_two.begin() + 2);  // ranks 0, 1 and 3
+  ASSERT_TRUE(s->SetRankRecords(two).ok());
+  ASSERT_TRUE(s->SetRankRecords(without_two).ok());
+  ASSERT_TRUE(s->SetRankRecords(SlowRankTwo()).ok());
+  ASSERT_TRUE(s->SetRankRecords(without_two).ok());
+  ASSERT_TRUE(s->SetRankRecords(SlowRankTwo()).ok());
+  const Summary sum = s->Summarize();
+  EXPECT_EQ(sum.ranks->exchanges, 5);
+  EXPECT_EQ(sum.ranks->recent_exchanges, 2) << "only the two that heard from rank 2";
+  EXPECT_EQ(sum.ranks->straggler_exchanges, 2);
+  const std::vector<Finding> findings = Diagnose(sum);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_THAT(findings.front().title, HasSubstr("chronic: slow in 2 of the last 2 exchanges"));
+}
+
 TEST(RankSessionTest, AnotherWorldSizeForgetsTheExchanges) {
   ClockedSession s;
   Steps(s, 3);
