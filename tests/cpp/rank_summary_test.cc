@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -332,9 +333,10 @@ void SetPhase(Summary& s, const std::string& name, double share) {
   s.phases.push_back(p);
 }
 
-// A host-timed loop of 100 steps of 20 ms: forward, backward, the rest
-// "other".
-Summary HostLoop() {
+// A host-timed loop of 100 steps of 20 ms whose top-level phases take
+// `shares` of it (default: backward, forward, the rest "other").
+Summary HostLoop(std::vector<std::pair<std::string, double>> shares = {
+                     {"backward", 0.40}, {"forward", 0.20}, {"other", 0.40}}) {
   Summary s;
   s.source = Source::kHost;
   s.window = s.steps = s.total_steps = 100;
@@ -342,9 +344,7 @@ Summary HostLoop() {
   s.step_time.count = 100;
   s.step_time.mean = s.step_time.p50 = 0.020;
   s.step_time.p95 = 0.022;
-  SetPhase(s, "backward", 0.40);
-  SetPhase(s, "forward", 0.20);
-  SetPhase(s, "other", 0.40);
+  for (const auto& [name, share] : shares) SetPhase(s, name, share);
   return s;
 }
 
@@ -489,19 +489,7 @@ TEST(StragglerRuleTest, TelemetrySaysWhyTheStragglerIsSlow) {
 // ---- Comm-bound and the straggler's wait
 
 // A host-timed loop that spends 40 % of its step in "comm".
-Summary CommLoop() {
-  Summary s;
-  s.source = Source::kHost;
-  s.window = s.steps = s.total_steps = 100;
-  s.window_time = 2.0;
-  s.step_time.count = 100;
-  s.step_time.mean = s.step_time.p50 = 0.020;
-  s.step_time.p95 = 0.022;
-  SetPhase(s, "comm", 0.40);
-  SetPhase(s, "backward", 0.35);
-  SetPhase(s, "forward", 0.25);
-  return s;
-}
+Summary CommLoop() { return HostLoop({{"comm", 0.40}, {"backward", 0.35}, {"forward", 0.25}}); }
 
 // Rank 2 adds 7 ms to a 20 ms step: 35 % of it the others wait.
 std::vector<RankRecord> SlowBySeven() {
