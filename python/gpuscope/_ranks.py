@@ -260,9 +260,10 @@ class _Exchanger:
             state = _State(self._next_seq, interval, timeout)
             self._next_seq += 1
             self._sessions[session] = state
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="gpuscope-ranks", daemon=True)
-                self._thread.start()
+            if self._thread is None:  # kept only once started, so a failed start is retried
+                thread = threading.Thread(target=self._run, name="gpuscope-ranks", daemon=True)
+                thread.start()
+                self._thread = thread
             self._cv.notify()
             return state
 
