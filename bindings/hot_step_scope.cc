@@ -97,9 +97,29 @@ PyObject* StepScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   Py_RETURN_FALSE;
 }
 
+// step._cancel(): closes an entered step (and any scope opened inside it)
+// without recording it: for a step begun ahead of work that never came,
+// such as the one the zero-code runner opens after the last optimizer step.
+PyObject* StepScopeCancel(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<StepScopeObject*>(self);
+  if (!s->entered) Py_RETURN_NONE;
+  s->entered = false;
+  const ScopeToken token = s->token;
+  s->token = ScopeToken{};
+  if (token.ok()) s->session->Cancel(token);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kStepScopeMethods[] = {
+    {"_cancel", StepScopeCancel, METH_NOARGS,
+     "Closes the entered step without recording it (and any scope opened inside it)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 PyTypeObject StepScopeType = [] {
   PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
   t.tp_name = "gpuscope._gpuscope._StepScope";
+  t.tp_methods = kStepScopeMethods;
   t.tp_basicsize = sizeof(StepScopeObject);
   t.tp_dealloc = StepScopeDealloc;
   t.tp_call = StepScopeCall;

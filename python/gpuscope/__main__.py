@@ -8,6 +8,11 @@
     gpuscope compare BASE NEW [--max-regression PCT]
                                     # two runs saved with session.save(path)
 
+    gpuscope run [--out DIR] [--no-report] [--no-html] train.py [args...]
+    gpuscope run [options] -m package.module [args...]
+                                    # an unmodified PyTorch script, instrumented
+                                    # from outside (docs/zero-code.md)
+
 doctor exits 0 when nothing failed and nothing differs from the baseline; 1
 on a FAIL or a difference; 2 on a usage error, an unreadable baseline or a
 --save that could not be written. It is read-only: it never changes a
@@ -139,7 +144,8 @@ def compare(argv: Sequence[str]) -> int:
 
 
 USAGE = ("usage: gpuscope doctor [--json] [--save FILE] [--baseline FILE]\n"
-         "       gpuscope compare BASE NEW [--max-regression PCT]")
+         "       gpuscope compare BASE NEW [--max-regression PCT]\n"
+         "       gpuscope run [--out DIR] [--no-report] [--no-html] (script.py | -m module) [args...]")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -147,6 +153,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.strip() if args else USAGE, file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
+    if args[0] == "run":
+        # The script's exit status, output and exceptions are its own: none
+        # of the handling below applies.
+        from ._runner import run
+
+        return run(args[1:])
     commands = {"doctor": doctor, "compare": compare}
     if args[0] in commands:
         # Whatever the files hold, output never raises (a lone surrogate in

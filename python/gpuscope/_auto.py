@@ -1,0 +1,266 @@
+"""Automatic instrumentation of a PyTorch training loop, from public hooks
+only, for the zero-code runner (``gpuscope run``; docs/zero-code.md).
+
+What is inferred, and how:
+
+- **step**: one optimizer step. A step ends when the first optimizer that
+  ever stepped (the *primary* one; with several, as in a GAN, the others'
+  steps are phases inside it) finishes ``step()``
+  (``register_optimizer_step_post_hook``), and the next one begins at once,
+  so step time is the time from one optimizer step to the next, and
+  gradient accumulation (several forward/backward passes per step) counts
+  one step. The first step begins at the first event below. The step open
+  when the program ends (work after the last optimizer step) is dropped,
+  so steps equal optimizer steps.
+- **data**: the time inside ``next()`` of any ``DataLoader`` iterator.
+- **forward**: from entering to leaving the outermost ``nn.Module`` call
+  (global module hooks until the first optimizer step; then hooks on the
+  modules trained, those holding the optimizer's parameters, only, so that
+  a model of thousands of modules costs two hooks per forward, not two per
+  module).
+- **backward**: ``Tensor.backward()`` and ``torch.autograd.backward()``.
+- **optimizer**: ``Optimizer.step()`` (step pre- and post-hooks).
+
+Only the thread that first does any of this is recorded (the training
+loop); calls from other threads (DataLoader pin-memory threads,
+DataParallel replicas) are left alone. Nothing here ever raises into the
+training script: a failure turns the instrumentation off and is said once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, List, Optional, Tuple
+
+from . import _gpuscope
+
+
+class AutoInstrument:
+    """Hooks ``session`` into torch; ``install()``, then ``finish()`` at the
+    end (drops the step open after the last optimizer step) and
+    ``uninstall()``."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.optimizer_steps = 0
+        self._owner: Optional[int] = None
+        self._step: Any = None                 # the open step scope, entered
+        self._open: List[Tuple[str, Any]] = []  # auto phases open, innermost last
+        self._forward_depth = 0
+        self._in_backward = False
+        self._primary: Any = None              # the optimizer whose steps end steps
+        self._undo: List[Callable[[], None]] = []
+        self._global_forward: List[Any] = []   # handles of the global module hooks
+        self._targeted = False
+        self._roots_seen: dict = {}            # outermost modules called before targeting
+        self._off = False
+
+    # -- the state machine, on the owner thread -----------------------------
+
+    def _mine(self) -> bool:
+        if self._off:
+            return False
+        me = threading.get_ident()
+        if self._owner is None:
+            self._owner = me
+        return self._owner == me
+
+    def _fail(self, e: BaseException) -> None:
+        self._off = True
+        _gpuscope._log_once("auto:failed", f"gpuscope run: automatic instrumentation is off from "
+                                           f"here on ({type(e).__name__}: {str(e)[:160]})")
+
+    def _ensure_step(self) -> None:
+        if self._step is None:
+            step = self.session.step()
+            step.__enter__()
+            self._step = step
+
+    def _enter(self, name: str) -> None:
+        self._ensure_step()
+        scope = self.session.phase(name)
+        scope.__enter__()
+        self._open.append((name, scope))
+
+    def _exit(self, name: str) -> None:
+        # Close up to and including the innermost `name` (a phase left open
+        # by an exception is closed with its parent).
+        while self._open:
+            open_name, scope = self._open.pop()
+            scope.__exit__(None, None, None)
+            if open_name == name:
+                return
+
+    def _end_step(self) -> None:
+        while self._open:
+            self._open.pop()[1].__exit__(None, None, None)
+        if self._step is not None:
+            step, self._step = self._step, None
+            step.__exit__(None, None, None)
+
+    # -- hooks ----------------------------------------------------------------
+
+    def _data(self, original: Callable[..., Any], it: Any) -> Any:
+        if not self._mine() or any(n == "data" for n, _ in self._open):
+            return original(it)
+        try:
+            self._enter("data")
+        except Exception as e:  # noqa: BLE001 - never into the script
+            self._fail(e)
+            return original(it)
+        try:
+            return original(it)
+        finally:
+            self._safe(lambda: self._exit("data"))
+
+    def _backward(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not self._mine() or self._in_backward:
+            return original(*args, **kwargs)
+        try:
+            self._enter("backward")
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+            return original(*args, **kwargs)
+        self._in_backward = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self._in_backward = False
+            self._safe(lambda: self._exit("backward"))
+
+    def _forward_pre(self, module: Any, args: Any) -> None:
+        if not self._mine():
+            return
+        self._forward_depth += 1
+        if self._forward_depth == 1:
+            if not self._targeted and len(self._roots_seen) < 64:
+                self._roots_seen.setdefault(id(module), module)
+            self._safe(lambda: self._enter("forward"))
+
+    def _forward_post(self, module: Any, args: Any, output: Any) -> None:
+        if not self._mine() or self._forward_depth == 0:
+            return
+        self._forward_depth -= 1
+        if self._forward_depth == 0:
+            self._safe(lambda: self._exit("forward"))
+
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._mine():
+            self._safe(lambda: self._enter("optimizer"))
+
+    def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self._mine():
+            return
+
+        def post() -> None:
+            self._exit("optimizer")
+            if self._primary is None:
+                self._primary = optimizer
+                self._target_forward(optimizer)
+            if optimizer is self._primary:
+                self.optimizer_steps += 1
+                self._end_step()
+                self._ensure_step()  # the next step begins now
+
+        self._safe(post)
+
+    def _safe(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - never into the script
+            self._fail(e)
+
+    # -- install / uninstall -------------------------------------------------
+
+    def install(self) -> None:
+        import torch
+        from torch.utils.data import dataloader
+
+        auto = self
+        base = dataloader._BaseDataLoaderIter
+        original_next = base.__next__
+
+        def __next__(it: Any) -> Any:
+            return auto._data(original_next, it)
+
+        base.__next__ = __next__  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(base, "__next__", original_next))
+
+        original_tensor_backward = torch.Tensor.backward
+
+        def tensor_backward(*args: Any, **kwargs: Any) -> Any:
+            return auto._backward(original_tensor_backward, *args, **kwargs)
+
+        torch.Tensor.backward = tensor_backward  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(torch.Tensor, "backward", original_tensor_backward))
+        original_autograd_backward = torch.autograd.backward
+
+        def autograd_backward(*args: Any, **kwargs: Any) -> Any:
+            return auto._backward(original_autograd_backward, *args, **kwargs)
+
+        torch.autograd.backward = autograd_backward
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_autograd_backward))
+
+        from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                           register_optimizer_step_pre_hook)
+
+        for handle in (register_optimizer_step_pre_hook(self._optimizer_pre),
+                       register_optimizer_step_post_hook(self._optimizer_post)):
+            self._undo.append(handle.remove)
+        from torch.nn.modules import module as nn_module
+
+        self._global_forward = [
+            nn_module.register_module_forward_pre_hook(self._forward_pre),
+            nn_module.register_module_forward_hook(self._forward_post, always_call=True),
+        ]
+        self._undo.append(self._remove_global_forward)
+
+    def _remove_global_forward(self) -> None:
+        for handle in self._global_forward:
+            handle.remove()
+        self._global_forward = []
+
+    def _target_forward(self, optimizer: Any) -> None:
+        """After the first optimizer step: hooks on the modules trained (the
+        outermost modules called so far that hold the optimizer's
+        parameters) replace the global ones."""
+        if self._targeted:
+            return
+        self._targeted = True
+        params = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        roots = [m for m in self._roots_seen.values()
+                 if any(id(p) in params for p in m.parameters())]
+        self._roots_seen = {}
+        if not roots:
+            return  # the model was never called through nn.Module: keep the global hooks
+        self._remove_global_forward()
+        for m in roots:
+            pre = m.register_forward_pre_hook(self._forward_pre)
+            post = m.register_forward_hook(self._forward_post, always_call=True)
+            self._undo.append(pre.remove)
+            self._undo.append(post.remove)
+        # The forward in flight, if any, was opened by a global hook: its
+        # depth stays right, since the roots' hooks count the same calls.
+        self._forward_depth = min(self._forward_depth, 1)
+
+    def finish(self) -> None:
+        """Drops the step open after the last optimizer step (it has no
+        optimizer step of its own), closing any phase left open."""
+        if self._owner is not None and self._owner != threading.get_ident():
+            return  # the session is another thread's: leave it
+        try:
+            while self._open:
+                self._open.pop()[1].__exit__(None, None, None)
+            if self._step is not None:
+                step, self._step = self._step, None
+                step._cancel()
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
