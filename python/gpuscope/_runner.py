@@ -13,11 +13,18 @@ frames, and the status is 1. Steps and phases come from torch's hooks
 (``_auto.py``; docs/zero-code.md); ``gs.phase()`` scopes in the script
 record into the same session.
 
-At exit (normal, an exception, ``sys.exit()`` or Ctrl-C) the report goes to
-stderr and ``--out DIR`` (default ``gpuscope-<date>-<time>``, or under
+While it runs, a status line goes to stderr every ``--status`` seconds
+(default 10; 0: none; rank 0 only under a job): step, p95 step time, GPU
+idle and its largest cause, the top finding. ``--prometheus PORT`` serves
+the metrics (under a job on PORT + local rank). At exit (normal, an
+exception, ``sys.exit()`` or Ctrl-C), under a job the ranks exchange their
+records (at most 5 s), the report goes to stderr, ``--out DIR`` (default ``gpuscope-<date>-<time>``, or under
 torchrun ``gpuscope-<run id>``) gets ``run.json``, ``report.html`` (with
 matplotlib) and ``trace.json``, one set per rank under a job
-(``run.rank3.json``).
+(``run.rank3.json``), and with ``--baseline FILE`` the run is compared with
+it as ``gpuscope compare FILE run.json --max-regression PCT`` would: a
+script that succeeded then exits 1 on a regression, 2 when the baseline
+cannot be used.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import time
 import traceback
 from typing import List, Optional, Sequence, Tuple
 
-USAGE = "usage: gpuscope run [--out DIR] [--no-report] [--no-html] (script.py | -m module) [args...]"
+USAGE = ("usage: gpuscope run [--out DIR] [--no-report] [--no-html] [--status SECONDS] "
+         "[--prometheus PORT] [--baseline FILE [--max-regression PCT]] (script.py | -m module) "
+         "[args...]")
 
 
 class _Options:
@@ -37,6 +46,10 @@ class _Options:
         self.out: Optional[str] = None
         self.report = True
         self.html = True
+        self.status = 10.0  # seconds between status lines; 0: none
+        self.prometheus: Optional[int] = None
+        self.baseline: Optional[str] = None
+        self.max_regression: Optional[str] = None
         self.module: Optional[str] = None
         self.script: Optional[str] = None
         self.args: List[str] = []
@@ -52,12 +65,29 @@ def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
         a = argv[i]
         if a in ("-h", "--help"):
             return None, None
-        if a == "--out" and i + 1 < len(argv):
-            o.out = argv[i + 1]
-            i += 2
-        elif a.startswith("--out="):
-            o.out = a.split("=", 1)[1]
-            i += 1
+        name, eq, inline = a.partition("=")
+        if name in ("--out", "--status", "--prometheus", "--baseline", "--max-regression"):
+            if not eq and i + 1 >= len(argv):
+                return None, f"gpuscope run: {name} needs a value"
+            value = inline if eq else argv[i + 1]
+            i += 1 if eq else 2
+            if name == "--out":
+                o.out = value
+            elif name == "--baseline":
+                o.baseline = value
+            elif name == "--max-regression":
+                o.max_regression = value
+            else:
+                try:
+                    number = float(value) if name == "--status" else int(value)
+                except ValueError:
+                    return None, f"gpuscope run: {name} takes a number, not {value!r}"
+                if number < 0 or (name == "--prometheus" and number > 65535):
+                    return None, f"gpuscope run: {name} {value} is out of range"
+                if name == "--status":
+                    o.status = float(number)
+                else:
+                    o.prometheus = int(number)
         elif a == "--no-report":
             o.report = False
             i += 1
@@ -118,6 +148,53 @@ def _print_script_traceback(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb, file=sys.stderr)
 
 
+def status_line(session: object) -> Optional[str]:
+    """One line on where the run stands: steps, p95 step time, GPU idle and
+    its largest cause, the top finding. None before the first step."""
+    import gpuscope as gs
+
+    s: gs.Session = session  # type: ignore[assignment]
+    sm = s.summary()
+    if sm.steps == 0:
+        return None
+    line = f"gpuscope: step {sm.total_steps} | p95 {sm.step_time.p95 * 1e3:.1f} ms"
+    if sm.gpu_idle_pct is not None:
+        line += f" | GPU idle {sm.gpu_idle_pct:.0f}%"
+        if sm.idle_by_cause:
+            cause = max(sm.idle_by_cause.items(), key=lambda kv: kv[1])[0]
+            line += f" ({gs._gpuscope.escape_for_terminal(cause.encode())})"
+    top = next((f for f in gs.diagnose_summary(sm) if f.severity != "info"), None)
+    if top is not None:
+        line += f" | top: {top.id} {top.share * 100:.0f}%"
+    return line
+
+
+class _StatusLine:
+    """Prints status_line() to stderr every `interval` seconds from a daemon
+    thread (rank 0 only under a job), until stopped."""
+
+    def __init__(self, session: object, interval: float) -> None:
+        import threading
+
+        self._session = session
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpuscope-status", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                line = status_line(self._session)
+                if line is not None:
+                    print(line, file=sys.stderr, flush=True)
+            except Exception:  # noqa: BLE001 - a status line must never disturb the run
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 def run(argv: Sequence[str]) -> int:
     o, error = _parse(argv)
     if o is None:
@@ -138,13 +215,27 @@ def run(argv: Sequence[str]) -> int:
         print(f"gpuscope run: no automatic instrumentation ({type(e).__name__}: {str(e)[:160]}); "
               "gs.step()/gs.phase() in the script still record", file=sys.stderr)
 
+    from gpuscope._dist import identity
+
+    ident = identity()
+    status = _StatusLine(session, o.status) if o.status > 0 and (ident is None or ident.rank == 0) \
+        else None
+    server = None
+    if o.prometheus is not None:
+        port = o.prometheus + (ident.local_rank if ident is not None and o.prometheus else 0)
+        try:
+            server = session.serve_prometheus(port)
+            print(f"gpuscope run: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
+        except OSError as e:
+            print(f"gpuscope run: no metrics server on port {port} ({e})", file=sys.stderr)
+    extras = (status, server)
     if o.module is not None:
         sys.argv = [o.module, *o.args]
         sys.path.insert(0, os.getcwd())
     else:
         sys.argv = [o.script, *o.args]
         sys.path.insert(0, os.path.dirname(os.path.abspath(o.script)))
-    status = 0
+    code = 0
     try:
         if o.module is not None:
             runpy.run_module(o.module, run_name="__main__", alter_sys=True)
@@ -153,28 +244,53 @@ def run(argv: Sequence[str]) -> int:
             # file in tracebacks.
             runpy.run_path(os.path.abspath(o.script), run_name="__main__")
     except SystemExit as e:
-        code = e.code
-        if code is None:
-            status = 0
-        elif isinstance(code, int):
-            status = code
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
         else:  # sys.exit("message"): printed, status 1, as Python does
-            print(code, file=sys.stderr)
-            status = 1
+            print(e.code, file=sys.stderr)
+            code = 1
     except KeyboardInterrupt:
-        _finish(auto, session, o)
+        _finish(auto, session, o, extras)
         raise  # Python's own handling: its traceback, status 130 / SIGINT
     except BaseException as e:  # noqa: BLE001 - the script's exception, reported as Python would
-        _finish(auto, session, o)
+        _finish(auto, session, o, extras)
         _print_script_traceback(e)
         return 1
-    _finish(auto, session, o)
-    return status
+    regression = _finish(auto, session, o, extras)
+    # The script's own failure comes first; then a regression against the
+    # baseline (1) or a baseline that could not be used (2), as `gpuscope
+    # compare` says them.
+    return code if code != 0 else regression
 
 
-def _finish(auto: object, session: object, o: _Options) -> None:
+def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, object]) -> int:
+    """Ends the instrumentation, syncs the ranks of a job (at most 5 s),
+    writes the outputs, and compares with the baseline. Returns the
+    comparison's exit status (0 without a baseline)."""
+    status, server = extras
+    if status is not None:
+        status.stop()  # type: ignore[attr-defined]
     if auto is not None:
         auto.finish()  # type: ignore[attr-defined]
         auto.uninstall()  # type: ignore[attr-defined]
     sys.stdout.flush()
+    try:
+        session.sync_ranks(timeout_s=5.0)  # type: ignore[attr-defined]  # None outside a job
+    except Exception:  # noqa: BLE001
+        pass
     _write_outputs(session, o)
+    if server is not None:
+        server.close()  # type: ignore[attr-defined]
+    if o.baseline is None:
+        return 0
+    from gpuscope.__main__ import compare
+    from gpuscope._dist import rank_path
+
+    new = rank_path(os.path.join(_out_dir(o), "run.json"))
+    argv = [o.baseline, new] + (["--max-regression", o.max_regression] if o.max_regression else [])
+    try:
+        return compare(argv)
+    except SystemExit as e:  # argparse: a bad --max-regression
+        return e.code if isinstance(e.code, int) else 2

@@ -89,3 +89,47 @@ def test_explicit_phases_in_the_script_still_record(tmp_path):
 def test_usage_errors_exit_2():
     assert run(["--bogus", "x.py"]).returncode == 2
     assert run([]).returncode == 2
+
+
+def test_under_torchrun_every_rank_writes_its_own_files(tmp_path):
+    pytest.importorskip("torch.distributed")
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for var in ("GPUSCOPE_DISABLE", "GPUSCOPE_SIMULATE"):
+        env.pop(var, None)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                        "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "gpuscope", "run",
+                        "--out", str(tmp_path), "--no-html", "--status", "0",
+                        str(HERE / "runner_scripts" / "ddp_train.py")],
+                       cwd=HERE, env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    for rank in (0, 1):
+        doc = json.loads((tmp_path / f"run.rank{rank}.json").read_text())["summary"]
+        assert doc["total_steps"] == 10  # 40 samples, batches of 4, one optimizer step each
+        assert doc["rank"]["rank"] == rank and doc["rank"]["world_size"] == 2
+        assert (tmp_path / f"trace.rank{rank}.json").exists()
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_status_line_and_baseline(tmp_path):
+    first = tmp_path / "first"
+    p = run(["--out", str(first), "--no-html", "--no-report", "--status", "0.2", str(SCRIPT)])
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [line for line in p.stderr.splitlines() if line.startswith("gpuscope: step ")]
+    assert lines and "| p95 " in lines[-1] and "top: input-bound" in lines[-1]
+    # Against itself as the baseline: no regression. A baseline that cannot be
+    # used: 2, as `gpuscope compare` says it. A script that fails: its status.
+    base = str(first / "run.json")
+    again = run(["--out", str(tmp_path / "again"), "--no-html", "--no-report", "--status", "0",
+                 "--baseline", base, "--max-regression", "200", str(SCRIPT)])
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    missing = run(["--out", str(tmp_path / "m"), "--no-html", "--no-report", "--status", "0",
+                   "--baseline", str(tmp_path / "none.json"), str(SCRIPT)])
+    assert missing.returncode == 2
+    failing = run(["--out", str(tmp_path / "f"), "--no-html", "--no-report", "--status", "0",
+                   "--baseline", base, str(SCRIPT), "--exit", "4"])
+    assert failing.returncode == 4
