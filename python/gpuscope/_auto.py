@@ -14,10 +14,10 @@ What is inferred, and how:
   so steps equal optimizer steps.
 - **data**: the time inside ``next()`` of any ``DataLoader`` iterator.
 - **forward**: from entering to leaving the outermost ``nn.Module`` call
-  (global module hooks until the first optimizer step; then hooks on the
-  modules trained, those holding the optimizer's parameters, only, so that
-  a model of thousands of modules costs two hooks per forward, not two per
-  module).
+  (global module hooks until the first optimizer step; then a wrapper of
+  the ``forward`` of the modules trained, those holding the optimizer's
+  parameters, only, so that a model of thousands of modules costs one
+  wrapper call per forward, not two hooks per module).
 - **backward**: ``Tensor.backward()`` and ``torch.autograd.backward()``.
 - **optimizer**: ``Optimizer.step()`` (step pre- and post-hooks).
 
@@ -54,16 +54,21 @@ class AutoInstrument:
         self._targeted = False
         self._roots_seen: dict = {}            # outermost modules called before targeting
         self._off = False
+        self._scopes: dict = {}                # phase name -> the session's cached phase scope
+        self._in_data = False
 
     # -- the state machine, on the owner thread -----------------------------
 
     def _mine(self) -> bool:
-        if self._off:
-            return False
+        """Whether this call is the training thread's (the first one seen)
+        and the instrumentation is on. The hooks run it first, every call."""
         me = threading.get_ident()
-        if self._owner is None:
+        if me == self._owner:
+            return not self._off
+        if self._owner is None and not self._off:
             self._owner = me
-        return self._owner == me
+            return True
+        return False
 
     def _fail(self, e: BaseException) -> None:
         self._off = True
@@ -77,8 +82,11 @@ class AutoInstrument:
             self._step = step
 
     def _enter(self, name: str) -> None:
-        self._ensure_step()
-        scope = self.session.phase(name)
+        if self._step is None:
+            self._ensure_step()
+        scope = self._scopes.get(name)
+        if scope is None:
+            scope = self._scopes[name] = self.session.phase(name)
         scope.__enter__()
         self._open.append((name, scope))
 
@@ -101,20 +109,25 @@ class AutoInstrument:
     # -- hooks ----------------------------------------------------------------
 
     def _data(self, original: Callable[..., Any], it: Any) -> Any:
-        if not self._mine() or any(n == "data" for n, _ in self._open):
+        if self._in_data or not self._mine():
             return original(it)
         try:
             self._enter("data")
         except Exception as e:  # noqa: BLE001 - never into the script
             self._fail(e)
             return original(it)
+        self._in_data = True
         try:
             return original(it)
         finally:
-            self._safe(lambda: self._exit("data"))
+            self._in_data = False
+            try:
+                self._exit("data")
+            except Exception as e:  # noqa: BLE001
+                self._fail(e)
 
     def _backward(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if not self._mine() or self._in_backward:
+        if self._in_backward or not self._mine():
             return original(*args, **kwargs)
         try:
             self._enter("backward")
@@ -126,7 +139,10 @@ class AutoInstrument:
             return original(*args, **kwargs)
         finally:
             self._in_backward = False
-            self._safe(lambda: self._exit("backward"))
+            try:
+                self._exit("backward")
+            except Exception as e:  # noqa: BLE001
+                self._fail(e)
 
     def _forward_pre(self, module: Any, args: Any) -> None:
         if not self._mine():
@@ -135,14 +151,20 @@ class AutoInstrument:
         if self._forward_depth == 1:
             if not self._targeted and len(self._roots_seen) < 64:
                 self._roots_seen.setdefault(id(module), module)
-            self._safe(lambda: self._enter("forward"))
+            try:
+                self._enter("forward")
+            except Exception as e:  # noqa: BLE001
+                self._fail(e)
 
     def _forward_post(self, module: Any, args: Any, output: Any) -> None:
-        if not self._mine() or self._forward_depth == 0:
+        if self._forward_depth == 0 or not self._mine():
             return
         self._forward_depth -= 1
         if self._forward_depth == 0:
-            self._safe(lambda: self._exit("forward"))
+            try:
+                self._exit("forward")
+            except Exception as e:  # noqa: BLE001
+                self._fail(e)
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._mine():
@@ -235,13 +257,43 @@ class AutoInstrument:
             return  # the model was never called through nn.Module: keep the global hooks
         self._remove_global_forward()
         for m in roots:
-            pre = m.register_forward_pre_hook(self._forward_pre)
-            post = m.register_forward_hook(self._forward_post, always_call=True)
-            self._undo.append(pre.remove)
-            self._undo.append(post.remove)
-        # The forward in flight, if any, was opened by a global hook: its
-        # depth stays right, since the roots' hooks count the same calls.
-        self._forward_depth = min(self._forward_depth, 1)
+            self._wrap_forward(m)
+        self._forward_depth = 0  # the step that just ended had no forward in flight
+
+    def _wrap_forward(self, module: Any) -> None:
+        """``module.forward`` (the instance's) wrapped in the forward phase:
+        cheaper than module hooks, whose dispatch takes torch's slow call
+        path, and called as hooks are, by ``module(...)``."""
+        auto = self
+        had_own = "forward" in module.__dict__
+        original = module.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if auto._forward_depth or not auto._mine():
+                return original(*args, **kwargs)
+            auto._forward_depth = 1
+            try:
+                auto._enter("forward")
+            except Exception as e:  # noqa: BLE001
+                auto._fail(e)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                auto._forward_depth = 0
+                try:
+                    auto._exit("forward")
+                except Exception as e:  # noqa: BLE001
+                    auto._fail(e)
+
+        module.forward = forward
+
+        def undo() -> None:
+            if had_own:
+                module.forward = original
+            else:
+                module.__dict__.pop("forward", None)
+
+        self._undo.append(undo)
 
     def finish(self) -> None:
         """Drops the step open after the last optimizer step (it has no
