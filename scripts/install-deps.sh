@@ -14,8 +14,10 @@
 #                    (CPU build) for the demo and the DataLoader tests, when
 #                    missing
 #   --test adds:     chromium (Debian; the HTML report test opens the report in
-#                    it), Pillow (to read its screenshot) and prometheus-client
-#                    (the collector is registered in a real registry)
+#                    it), Pillow (to read its screenshot), prometheus-client
+#                    (the collector is registered in a real registry), and
+#                    lightning, transformers and accelerate (the framework
+#                    callbacks' tests)
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -45,9 +47,15 @@ if [ "$for_tests" = 1 ]; then
   test_missing=()
   py_has "import PIL" || test_missing+=("pillow")
   py_has "import prometheus_client" || test_missing+=("prometheus-client==0.26.0")
+  # The framework callbacks' tests (tiny models built from configs, no
+  # download). torch is pinned in the same command so that no framework's
+  # requirement pulls a newer one (gigabytes of CUDA packages).
+  py_has "import lightning" || test_missing+=("lightning==2.5.1")
+  py_has "import transformers" || test_missing+=("transformers==5.24.0")
+  py_has "import accelerate" || test_missing+=("accelerate==1.15.0")
   if ((${#test_missing[@]})); then
     echo "deps: installing from PyPI: ${test_missing[*]}"
-    "$PYTHON" -m pip install -q "${test_missing[@]}"
+    "$PYTHON" -m pip install -q "${test_missing[@]}" "torch==2.13.0"
   fi
   echo "deps (tests): ok"
   exit 0

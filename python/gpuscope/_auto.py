@@ -19,7 +19,9 @@ What is inferred, and how:
   parameters, only, so that a model of thousands of modules costs one
   wrapper call per forward, not two hooks per module).
 - **backward**: ``Tensor.backward()`` and ``torch.autograd.backward()``.
-- **optimizer**: ``Optimizer.step()`` (step pre- and post-hooks).
+- **optimizer**: ``Optimizer.step()`` (step pre- and post-hooks); with a
+  closure (``step(closure)``, as Lightning calls it), from the closure's
+  return, so the forward and backward it runs stay phases of their own.
 
 Only the thread that first does any of this is recorded (the training
 loop); calls from other threads (DataLoader pin-memory threads,
@@ -166,9 +168,30 @@ class AutoInstrument:
             except Exception as e:  # noqa: BLE001
                 self._fail(e)
 
-    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._mine():
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        if not self._mine():
+            return None
+        # `args` holds the optimizer itself first, then step()'s own.
+        closure = kwargs.get("closure") if kwargs else None
+        if closure is None and len(args) > 1 and callable(args[1]):
+            closure = args[1]
+        if closure is None:
             self._safe(lambda: self._enter("optimizer"))
+            return None
+        # step(closure), as Lightning calls it: the closure runs forward and
+        # backward inside step(). The optimizer phase begins when it returns,
+        # so that they stay phases of their own.
+        auto = self
+
+        def closure_then_optimizer(*a: Any, **k: Any) -> Any:
+            out = closure(*a, **k)
+            if not any(name == "optimizer" for name, _ in auto._open):
+                auto._safe(lambda: auto._enter("optimizer"))
+            return out
+
+        if kwargs and "closure" in kwargs:
+            return args, {**kwargs, "closure": closure_then_optimizer}
+        return (args[0], closure_then_optimizer, *args[2:]), kwargs
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._mine():
