@@ -339,3 +339,42 @@ class AutoInstrument:
             except Exception:  # noqa: BLE001 - best effort
                 pass
 
+
+def guard_profiler(session: Any) -> Callable[[], None]:
+    """Hands CUPTI to ``torch.profiler`` when the script starts one: the
+    runner's session takes CUPTI (older versions too: it owns the process),
+    and a profiler that finds it taken would record no GPU activity. On a
+    profiler's ``start()`` (``with profile(...)``, a schedule's first
+    step, ``torch.autograd.profiler.profile``), a session whose source is
+    ``cupti`` releases it and goes on with CUDA events, said once. Returns
+    the function that removes the guard."""
+    import torch.autograd.profiler as legacy
+    import torch.profiler as prof
+
+    def release() -> None:
+        try:
+            if session.source == "cupti":
+                session.release_cupti()
+                _gpuscope._log_once("auto:profiler",
+                                    "gpuscope run: the script started torch.profiler: CUPTI is "
+                                    "handed to it; GPU numbers from CUDA events from here on "
+                                    "(idle % becomes a lower bound)")
+        except Exception:  # noqa: BLE001 - the profiler must start whatever happens here
+            pass
+
+    undo: List[Callable[[], None]] = []
+    for cls, name in ((prof.profile, "start"), (legacy.profile, "__enter__")):
+        original = getattr(cls, name)
+
+        def wrapper(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            release()
+            return __original(self, *args, **kwargs)
+
+        setattr(cls, name, wrapper)
+        undo.append(lambda cls=cls, name=name, original=original: setattr(cls, name, original))
+
+    def remove() -> None:
+        for u in undo:
+            u()
+
+    return remove

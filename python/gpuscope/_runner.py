@@ -203,13 +203,24 @@ def run(argv: Sequence[str]) -> int:
     import gpuscope as gs
     from gpuscope._auto import AutoInstrument
 
-    session = gs.default_session()
+    # The runner owns the process: its session may take an older CUPTI
+    # (cupti=True), and hands it to torch.profiler if the script starts one.
+    # It is the default session, so that gs.phase() in the script records
+    # into it.
+    with gs._default_lock:
+        if gs._default is None:
+            gs._default = gs.Session(cupti=True)
+        session = gs._default
     auto: Optional[AutoInstrument] = None
+    unguard = None
     try:
         import torch  # noqa: F401 - the hooks are torch's
 
+        from gpuscope._auto import guard_profiler
+
         auto = AutoInstrument(session)
         auto.install()
+        unguard = guard_profiler(session)
     except Exception as e:  # noqa: BLE001 - no torch: run the script, say so
         auto = None
         print(f"gpuscope run: no automatic instrumentation ({type(e).__name__}: {str(e)[:160]}); "
@@ -228,7 +239,7 @@ def run(argv: Sequence[str]) -> int:
             print(f"gpuscope run: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
         except OSError as e:
             print(f"gpuscope run: no metrics server on port {port} ({e})", file=sys.stderr)
-    extras = (status, server)
+    extras = (status, server, unguard)
     if o.module is not None:
         sys.argv = [o.module, *o.args]
         sys.path.insert(0, os.getcwd())
@@ -265,13 +276,15 @@ def run(argv: Sequence[str]) -> int:
     return code if code != 0 else regression
 
 
-def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, object]) -> int:
+def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, object, object]) -> int:
     """Ends the instrumentation, syncs the ranks of a job (at most 5 s),
     writes the outputs, and compares with the baseline. Returns the
     comparison's exit status (0 without a baseline)."""
-    status, server = extras
+    status, server, unguard = extras
     if status is not None:
         status.stop()  # type: ignore[attr-defined]
+    if unguard is not None:
+        unguard()  # type: ignore[operator]
     if auto is not None:
         auto.finish()  # type: ignore[attr-defined]
         auto.uninstall()  # type: ignore[attr-defined]

@@ -133,3 +133,31 @@ def test_status_line_and_baseline(tmp_path):
     failing = run(["--out", str(tmp_path / "f"), "--no-html", "--no-report", "--status", "0",
                    "--baseline", base, str(SCRIPT), "--exit", "4"])
     assert failing.returncode == 4
+
+
+def test_a_torch_profiler_in_the_script_gets_cupti():
+    # The runner's session holds CUPTI (here the simulated device's activity
+    # records); a profiler the script starts must get it: the session hands
+    # it back and goes on with CUDA events, and the profiler records.
+    import gpuscope as gs
+    from gpuscope._auto import guard_profiler
+
+    torch = pytest.importorskip("torch")
+    device = gs.testing.SimulatedDevice(activity=True)
+    s = gs.Session(simulated_device=device, cupti=True)
+    assert s.source == "cupti"
+    remove = guard_profiler(s)
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.ones(4).sum()
+    finally:
+        remove()
+    assert s.source == "events"
+    assert len(prof.key_averages()) > 0
+    # Removed: a later profiler changes nothing.
+    s2 = gs.Session(simulated_device=gs.testing.SimulatedDevice(activity=True), cupti=True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        pass
+    assert s2.source == "cupti"
+    s.close()
+    s2.close()
