@@ -161,3 +161,25 @@ def test_a_torch_profiler_in_the_script_gets_cupti():
     assert s2.source == "cupti"
     s.close()
     s2.close()
+
+
+def test_ctrl_c_writes_the_outputs_and_ends_as_python_would(tmp_path):
+    import signal
+    import time
+
+    def interrupted(cmd):
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        p = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        assert p.stdout.readline().strip() == "training"
+        time.sleep(1.0)  # some steps
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        return p.returncode, err
+
+    code, err = interrupted([sys.executable, "-m", "gpuscope", "run", "--out", str(tmp_path),
+                             "--no-html", "--status", "0", str(SCRIPT), "--forever"])
+    plain_code, _ = interrupted([sys.executable, str(SCRIPT), "--forever"])
+    assert code == plain_code != 0
+    assert "KeyboardInterrupt" in err and "step time" in err  # Python's traceback, and the report
+    assert summary(tmp_path)["total_steps"] > 0

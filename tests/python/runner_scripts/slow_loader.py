@@ -3,7 +3,8 @@
 its data. `--accum N` takes N micro-batches per optimizer step; `--hand`
 instruments it by hand instead (the reference the runner is compared with);
 `--phase` adds an explicit gs.phase("loss") scope; `--fail` raises after
-training; `--exit N` ends with sys.exit(N)."""
+training; `--exit N` ends with sys.exit(N); `--forever` trains until
+interrupted."""
 
 import argparse
 import sys
@@ -28,6 +29,7 @@ def main():
     p.add_argument("--phase", action="store_true")
     p.add_argument("--fail", action="store_true")
     p.add_argument("--exit", type=int, default=None)
+    p.add_argument("--forever", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -48,7 +50,13 @@ def main():
                 opt.zero_grad()
         print(f"data_share={s.summary().phases['data'].share:.4f}")
         return
-    for i, (x, y) in enumerate(loader):
+    batches = enumerate(loader)
+    if args.forever:  # until interrupted
+        import itertools
+
+        print("training", flush=True)
+        batches = enumerate(itertools.chain.from_iterable(itertools.repeat(loader)))
+    for i, (x, y) in batches:
         if args.phase:
             import gpuscope as gs
 
