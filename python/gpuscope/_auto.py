@@ -19,6 +19,9 @@ What is inferred, and how:
   parameters, only, so that a model of thousands of modules costs one
   wrapper call per forward, not two hooks per module).
 - **backward**: ``Tensor.backward()`` and ``torch.autograd.backward()``.
+- **sync**: ``torch.cuda.synchronize()``, and ``.item()`` and ``.cpu()`` of
+  a CUDA tensor (a read the host waits for); **checkpoint**:
+  ``torch.save()``.
 - **optimizer**: ``Optimizer.step()`` (step pre- and post-hooks); with a
   closure (``step(closure)``, as Lightning calls it), from the closure's
   return, so the forward and backward it runs stay phases of their own.
@@ -146,6 +149,24 @@ class AutoInstrument:
             except Exception as e:  # noqa: BLE001
                 self._fail(e)
 
+    def _wrapped(self, name: str, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``original(*args, **kwargs)`` inside phase ``name`` (not nested in
+        itself; left alone on other threads)."""
+        if not self._mine() or any(n == name for n, _ in self._open):
+            return original(*args, **kwargs)
+        try:
+            self._enter(name)
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+            return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            try:
+                self._exit(name)
+            except Exception as e:  # noqa: BLE001
+                self._fail(e)
+
     def _forward_pre(self, module: Any, args: Any) -> None:
         if not self._mine():
             return
@@ -246,6 +267,34 @@ class AutoInstrument:
         torch.autograd.backward = autograd_backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_autograd_backward))
 
+        # Synchronizations and checkpoints, where a call marks them cheaply:
+        # torch.cuda.synchronize(), .item() and .cpu() of a CUDA tensor
+        # (a device-to-host read waits for the GPU), torch.save().
+        original_sync = torch.cuda.synchronize
+
+        def synchronize(*args: Any, **kwargs: Any) -> Any:
+            return auto._wrapped("sync", original_sync, *args, **kwargs)
+
+        torch.cuda.synchronize = synchronize
+        self._undo.append(lambda: setattr(torch.cuda, "synchronize", original_sync))
+        for method in ("item", "cpu"):
+            original_method = getattr(torch.Tensor, method)
+
+            def read(t: Any, *args: Any, __original: Any = original_method, **kwargs: Any) -> Any:
+                if not t.is_cuda:
+                    return __original(t, *args, **kwargs)
+                return auto._wrapped("sync", __original, t, *args, **kwargs)
+
+            setattr(torch.Tensor, method, read)
+            self._undo.append(lambda m=method, o=original_method: setattr(torch.Tensor, m, o))
+        original_save = torch.save
+
+        def save(*args: Any, **kwargs: Any) -> Any:
+            return auto._wrapped("checkpoint", original_save, *args, **kwargs)
+
+        torch.save = save
+        self._undo.append(lambda: setattr(torch, "save", original_save))
+
         from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                            register_optimizer_step_pre_hook)
 
@@ -333,6 +382,7 @@ class AutoInstrument:
             self._fail(e)
 
     def uninstall(self) -> None:
+        self._off = True  # a wrapper the script kept (`from torch import save`) passes through
         while self._undo:
             try:
                 self._undo.pop()()

@@ -183,3 +183,14 @@ def test_ctrl_c_writes_the_outputs_and_ends_as_python_would(tmp_path):
     assert code == plain_code != 0
     assert "KeyboardInterrupt" in err and "step time" in err  # Python's traceback, and the report
     assert summary(tmp_path)["total_steps"] > 0
+
+
+def test_checkpoints_are_a_phase_of_their_own(tmp_path):
+    p = run(["--out", str(tmp_path), "--no-html", "--no-report", "--status", "0", str(SCRIPT),
+             "--save-every", "6"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    phases = {x["name"]: x for x in summary(tmp_path)["phases"]}
+    # 24 optimizer steps, a save after every 6th: the 4th comes after the
+    # last optimizer step, in the work the runner drops (not a step).
+    assert phases["checkpoint"]["count"] == 3
+    assert phases["checkpoint"]["steps"] == 3

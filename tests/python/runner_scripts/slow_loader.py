@@ -4,7 +4,7 @@ its data. `--accum N` takes N micro-batches per optimizer step; `--hand`
 instruments it by hand instead (the reference the runner is compared with);
 `--phase` adds an explicit gs.phase("loss") scope; `--fail` raises after
 training; `--exit N` ends with sys.exit(N); `--forever` trains until
-interrupted."""
+interrupted; `--save-every N` checkpoints every N optimizer steps."""
 
 import argparse
 import sys
@@ -30,6 +30,7 @@ def main():
     p.add_argument("--fail", action="store_true")
     p.add_argument("--exit", type=int, default=None)
     p.add_argument("--forever", action="store_true")
+    p.add_argument("--save-every", type=int, default=0)
     args = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -68,6 +69,11 @@ def main():
         if (i + 1) % args.accum == 0:
             opt.step()
             opt.zero_grad()
+            if args.save_every and ((i + 1) // args.accum) % args.save_every == 0:
+                import os
+                import tempfile
+
+                torch.save(model.state_dict(), os.path.join(tempfile.gettempdir(), "gs_ckpt.pt"))
     print(f"argv={sys.argv[1:]} optimizer_steps={(i + 1) // args.accum}")
     if args.fail:
         raise ValueError("the script failed after training")
