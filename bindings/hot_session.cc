@@ -246,6 +246,12 @@ PyObject* SessionClose(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* SessionOpenScopes(PyObject* self, PyObject*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  return PyLong_FromLong(session->OpenScopes());
+}
+
 PyObject* SessionFlush(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -333,6 +339,8 @@ PyMethodDef kSessionMethods[] = {
      "device activity, idle gaps. Open in chrome://tracing or ui.perfetto.dev."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
+    {"_open_scopes", SessionOpenScopes, METH_NOARGS,
+     "Scopes open on the recording thread now, the step included (recording thread only)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -213,6 +213,14 @@ class Session {
   // every step.
   void SetStream(uint64_t stream) noexcept;
 
+  // Session::OpenScopes()
+  //
+  // How many scopes are open on the recording thread right now, the step
+  // included: for code that opens and ends scopes on its behalf (the
+  // zero-code runner) and must not end a step around scopes the program
+  // still holds. Recording thread only. 0 on a session that does not record.
+  int OpenScopes() const noexcept;
+
   // Session::Summarize()
   //
   // A snapshot of the window and the run so far, including every step that

@@ -279,6 +279,8 @@ void Session::SetStream(uint64_t stream) noexcept {
   if (recording()) impl_->SetStream(stream);
 }
 
+int Session::OpenScopes() const noexcept { return recording() ? impl_->open_scopes() : 0; }
+
 Summary Session::Summarize() const { return impl_->Summarize(); }
 absl::Status Session::SetRank(const RankIdentity& identity) { return impl_->SetRank(identity); }
 absl::Status Session::SetRankRecords(std::vector<RankRecord> records, const RankOptions& options) {

@@ -127,6 +127,7 @@ class SessionImpl final : public Pumpable {
   std::string_view PhaseName(uint16_t id) const;
   void Flush();
   size_t queued_records() const { return queue_.SizeApprox(); }
+  int open_scopes() const noexcept { return depth_; }  // recording thread
   void Close();
   void ReleaseCupti();
 

@@ -61,6 +61,7 @@ class AutoInstrument:
         self._off = False
         self._scopes: dict = {}                # phase name -> the session's cached phase scope
         self._in_data = False
+        self._end_pending = False              # an optimizer step ended inside the script's own scope
 
     # -- the state machine, on the owner thread -----------------------------
 
@@ -81,13 +82,28 @@ class AutoInstrument:
                                            f"here on ({type(e).__name__}: {str(e)[:160]})")
 
     def _ensure_step(self) -> None:
+        if self._end_pending:
+            self._settle()
         if self._step is None:
             step = self.session.step()
             step.__enter__()
             self._step = step
 
+    def _settle(self) -> None:
+        """Ends the step whose optimizer step came while the script held a
+        scope of its own open (``with gs.phase("opt"): opt.step()``), once
+        that scope has closed: ending it earlier would close the script's
+        scope under it. The next step begins at once."""
+        if self.session._open_scopes() > 1:
+            return  # still inside the script's scope
+        self._end_pending = False
+        self._end_step()
+        step = self.session.step()
+        step.__enter__()
+        self._step = step
+
     def _enter(self, name: str) -> None:
-        if self._step is None:
+        if self._step is None or self._end_pending:
             self._ensure_step()
         scope = self._scopes.get(name)
         if scope is None:
@@ -108,6 +124,9 @@ class AutoInstrument:
         while self._open:
             self._open.pop()[1].__exit__(None, None, None)
         if self._step is not None:
+            if self.session._open_scopes() > 1:  # the script's own scope is open
+                self._end_pending = True
+                return
             step, self._step = self._step, None
             step.__exit__(None, None, None)
 
@@ -226,7 +245,8 @@ class AutoInstrument:
             if optimizer is self._primary:
                 self.optimizer_steps += 1
                 self._end_step()
-                self._ensure_step()  # the next step begins now
+                if not self._end_pending:
+                    self._ensure_step()  # the next step begins now
 
         self._safe(post)
 
@@ -375,7 +395,10 @@ class AutoInstrument:
         try:
             while self._open:
                 self._open.pop()[1].__exit__(None, None, None)
-            if self._step is not None:
+            if self._end_pending:  # a real optimizer step, its end deferred: keep it
+                self._end_pending = False
+                self._end_step()
+            elif self._step is not None:
                 step, self._step = self._step, None
                 step._cancel()
         except Exception as e:  # noqa: BLE001

@@ -42,13 +42,25 @@ def test_an_unmodified_script_gets_its_steps_phases_and_diagnosis(tmp_path):
     assert phases["optimizer"]["count"] == 24 and phases["data"]["count"] == 24
     assert "input-bound" in p.stderr  # the report, on stderr
     assert (tmp_path / "trace.json").exists()
-    # The same loop instrumented by hand finds the same share waiting on data.
-    hand = subprocess.run([sys.executable, str(SCRIPT), "--hand"], capture_output=True, text=True,
-                          timeout=180, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert hand.returncode == 0, hand.stderr[-2000:]
-    by_hand = float(hand.stdout.split("data_share=")[1])
-    assert phases["data"]["share"] == pytest.approx(by_hand, abs=0.03)
-    assert phases["data"]["share"] > 0.5
+    # The same loop instrumented by hand finds the same share waiting on data:
+    # the median of three runs each, since a loaded 2-core machine moves one
+    # run's share by a few points.
+    def by_hand():
+        hand = subprocess.run([sys.executable, str(SCRIPT), "--hand"], capture_output=True,
+                              text=True, timeout=180, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert hand.returncode == 0, hand.stderr[-2000:]
+        return float(hand.stdout.split("data_share=")[1])
+
+    def automatic(i):
+        out = tmp_path / f"again{i}"
+        p = run(["--out", str(out), "--no-html", "--no-report", "--status", "0", str(SCRIPT)])
+        assert p.returncode == 0, p.stderr[-2000:]
+        return next(x["share"] for x in summary(out)["phases"] if x["name"] == "data")
+
+    autos = sorted([phases["data"]["share"], automatic(1), automatic(2)])
+    hands = sorted(by_hand() for _ in range(3))
+    assert autos[1] == pytest.approx(hands[1], abs=0.03), (autos, hands)
+    assert autos[1] > 0.5
 
 
 def test_gradient_accumulation_counts_one_step_per_optimizer_step(tmp_path):
@@ -194,3 +206,18 @@ def test_checkpoints_are_a_phase_of_their_own(tmp_path):
     # last optimizer step, in the work the runner drops (not a step).
     assert phases["checkpoint"]["count"] == 3
     assert phases["checkpoint"]["steps"] == 3
+
+
+def test_an_optimizer_step_inside_the_scripts_own_scope(tmp_path):
+    # `with gs.phase("opt"): opt.step()`: the step cannot end inside the
+    # script's scope (that would close it under the script, which would then
+    # raise); it ends when the scope has closed, and nothing is misused.
+    p = run(["--out", str(tmp_path), "--no-html", "--no-report", "--status", "0", str(SCRIPT),
+             "--wrap-optimizer"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = summary(tmp_path)
+    assert s["total_steps"] == 24
+    assert sum(s["misuse"].values()) == 0, s["misuse"]
+    phases = {x["name"]: x for x in s["phases"]}
+    assert phases["opt"]["count"] == 24 and phases["opt"]["steps"] == 24
+    assert phases["data"]["count"] == 24

@@ -4,7 +4,8 @@ its data. `--accum N` takes N micro-batches per optimizer step; `--hand`
 instruments it by hand instead (the reference the runner is compared with);
 `--phase` adds an explicit gs.phase("loss") scope; `--fail` raises after
 training; `--exit N` ends with sys.exit(N); `--forever` trains until
-interrupted; `--save-every N` checkpoints every N optimizer steps."""
+interrupted; `--save-every N` checkpoints every N optimizer steps; `--wrap-optimizer`
+puts the optimizer step in a gs.phase("opt") of the script's own."""
 
 import argparse
 import sys
@@ -31,6 +32,7 @@ def main():
     p.add_argument("--exit", type=int, default=None)
     p.add_argument("--forever", action="store_true")
     p.add_argument("--save-every", type=int, default=0)
+    p.add_argument("--wrap-optimizer", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -67,8 +69,15 @@ def main():
             loss = torch.nn.functional.mse_loss(model(x), y) / args.accum
         loss.backward()
         if (i + 1) % args.accum == 0:
-            opt.step()
-            opt.zero_grad()
+            if args.wrap_optimizer:  # a scope of the script's own around the optimizer step
+                import gpuscope as gs
+
+                with gs.phase("opt"):
+                    opt.step()
+                    opt.zero_grad()
+            else:
+                opt.step()
+                opt.zero_grad()
             if args.save_every and ((i + 1) // args.accum) % args.save_every == 0:
                 import os
                 import tempfile
