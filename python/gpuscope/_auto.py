@@ -132,6 +132,8 @@ class AutoInstrument:
 
     # -- hooks ----------------------------------------------------------------
 
+    # _data() and _backward() are _wrapped() (below) for the calls made every
+    # step, with a flag where _wrapped() scans the open phases.
     def _data(self, original: Callable[..., Any], it: Any) -> Any:
         if self._in_data or not self._mine():
             return original(it)
