@@ -20,11 +20,14 @@
 #include "gpuscope/diagnose.h"
 #include "gpuscope/summary.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 
 namespace gpuscope {
 namespace {
 
+using testing::Find;
 using ::testing::HasSubstr;
+using testing::Ids;
 using ::testing::Not;
 
 void SetPhase(Summary& s, const std::string& name, double inclusive_share) {
@@ -95,19 +98,6 @@ Summary Healthy() {
   t.gpus = {g};
   s.telemetry = t;
   return s;
-}
-
-const Finding* Find(const std::vector<Finding>& fs, const std::string& id) {
-  for (const Finding& f : fs) {
-    if (f.id == id) return &f;
-  }
-  return nullptr;
-}
-
-std::string Ids(const std::vector<Finding>& fs) {
-  std::string ids;
-  for (const Finding& f : fs) ids += f.id + " ";
-  return ids;
 }
 
 TEST(DiagnoseRulesTest, AHealthyLoopIsGpuBoundAndNothingElse) {

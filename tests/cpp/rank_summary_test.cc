@@ -30,7 +30,9 @@ namespace {
 
 using testing::ClockedSession;
 using ::testing::ElementsAre;
+using testing::Find;
 using ::testing::HasSubstr;
+using testing::Ids;
 using testing::kMs;
 using ::testing::Not;
 
@@ -365,19 +367,6 @@ Summary OnRank(int rank, std::vector<RankRecord> records) {
   s.rank = RankIdentity{.rank = rank, .local_rank = rank, .world_size = 4, .host = "node-0"};
   s.ranks = Exchange(std::move(records));
   return s;
-}
-
-const Finding* Find(const std::vector<Finding>& fs, const std::string& id) {
-  for (const Finding& f : fs) {
-    if (f.id == id) return &f;
-  }
-  return nullptr;
-}
-
-std::string Ids(const std::vector<Finding>& fs) {
-  std::string ids;
-  for (const Finding& f : fs) ids += f.id + " ";
-  return ids;
 }
 
 std::optional<double> Evidence(const Finding& f, const std::string& key) {

@@ -1,5 +1,5 @@
 // Helpers shared by the C++ tests: sessions on a ManualClock, so that every
-// duration in a test is exact.
+// duration in a test is exact, and finding look-ups.
 
 #ifndef GPUSCOPE_TESTS_CPP_TEST_UTIL_H_
 #define GPUSCOPE_TESTS_CPP_TEST_UTIL_H_
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpuscope/gpuscope.h"
 
@@ -63,6 +64,21 @@ struct ClockedSession {
     clock->Advance(ns);
   }
 };
+
+// The finding `id` among `fs`, or nullptr.
+inline const Finding* Find(const std::vector<Finding>& fs, const std::string& id) {
+  for (const Finding& f : fs) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+// The ids of `fs`, for a failure message.
+inline std::string Ids(const std::vector<Finding>& fs) {
+  std::string ids;
+  for (const Finding& f : fs) ids += f.id + " ";
+  return ids;
+}
 
 }  // namespace gpuscope::testing
 
