@@ -64,7 +64,8 @@ struct Finding {
   std::vector<std::pair<std::string, double>> evidence;  // the numbers it rests on
   std::string recommendation;                            // what to do, naming the concrete knobs
   std::string confidence;  // "high", "medium" or "low", and why it is not higher
-  std::string source;      // the data source it rests on: "host", "events", "cupti", "nvml"
+  std::string source;      // the data source it rests on: "host", "events", "cupti", "nvml",
+                           // "proc" (host telemetry)
 
   bool operator==(const Finding&) const = default;
 };
@@ -118,13 +119,24 @@ struct DiagnoseOptions {
   double comm_bound_moderate = 0.10;
   double comm_bound_high = 0.15;
 
-  // input-bound.cpu: the process and its DataLoader workers use at least this
-  // share of the CPUs available to them (0..1), or the host's CPUs are at
-  // least this busy (percent). 85, not 100: "saturated", since averages
-  // sampled over a window fall short of the full count even when the CPUs
-  // are the limit.
+  // input-bound.cpu: the process and its loader's worker processes use at
+  // least this share of the CPUs available to them (0..1: their affinity cut
+  // by a container limit). A host kept busy by other jobs says nothing about
+  // the loader on its own: that is cpu-contention's to judge. cpu-contention
+  // also uses it: the job's own processes using this share of their CPUs
+  // contend with themselves; below it, others take the CPUs. 85, not 100:
+  // "saturated", since averages sampled over a window fall short of the full
+  // count even when the CPUs are the limit.
   double cpu_saturated_share = 0.85;
+  // The host's CPUs at least this busy (percent) are named as busy in
+  // cpu-contention's title.
   double cpu_saturated_pct = 85.0;
+  // cpu-contention: the share of step time lost while the training thread
+  // (and, for the data phase, the loader's workers) were ready to run but
+  // had no CPU (the kernel's run-queue accounting). As input-bound: a share
+  // of step time lost costs the same whatever the host waits for.
+  double cpu_contention_moderate = 0.05;
+  double cpu_contention_high = 0.20;
   // input-bound.storage: iowait at least this percent while the CPUs are busy
   // under `storage_cpu_pct` percent. 5: iowait is averaged over every CPU, so
   // a few CPUs blocked on reads show as a few percent on a large host.

@@ -306,6 +306,19 @@ class Session {
   std::unique_ptr<internal::SessionImpl> impl_;
 };
 
+// AddLoaderWorkers()
+//
+// Names the data loader's worker processes (pids), so that the telemetry
+// counts their CPU, and their own children's, as the loader's
+// (TelemetryStats::worker_cores; the input-bound rules judge the loader by
+// it) and the process's other descendants apart (child_cores). An empty list
+// says the loader has no worker processes (it runs in the training process).
+// Until a loader names its workers, every descendant counts as a child
+// process of unknown role. Process-wide and additive (a job with several
+// loaders names each; pids that exit count for nothing); thread-safe.
+// Session.steps() and `gpuscope run` do this for a torch DataLoader.
+void AddLoaderWorkers(const std::vector<int>& pids);
+
 }  // namespace gpuscope
 
 #endif  // GPUSCOPE_SESSION_H_

@@ -222,7 +222,17 @@ struct TelemetryStats {
   std::optional<double> host_cpu_pct;  // all CPUs busy
   std::optional<double> host_iowait_pct;
   std::optional<double> process_cores;  // this process's CPU use, in cores
-  std::optional<double> worker_cores;   // its child processes' (DataLoader workers)
+  // Its data loader's worker processes (and their own children), wherever
+  // they sit in the process tree; nullopt until a loader named its workers
+  // (Session.steps() and `gpuscope run` do for a torch DataLoader; C++:
+  // AddLoaderWorkers()), 0 for a loader without worker processes.
+  std::optional<double> worker_cores;
+  // Its other descendant processes (every descendant while no loader named
+  // its workers).
+  std::optional<double> child_cores;
+  // Share of time (0..1) the training thread (a session's recording thread)
+  // was runnable but waited for a CPU (the kernel's run-queue accounting).
+  std::optional<double> cpu_wait_share;
   // Means of the samples taken during the window.
   std::optional<double> memory_available_bytes;
   std::optional<double> memory_pressure_pct;  // PSI "some avg10": % of time tasks stalled on memory
@@ -230,6 +240,11 @@ struct TelemetryStats {
   std::optional<double> load1;
   // CPUs this process may use: its affinity, cut by a container CPU limit.
   std::optional<double> cpus_available;
+  // The loader's workers' run-queue wait, summed (how many of them waited
+  // for a CPU at a time, on average).
+  std::optional<double> worker_cpu_wait_cores;
+  std::optional<double> cpu_pressure_pct;  // PSI "some avg10": % of time a task waited for a CPU
+  std::optional<double> steal_pct;         // of all CPUs, taken by the hypervisor
   std::vector<GpuTelemetry> gpus;
 
   bool operator==(const TelemetryStats&) const = default;

@@ -51,6 +51,8 @@ constexpr Field kFields[] = {
     {"comm_bound_high", &DiagnoseOptions::comm_bound_high, 0, 1},
     {"cpu_saturated_share", &DiagnoseOptions::cpu_saturated_share, 0, 1},
     {"cpu_saturated_pct", &DiagnoseOptions::cpu_saturated_pct, 0, 100},
+    {"cpu_contention_moderate", &DiagnoseOptions::cpu_contention_moderate, 0, 1},
+    {"cpu_contention_high", &DiagnoseOptions::cpu_contention_high, 0, 1},
     {"storage_iowait_pct", &DiagnoseOptions::storage_iowait_pct, 0, 100},
     {"storage_cpu_pct", &DiagnoseOptions::storage_cpu_pct, 0, 100},
     {"gemm_share_of_kernels", &DiagnoseOptions::gemm_share_of_kernels, 0, 1},
@@ -73,6 +75,7 @@ struct Pair {
 
 constexpr Pair kPairs[] = {
     {&DiagnoseOptions::input_bound_moderate, &DiagnoseOptions::input_bound_high},
+    {&DiagnoseOptions::cpu_contention_moderate, &DiagnoseOptions::cpu_contention_high},
     {&DiagnoseOptions::h2d_bound_moderate, &DiagnoseOptions::h2d_bound_high},
     {&DiagnoseOptions::sync_bound_moderate, &DiagnoseOptions::sync_bound_high},
     {&DiagnoseOptions::launch_bound_moderate, &DiagnoseOptions::launch_bound_high},
@@ -169,6 +172,7 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
   }
   if (summary.steps > 0) {
     internal::InputBound(summary, o, &findings);
+    internal::CpuContention(summary, o, &findings);
     internal::CopyBound(summary, o, &findings);
     internal::SyncBound(summary, o, &findings);
     internal::LaunchBound(summary, o, &findings);

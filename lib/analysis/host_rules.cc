@@ -5,12 +5,15 @@
 // rules.h; Diagnose() runs them.
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analysis/rules.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/phase.h"
@@ -18,37 +21,71 @@
 
 namespace gpuscope::internal {
 
+namespace {
+
+// What the loader costs, as a share of step time: with a GPU source, the
+// GPU's idle time while the host waits for the next batch (a loader hidden
+// behind the GPU's backlog costs nothing); host time in phase "data"
+// without one. 0 without a data phase.
+double InputShare(const Summary& s, bool* measured) {
+  const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
+  *measured = s.source != Source::kHost && s.gpu_steps > 0;
+  if (data == nullptr || data->steps == 0) return 0;
+  return *measured ? IdleShare(s, data->name) : data->inclusive_share;
+}
+
+// The CPU the loader uses, in cores: the process's own (a loader without
+// worker processes runs in it) and its workers', where a loader named them;
+// every descendant's where none did (the best guess, said in the evidence).
+// nullopt when nothing was sampled.
+std::optional<double> LoaderCores(const TelemetryStats& t) {
+  if (!t.process_cores.has_value() && !t.worker_cores.has_value() && !t.child_cores.has_value())
+    return std::nullopt;
+  const double children = t.worker_cores.has_value() ? *t.worker_cores : t.child_cores.value_or(0);
+  return t.process_cores.value_or(0) + children;
+}
+
+// The loader's workers waited for a CPU at least a fifth of the time they
+// were ready to run (or, without workers, the training thread, which then
+// loads the data, a tenth of all time).
+bool LoaderContended(const TelemetryStats& t) {
+  if (t.worker_cores.has_value() && *t.worker_cores > 0 && t.worker_cpu_wait_cores.has_value()) {
+    return *t.worker_cpu_wait_cores >= 0.25 * *t.worker_cores;
+  }
+  return t.cpu_wait_share.value_or(0) >= 0.10;
+}
+
+}  // namespace
+
 // The input pipeline: time in phase "data" (steps() puts next(loader) there),
-// told apart by telemetry as CPU-bound (the process and its workers use the
-// CPUs they may, or the host's CPUs are saturated) or storage-bound (iowait
-// while the CPUs idle).
+// told apart by telemetry as CPU-bound (the process and its loader's
+// workers use the CPUs they may) or storage-bound (iowait while the CPUs
+// idle). A host kept busy by other processes is not the loader's CPU limit:
+// the loader then may get less CPU than it asks for, which cpu-contention
+// judges by the run-queue wait.
 void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
   const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
   if (data == nullptr || data->steps == 0) return;
-  // With a GPU source, what the loader costs is the GPU's idle time while
-  // the host waits for it: a loader hidden behind the GPU's backlog costs
-  // nothing. Host time only without one.
-  const bool measured = s.source != Source::kHost && s.gpu_steps > 0;
-  const double share = measured ? IdleShare(s, data->name) : data->inclusive_share;
+  bool measured = false;
+  const double share = InputShare(s, &measured);
   if (share < o.input_bound_moderate) return;
   enum class Cause { kUnknown, kCpu, kStorage } cause = Cause::kUnknown;
-  double cores_used = 0;
+  bool contended = false;
   if (s.telemetry.has_value()) {
     const TelemetryStats& t = *s.telemetry;
-    cores_used = t.process_cores.value_or(0) + t.worker_cores.value_or(0);
-    const bool cores_saturated = (t.process_cores.has_value() || t.worker_cores.has_value()) &&
-                                 t.cpus_available.has_value() && *t.cpus_available > 0 &&
-                                 cores_used >= o.cpu_saturated_share * *t.cpus_available;
-    const bool host_saturated =
-        t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct;
+    const std::optional<double> cores_used = LoaderCores(t);
+    const bool cores_saturated = cores_used.has_value() && t.cpus_available.has_value() &&
+                                 *t.cpus_available > 0 &&
+                                 *cores_used >= o.cpu_saturated_share * *t.cpus_available;
     const bool waiting_on_io = t.host_iowait_pct.has_value() &&
                                *t.host_iowait_pct >= o.storage_iowait_pct &&
                                t.host_cpu_pct.has_value() && *t.host_cpu_pct < o.storage_cpu_pct;
-    if (cores_saturated || host_saturated) {
+    if (cores_saturated) {
       cause = Cause::kCpu;
     } else if (waiting_on_io) {
       cause = Cause::kStorage;
     }
+    contended = cause != Cause::kCpu && LoaderContended(t);
   }
   Finding f;
   f.severity = Grade(share, o.input_bound_moderate, o.input_bound_high);
@@ -71,12 +108,19 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
     AddIf(f, "host_iowait_pct", s.telemetry->host_iowait_pct);
     AddIf(f, "process_cores", s.telemetry->process_cores);
     AddIf(f, "worker_cores", s.telemetry->worker_cores);
+    AddIf(f, "child_cores", s.telemetry->child_cores);
     AddIf(f, "cpus_available", s.telemetry->cpus_available);
+    AddIf(f, "worker_cpu_wait_cores", s.telemetry->worker_cpu_wait_cores);
+    AddIf(f, "cpu_wait_share", s.telemetry->cpu_wait_share);
   }
+  const std::string also = contended ? ", and the loader waits for CPUs others take" : "";
   switch (cause) {
     case Cause::kCpu:
       f.id = "input-bound.cpu";
-      f.title = absl::StrCat("Input-bound on CPU: ", wait, ", with the CPUs saturated");
+      f.title =
+          absl::StrCat("Input-bound on CPU: ", wait, ", with the loader using ",
+                       absl::StrFormat("%.1f of %.1f CPUs", LoaderCores(*s.telemetry).value_or(0),
+                                       s.telemetry->cpus_available.value_or(0)));
       f.recommendation =
           "The loader's CPUs are the limit: more num_workers will not help past the CPUs "
           "available. "
@@ -88,7 +132,8 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
       break;
     case Cause::kStorage:
       f.id = "input-bound.storage";
-      f.title = absl::StrCat("Input-bound on storage: ", wait, ", with the CPUs idle in iowait");
+      f.title =
+          absl::StrCat("Input-bound on storage: ", wait, ", with the CPUs idle in iowait", also);
       f.recommendation =
           "The loader waits on reads: cache or copy the dataset to local NVMe or RAM, store it in "
           "large sequential shards (WebDataset, TFRecord, FFCV) instead of many small files, and "
@@ -97,7 +142,7 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
       break;
     case Cause::kUnknown:
       f.id = "input-bound";
-      f.title = absl::StrCat("Input-bound: ", wait);
+      f.title = absl::StrCat("Input-bound: ", wait, also);
       f.recommendation =
           "Feed the GPU faster: raise DataLoader num_workers (up to one per spare CPU core), set "
           "pin_memory=True and persistent_workers=True, raise prefetch_factor, and move decoding "
@@ -106,6 +151,11 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
           "iowait is high, the storage is the bottleneck: cache, shard or prefetch the dataset "
           "to local disk.";
       break;
+  }
+  if (contended) {
+    absl::StrAppend(&f.recommendation,
+                    " The loader is short of CPU because other processes take it: more workers "
+                    "add to the contention (see cpu-contention).");
   }
   if (!measured) {
     f.confidence =
@@ -119,6 +169,95 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
         "(CUDA events give a lower bound)";
   }
   f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
+// CPU contention: the training thread, or the loader's workers, ready to
+// run but waiting for a CPU (schedstat's run-queue wait), whoever takes the
+// CPUs: other jobs on a shared host, the hypervisor (steal), or the job's
+// own threads and processes when they outnumber its CPUs. What it costs:
+// the training thread's wait, as a share of wall time, stretches the step
+// by as much; the workers' wait, as a share of their time ready to run,
+// stretches the loader's cost (input-bound's share) by as much.
+void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  if (!s.telemetry.has_value()) return;
+  const TelemetryStats& t = *s.telemetry;
+  const double train = t.cpu_wait_share.value_or(0);
+  double loader = 0, worker_wait = 0;
+  if (t.worker_cores.has_value() && t.worker_cpu_wait_cores.has_value()) {
+    const double ready = *t.worker_cores + *t.worker_cpu_wait_cores;
+    if (ready > 0) {
+      worker_wait = *t.worker_cpu_wait_cores / ready;
+      bool measured = false;
+      loader = InputShare(s, &measured) * worker_wait;
+    }
+  }
+  const double share = std::min(1.0, train + loader);
+  if (share < o.cpu_contention_moderate || !std::isfinite(share)) return;
+  const double own =
+      t.process_cores.value_or(0) + t.worker_cores.value_or(0) + t.child_cores.value_or(0);
+  const bool self_inflicted = t.cpus_available.has_value() && *t.cpus_available > 0 &&
+                              own >= o.cpu_saturated_share * *t.cpus_available;
+  const bool steal = t.steal_pct.value_or(0) >= 5.0;
+  Finding f;
+  f.id = "cpu-contention";
+  f.severity = Grade(share, o.cpu_contention_moderate, o.cpu_contention_high);
+  f.share = share;
+  std::vector<std::string> who;
+  if (train >= 0.005)
+    who.push_back(
+        absl::StrFormat("the training thread waited for a CPU %s of the time", Pct(train)));
+  if (loader > 0 && worker_wait >= 0.005) {
+    who.push_back(absl::StrFormat("the loader's workers %s of the time they were ready to run",
+                                  Pct(worker_wait)));
+  }
+  std::string why;
+  if (self_inflicted) {
+    why = absl::StrFormat("; the job's own processes use %.1f of its %.1f CPUs", own,
+                          *t.cpus_available);
+  } else if (t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct) {
+    why = absl::StrFormat("; other processes keep the host's CPUs %.0f%% busy", *t.host_cpu_pct);
+  } else if (t.cpu_pressure_pct.has_value() && *t.cpu_pressure_pct >= 10) {
+    why =
+        absl::StrFormat("; tasks wait for a CPU %.0f%% of the time host-wide", *t.cpu_pressure_pct);
+  }
+  if (steal) absl::StrAppendFormat(&why, "; the hypervisor takes %.0f%%", *t.steal_pct);
+  f.title = absl::StrCat("CPU contention: ", absl::StrJoin(who, ", and "), why, " (", Pct(share),
+                         " of step time)");
+  f.evidence = {{"cpu_wait_share", train}};
+  AddIf(f, "worker_cpu_wait_cores", t.worker_cpu_wait_cores);
+  if (loader > 0) f.evidence.emplace_back("loader_wait_share", loader);
+  AddIf(f, "process_cores", t.process_cores);
+  AddIf(f, "worker_cores", t.worker_cores);
+  AddIf(f, "child_cores", t.child_cores);
+  AddIf(f, "cpus_available", t.cpus_available);
+  AddIf(f, "host_cpu_pct", t.host_cpu_pct);
+  AddIf(f, "load1", t.load1);
+  AddIf(f, "cpu_pressure_pct", t.cpu_pressure_pct);
+  AddIf(f, "steal_pct", t.steal_pct);
+  if (self_inflicted) {
+    f.recommendation =
+        "The job's own threads and processes outnumber its CPUs: cap the CPU threads per process "
+        "(torch.set_num_threads, OMP_NUM_THREADS, e.g. cores / processes), keep DataLoader "
+        "num_workers at most the cores left over, and don't run CPU work (evaluation, "
+        "logging, checkpoint compression) beside training on the same cores.";
+  } else {
+    f.recommendation =
+        "Other processes take the CPUs this job needs: give the job dedicated cores (Slurm "
+        "--exclusive or --cpus-per-task; Kubernetes Guaranteed QoS with whole CPUs and the "
+        "static CPU manager; taskset or cpusets on a shared host), move other work off the "
+        "node, or lower its priority (nice). Adding DataLoader workers only adds to the "
+        "contention.";
+  }
+  if (steal) {
+    absl::StrAppend(&f.recommendation,
+                    " The hypervisor gives this VM's CPUs to other guests: a dedicated or larger "
+                    "instance avoids it.");
+  }
+  f.confidence =
+      "high: the kernel's run-queue accounting (schedstat) counts the time each thread was ready "
+      "to run but had no CPU";
+  f.source = "proc";
   out->push_back(std::move(f));
 }
 

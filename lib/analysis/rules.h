@@ -67,6 +67,7 @@ inline bool HasReason(const TelemetryStats& t, std::string_view reason) {
 
 // host_rules.cc
 void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
+void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void Instrumentation(const Summary& s, std::vector<Finding>* out);

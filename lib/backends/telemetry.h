@@ -46,8 +46,20 @@ struct TelemetrySample {
   int64_t host_ns = 0;
   double host_cpu_pct = kNotSampled;  // all CPUs, since the previous sample
   double host_iowait_pct = kNotSampled;
-  double process_cores = kNotSampled;   // this process's CPU use
-  double children_cores = kNotSampled;  // its live child processes' (DataLoader workers)
+  double process_cores = kNotSampled;  // this process's CPU use
+  // Its live descendant processes' CPU use: the data loader's workers (and
+  // their own children) once a loader named them (process_roles.h; NaN until
+  // one did, 0 for a loader without workers), and the others (every
+  // descendant while no loader named its workers).
+  double worker_cores = kNotSampled;
+  double child_cores = kNotSampled;
+  // Run-queue wait (schedstat): the share of time the training thread was
+  // runnable but had no CPU (0..1), and the loader workers' wait summed, in
+  // cores (how many of them waited at a time, on average).
+  double cpu_wait_share = kNotSampled;
+  double worker_cpu_wait_cores = kNotSampled;
+  double cpu_pressure_pct = kNotSampled;  // PSI "some avg10" of /proc/pressure/cpu
+  double steal_pct = kNotSampled;         // of all CPUs, taken by the hypervisor
   double memory_available_bytes = kNotSampled;
   double memory_pressure_pct = kNotSampled;  // PSI "some avg10"
   double swap_pages_per_s = kNotSampled;
@@ -65,7 +77,9 @@ struct StepTelemetry {
   float host_cpu_pct = std::numeric_limits<float>::quiet_NaN();
   float host_iowait_pct = std::numeric_limits<float>::quiet_NaN();
   float process_cores = std::numeric_limits<float>::quiet_NaN();
-  float children_cores = std::numeric_limits<float>::quiet_NaN();
+  float worker_cores = std::numeric_limits<float>::quiet_NaN();
+  float child_cores = std::numeric_limits<float>::quiet_NaN();
+  float cpu_wait_share = std::numeric_limits<float>::quiet_NaN();
   uint64_t clocks_event_reasons = 0;  // OR over the step and its GPUs
 };
 

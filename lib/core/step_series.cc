@@ -49,7 +49,7 @@ void FillSeries(const WindowView& window, const std::vector<std::string>& names,
     p.sm_clock_ratio = opt(s.telemetry.sm_clock_ratio);
     p.host_cpu_pct = opt(s.telemetry.host_cpu_pct);
     p.host_iowait_pct = opt(s.telemetry.host_iowait_pct);
-    p.worker_cores = opt(s.telemetry.children_cores);
+    p.worker_cores = opt(s.telemetry.worker_cores);
     out->push_back(std::move(p));
   });
   // Each phase's per-step samples, by step index.
@@ -115,7 +115,7 @@ void FillColumns(const WindowView& window, const std::vector<std::string>& names
     out->sm_clock_ratio.push_back(value(s.telemetry.sm_clock_ratio));
     out->host_cpu_pct.push_back(value(s.telemetry.host_cpu_pct));
     out->host_iowait_pct.push_back(value(s.telemetry.host_iowait_pct));
-    out->worker_cores.push_back(value(s.telemetry.children_cores));
+    out->worker_cores.push_back(value(s.telemetry.worker_cores));
   });
   if (any_idle_other) {
     out->idle_causes.emplace_back(kOtherPhaseName);

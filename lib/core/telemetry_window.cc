@@ -79,7 +79,7 @@ void TelemetryWindow::ForEachSampleOver(int64_t begin_ns, int64_t end_ns, F f) c
 // interval before their sample (rate weights).
 StepTelemetry TelemetryWindow::Over(int64_t begin_ns, int64_t end_ns) const {
   StepTelemetry t;
-  Mean util, ratio, cpu, iowait, proc, children;
+  Mean util, ratio, cpu, iowait, proc, workers, children, wait;
   ForEachSampleOver(begin_ns, end_ns, [&](const TelemetrySample& s, double hold, double rate) {
     Mean gpu_util;
     double lowest_ratio = std::numeric_limits<double>::quiet_NaN();
@@ -97,20 +97,24 @@ StepTelemetry TelemetryWindow::Over(int64_t begin_ns, int64_t end_ns) const {
     cpu.Add(s.host_cpu_pct, rate);
     iowait.Add(s.host_iowait_pct, rate);
     proc.Add(s.process_cores, rate);
-    children.Add(s.children_cores, rate);
+    workers.Add(s.worker_cores, rate);
+    children.Add(s.child_cores, rate);
+    wait.Add(s.cpu_wait_share, rate);
   });
   t.gpu_utilization_pct = AsFloat(util.Get());
   t.sm_clock_ratio = AsFloat(ratio.Get());
   t.host_cpu_pct = AsFloat(cpu.Get());
   t.host_iowait_pct = AsFloat(iowait.Get());
   t.process_cores = AsFloat(proc.Get());
-  t.children_cores = AsFloat(children.Get());
+  t.worker_cores = AsFloat(workers.Get());
+  t.child_cores = AsFloat(children.Get());
+  t.cpu_wait_share = AsFloat(wait.Get());
   return t;
 }
 
 void AddStepTelemetry(const WindowView& view, TelemetryStats* stats) {
   TelemetryStats& ts = *stats;
-  Mean util, ratio, cpu, iowait, proc, children, throttled_ratio;
+  Mean util, ratio, cpu, iowait, proc, workers, children, wait, throttled_ratio;
   uint64_t reasons = 0;
   int64_t throttled = 0;
   view.ForEachStep([&](const StepRecord& s, const StepDevices*) {
@@ -125,7 +129,9 @@ void AddStepTelemetry(const WindowView& view, TelemetryStats* stats) {
     cpu.Add(t.host_cpu_pct, w);
     iowait.Add(t.host_iowait_pct, w);
     proc.Add(t.process_cores, w);
-    children.Add(t.children_cores, w);
+    workers.Add(t.worker_cores, w);
+    children.Add(t.child_cores, w);
+    wait.Add(t.cpu_wait_share, w);
     reasons |= t.clocks_event_reasons;
     if (IsThrottling(t.clocks_event_reasons)) {
       ++throttled;
@@ -138,7 +144,9 @@ void AddStepTelemetry(const WindowView& view, TelemetryStats* stats) {
   ts.host_cpu_pct = cpu.Get();
   ts.host_iowait_pct = iowait.Get();
   ts.process_cores = proc.Get();
-  ts.worker_cores = children.Get();
+  ts.worker_cores = workers.Get();
+  ts.child_cores = children.Get();
+  ts.cpu_wait_share = wait.Get();
   ts.throttled_steps =
       ts.steps > 0 ? static_cast<double>(throttled) / static_cast<double>(ts.steps) : 0.0;
   ts.clocks_event_reasons = ClocksEventReasonNames(reasons);
@@ -154,7 +162,7 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
   if (!window.empty()) {
     const int64_t from = window.Find(window.first_index())->begin_ns;
     const int64_t to = window.Find(window.completed() - 1)->end_ns;
-    Mean avail, pressure, swap, load, cpus;
+    Mean avail, pressure, swap, load, cpus, worker_wait, cpu_pressure, steal;
     struct GpuMeans {
       GpuTelemetry latest;
       Mean util, sm, sm_max, mem, mem_max, power, limit, temp, used, total, rx, tx;
@@ -167,6 +175,9 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
       swap.Add(s.swap_pages_per_s, rate);
       load.Add(s.load1, w);
       cpus.Add(s.cpus_available, w);
+      worker_wait.Add(s.worker_cpu_wait_cores, rate);
+      cpu_pressure.Add(s.cpu_pressure_pct, w);
+      steal.Add(s.steal_pct, rate);
       for (int g = 0; g < s.gpu_count; ++g) {
         const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
         GpuMeans& m = per_gpu[gs.index];
@@ -202,6 +213,9 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
     ts.swap_pages_per_s = swap.Get();
     ts.load1 = load.Get();
     ts.cpus_available = cpus.Get();
+    ts.worker_cpu_wait_cores = worker_wait.Get();
+    ts.cpu_pressure_pct = cpu_pressure.Get();
+    ts.steal_pct = steal.Get();
     const auto value = [](const Mean& m) {
       return m.Get().value_or(std::numeric_limits<double>::quiet_NaN());
     };

@@ -447,11 +447,26 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
     if (t.host_cpu_pct.has_value()) {
       std::string line = absl::StrFormat("host CPUs %.0f%% busy, %.0f%% iowait", *t.host_cpu_pct,
                                          t.host_iowait_pct.value_or(0));
+      if (t.steal_pct.has_value() && *t.steal_pct >= 0.5)
+        absl::StrAppendFormat(&line, ", %.0f%% stolen", *t.steal_pct);
       if (t.process_cores.has_value())
         absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
       if (t.worker_cores.has_value())
-        absl::StrAppendFormat(&line, ", its workers %.1f cores", *t.worker_cores);
+        absl::StrAppendFormat(&line, ", its loader workers %.1f", *t.worker_cores);
+      if (t.child_cores.has_value() && (*t.child_cores >= 0.05 || !t.worker_cores.has_value()))
+        absl::StrAppendFormat(
+            &line, ", %s %.1f",
+            t.worker_cores.has_value() ? "other child processes" : "its child processes",
+            *t.child_cores);
+      if (t.cpus_available.has_value())
+        absl::StrAppendFormat(&line, " of %.1f available", *t.cpus_available);
+      if (t.cpu_wait_share.has_value() && *t.cpu_wait_share >= 0.005) {
+        absl::StrAppendFormat(&line, "; the training thread waited for a CPU %.0f%% of the time",
+                              100 * *t.cpu_wait_share);
+      }
       if (t.load1.has_value()) absl::StrAppendFormat(&line, "; load %.1f", *t.load1);
+      if (t.cpu_pressure_pct.has_value() && *t.cpu_pressure_pct >= 0.5)
+        absl::StrAppendFormat(&line, ", CPU pressure %.0f%%", *t.cpu_pressure_pct);
       internal::AppendHanging(&out, "  ", line, 4);
     }
     if (t.memory_available_bytes.has_value()) {
@@ -668,8 +683,23 @@ std::string PrometheusText(const Summary& s) {
     e.Gauge("host_iowait_ratio", "Share of the host's CPUs waiting for I/O.",
             ratio(t.host_iowait_pct));
     e.Gauge("process_cpu_cores", "CPU cores this process used.", t.process_cores);
-    e.Gauge("worker_cpu_cores", "CPU cores its child processes (DataLoader workers) used.",
+    e.Gauge("worker_cpu_cores", "CPU cores its data loader's worker processes used.",
             t.worker_cores);
+    e.Gauge("child_process_cpu_cores",
+            "CPU cores its other descendant processes used (all of them while no loader named "
+            "its workers).",
+            t.child_cores);
+    e.Gauge("training_thread_cpu_wait_ratio",
+            "Share of time the training thread was runnable but waited for a CPU.",
+            t.cpu_wait_share);
+    e.Gauge("worker_cpu_wait_cores",
+            "The loader workers' run-queue wait, summed: how many waited for a CPU at a time.",
+            t.worker_cpu_wait_cores);
+    e.Gauge("host_cpu_pressure_ratio",
+            "PSI some avg10 of /proc/pressure/cpu: share of time a task waited for a CPU.",
+            ratio(t.cpu_pressure_pct));
+    e.Gauge("host_cpu_steal_ratio", "Share of the host's CPUs taken by the hypervisor.",
+            ratio(t.steal_pct));
   }
   if (s.ranks.has_value()) {
     const RanksStats& r = *s.ranks;

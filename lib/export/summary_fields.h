@@ -185,6 +185,11 @@ void TelemetryFields(V& v, T& t) {
   v.Optional("load1", t.load1, kRate);
   v.Optional("cpus_available", t.cpus_available, kRate, kOptional);
   v.Optional("throttled_sm_clock_ratio", t.throttled_sm_clock_ratio, kRatio, kOptional);
+  v.Optional("child_cores", t.child_cores, kRate, kOptional);
+  v.Optional("cpu_wait_share", t.cpu_wait_share, kFraction, kOptional);
+  v.Optional("worker_cpu_wait_cores", t.worker_cpu_wait_cores, kRate, kOptional);
+  v.Optional("cpu_pressure_pct", t.cpu_pressure_pct, kPercent, kOptional);
+  v.Optional("steal_pct", t.steal_pct, kPercent, kOptional);
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
 }
 

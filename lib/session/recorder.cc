@@ -1,8 +1,9 @@
 // The recorder: the recording thread's side of a session (the hot path).
 // Scope begin and end, step counts, the stream, and the record appended to
 // the queue. Recording thread only: no allocation, no lock, no system call
-// beyond the clock. The checks every call makes first (CheckCaller(), the
-// clock, the marker) are inline in session/session_impl.h.
+// beyond the clock (but one gettid() when the first scope claims the
+// session). The checks every call makes first (CheckCaller(), the clock, the
+// marker) are inline in session/session_impl.h.
 //
 // Budget: a phase or step scope, begin and end, costs at most two clock reads
 // plus 15 ns (benchmarks/scope_overhead_benchmark.cc). Everything a scope
@@ -11,6 +12,9 @@
 // tool is attached), and End() of the innermost scope, the common case, takes
 // a path without the loops that closing several scopes at once needs.
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -18,6 +22,7 @@
 
 #define GPUSCOPE_INLINE inline __attribute__((always_inline))
 
+#include "backends/telemetry/process_roles.h"
 #include "session/session_impl.h"
 
 namespace gpuscope::internal {
@@ -30,7 +35,10 @@ ScopeStatus SessionImpl::ForkedAway() noexcept {
 ScopeStatus SessionImpl::ClaimOrReject(uint64_t self) noexcept {
   uint64_t owner = 0;
   if (owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
-    return ScopeStatus::kOk;  // the first caller becomes the recording thread
+    // The first caller becomes the recording thread: the one whose wait for
+    // a CPU the telemetry measures.
+    SetTrainingThread(static_cast<int>(syscall(SYS_gettid)));
+    return ScopeStatus::kOk;
   }
   if (owner == self) return ScopeStatus::kOk;
   wrong_thread_.fetch_add(1, std::memory_order_relaxed);

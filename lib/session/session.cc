@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/host/tsc.h"
+#include "backends/telemetry/process_roles.h"
 #include "base/env.h"
 #include "base/log.h"
 #include "session/session_impl.h"
@@ -371,5 +372,7 @@ std::optional<RankIdentity> SessionImpl::rank() const {
 }
 
 }  // namespace internal
+
+void AddLoaderWorkers(const std::vector<int>& pids) { internal::AddLoaderWorkers(pids); }
 
 }  // namespace gpuscope

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backends/nvml/nvml.h"
+#include "backends/telemetry/process_roles.h"
 #include "backends/telemetry/system_telemetry.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
@@ -203,6 +204,7 @@ TEST(TelemetryTest, OnlyTheGpusThisProcessUsesAreSampled) {
 }
 
 TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
+  internal::ResetProcessRolesForTest();
   FakeGpu gpu;
   gpu.clocks_event_reasons = static_cast<int64_t>(internal::kSwThermalSlowdown);
   fake_nvml_set_gpus(&gpu, 1);
@@ -240,7 +242,8 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   t->Sample(1'000'000'000, &b);
   EXPECT_NEAR(b.host_cpu_pct, 50.0, 1e-9);
   EXPECT_NEAR(b.host_iowait_pct, 10.0, 1e-9);
-  EXPECT_NEAR(b.children_cores, 2.0, 1e-9);
+  EXPECT_NEAR(b.child_cores, 2.0, 1e-9);  // no loader named its workers: a child
+  EXPECT_TRUE(std::isnan(b.worker_cores));
   EXPECT_DOUBLE_EQ(b.memory_available_bytes, 500.0 * 1024);
   EXPECT_DOUBLE_EQ(b.load1, 3.25);
   // Where the kernel lists children (/proc/<pid>/task/*/children), only
@@ -250,7 +253,7 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   proc.Process(4343, me, 100 * hz, 0);  // not listed: ignored
   internal::TelemetrySample c;
   t->Sample(2'000'000'000, &c);
-  EXPECT_NEAR(c.children_cores, 2.0, 1e-9);
+  EXPECT_NEAR(c.child_cores, 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(b.memory_pressure_pct, 4.5);
   // In a container whose memory limit leaves less than the host has free.
   proc.Write("self/cgroup", "0::/pod\n");
@@ -261,6 +264,7 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
 }
 
 TEST(TelemetryTest, WorkersForkedBetweenRefreshesCountFromTheNextSample) {
+  internal::ResetProcessRolesForTest();
   FakeGpu gpu;
   fake_nvml_set_gpus(&gpu, 1);
   FakeProc proc;
@@ -280,10 +284,131 @@ TEST(TelemetryTest, WorkersForkedBetweenRefreshesCountFromTheNextSample) {
   t->Sample(100 * kMs, &s);
   proc.Process(4242, static_cast<int>(getpid()), hz / 10, 0);  // 0.1 s of CPU in 0.1 s
   t->Sample(200 * kMs, &s);
-  EXPECT_NEAR(s.children_cores, 1.0, 1e-9);
+  EXPECT_NEAR(s.child_cores, 1.0, 1e-9);
   proc.Process(4242, static_cast<int>(getpid()), hz / 10 + hz / 20, 0);
   t->Sample(300 * kMs, &s);
-  EXPECT_NEAR(s.children_cores, 0.5, 1e-9);
+  EXPECT_NEAR(s.child_cores, 0.5, 1e-9);
+}
+
+// The process tree of a DataLoader under the forkserver start method
+// (Python 3.14's default on Linux): the workers are the forkserver's
+// children, the training process's grandchildren. Beside it, two unrelated
+// CPU-burning subprocesses. Only the named workers are the loader's.
+class LoaderTree {
+ public:
+  static constexpr int kForkserver = 5000, kWorker1 = 5001, kWorker2 = 5002;
+  static constexpr int kBurner1 = 6001, kBurner2 = 6002, kStranger = 7000;
+
+  explicit LoaderTree(bool children_files) : me_(static_cast<int>(getpid())) {
+    internal::ResetProcessRolesForTest();
+    proc_.Write("stat", "cpu 100 0 0 800 100 0 0 0\n");
+    if (children_files) {
+      const std::string m = std::to_string(me_);
+      proc_.Write(m + "/task/" + m + "/children", "5000 6001 6002 ");
+      proc_.Write("5000/task/5000/children", "5001 5002 ");
+      for (int pid : {kWorker1, kWorker2, kBurner1, kBurner2})
+        proc_.Write(std::to_string(pid) + "/task/" + std::to_string(pid) + "/children", "");
+    }
+    At(0);
+  }
+
+  // CPU use so far after `seconds`: each worker and burner one core, the
+  // forkserver 0.1, a stranger (someone else's process) four.
+  void At(int seconds) const {
+    const long hz = sysconf(_SC_CLK_TCK);
+    proc_.Process(kForkserver, me_, seconds * hz / 10, 0);
+    proc_.Process(kWorker1, kForkserver, seconds * hz, 0);
+    proc_.Process(kWorker2, kForkserver, seconds * hz, 0);
+    proc_.Process(kBurner1, me_, seconds * hz, 0);
+    proc_.Process(kBurner2, me_, seconds * hz, 0);
+    proc_.Process(kStranger, 1, 4 * seconds * hz, 0);
+  }
+
+  std::unique_ptr<internal::Telemetry> Start() const {
+    std::unique_ptr<internal::Telemetry> t =
+        internal::MakeSystemTelemetry(proc_.root(), proc_.root() + "/cgroup");
+    EXPECT_TRUE(t->Start().ok());
+    return t;
+  }
+
+  const FakeProc& proc() const { return proc_; }
+  int me() const { return me_; }
+
+ private:
+  FakeProc proc_;
+  int me_;
+};
+
+TEST(TelemetryTest, ForkserverWorkersAreTheLoadersAndOtherChildrenAreApart) {
+  fake_nvml_set_gpus(nullptr, 0);
+  for (const bool children_files : {true, false}) {  // found by the kernel's lists, or by ppid
+    SCOPED_TRACE(children_files ? "children files" : "scan by parent pid");
+    LoaderTree tree(children_files);
+    internal::AddLoaderWorkers({LoaderTree::kWorker1, LoaderTree::kWorker2});
+    std::unique_ptr<internal::Telemetry> t = tree.Start();
+    internal::TelemetrySample s;
+    t->Sample(0, &s);
+    tree.At(1);
+    t->Sample(1'000'000'000, &s);
+    EXPECT_NEAR(s.worker_cores, 2.0, 1e-9);  // the grandchildren, not 0
+    EXPECT_NEAR(s.child_cores, 2.1, 1e-9);   // the burners and the forkserver, not the stranger
+  }
+}
+
+TEST(TelemetryTest, ALoaderWithoutWorkersLeavesEveryChildApart) {
+  fake_nvml_set_gpus(nullptr, 0);
+  LoaderTree tree(/*children_files=*/true);
+  std::unique_ptr<internal::Telemetry> t = tree.Start();
+  internal::TelemetrySample s;
+  t->Sample(0, &s);
+  tree.At(1);
+  t->Sample(1'000'000'000, &s);
+  // No loader named its workers yet: every descendant's role is unknown.
+  EXPECT_TRUE(std::isnan(s.worker_cores));
+  EXPECT_NEAR(s.child_cores, 4.1, 1e-9);
+  // num_workers=0: the loader runs in the process, none of the children is it.
+  internal::AddLoaderWorkers({});
+  tree.At(2);
+  t->Sample(2'000'000'000, &s);
+  EXPECT_DOUBLE_EQ(s.worker_cores, 0.0);
+  EXPECT_NEAR(s.child_cores, 4.1, 1e-9);
+}
+
+TEST(TelemetryTest, RunQueueWaitOfTheTrainingThreadAndTheWorkersAndHostCpuPressure) {
+  fake_nvml_set_gpus(nullptr, 0);
+  LoaderTree tree(/*children_files=*/true);
+  internal::AddLoaderWorkers({LoaderTree::kWorker1, LoaderTree::kWorker2});
+  const std::string me = std::to_string(tree.me());
+  const int tid = tree.me() + 7;  // the recording thread, not the main thread
+  internal::SetTrainingThread(tid);
+  const std::string train = me + "/task/" + std::to_string(tid) + "/schedstat";
+  const FakeProc& proc = tree.proc();
+  proc.Write(train, "1000 2000000000 10\n");
+  proc.Write(me + "/task/" + me + "/schedstat", "1000 0 1\n");  // the main thread: idle
+  proc.Write("5001/schedstat", "1000 100000000 10\n");
+  proc.Write("5002/schedstat", "1000 0 10\n");
+  proc.Write("pressure/cpu", "some avg10=42.50 avg60=1.00 avg300=0.00 total=1\n");
+  std::unique_ptr<internal::Telemetry> t = tree.Start();
+  internal::TelemetrySample s;
+  t->Sample(0, &s);
+  EXPECT_TRUE(std::isnan(s.cpu_wait_share));  // a rate: two samples
+  EXPECT_DOUBLE_EQ(s.cpu_pressure_pct, 42.5);
+  // One second later: the training thread waited 0.3 s, the workers 0.5 s
+  // together; the hypervisor took 50 of 1000 ticks.
+  tree.At(1);
+  proc.Write(train, "1000 2300000000 20\n");
+  proc.Write("5001/schedstat", "1000 400000000 20\n");
+  proc.Write("5002/schedstat", "1000 200000000 20\n");
+  proc.Write("stat", "cpu 600 0 0 1250 100 0 0 50\n");
+  t->Sample(1'000'000'000, &s);
+  EXPECT_NEAR(s.cpu_wait_share, 0.3, 1e-9);
+  EXPECT_NEAR(s.worker_cpu_wait_cores, 0.5, 1e-9);
+  EXPECT_NEAR(s.steal_pct, 5.0, 1e-9);
+  // Another thread takes over recording: it starts afresh (no rate yet).
+  internal::SetTrainingThread(tree.me());
+  t->Sample(2'000'000'000, &s);
+  EXPECT_TRUE(std::isnan(s.cpu_wait_share));
+  internal::ResetProcessRolesForTest();
 }
 
 TEST(TelemetryTest, SlowChangingGpuStateIsReadEveryTenthSampleAndCarriedBetween) {

@@ -140,14 +140,13 @@ void ParseLoadavg(absl::string_view text, HostSnapshot* s) {
 }
 
 // "some avg10=0.12 avg60=0.05 avg300=0.01 total=1234"
-void ParsePressure(absl::string_view text, HostSnapshot* s) {
+void ParsePressure(absl::string_view text, double* some_avg10) {
   while (!text.empty()) {
     absl::string_view line = NextLine(&text);
     if (!absl::ConsumePrefix(&line, "some ")) continue;
     for (absl::string_view kv = NextToken(&line); !kv.empty(); kv = NextToken(&line)) {
       double v = 0;
-      if (absl::ConsumePrefix(&kv, "avg10=") && absl::SimpleAtod(kv, &v))
-        s->memory_pressure_pct = v;
+      if (absl::ConsumePrefix(&kv, "avg10=") && absl::SimpleAtod(kv, &v)) *some_avg10 = v;
     }
   }
 }
@@ -264,6 +263,7 @@ HostReader::HostReader(const std::string& proc_root, const std::string& pid_dir)
       meminfo_(proc_root + "/meminfo", ProcFile::End::kAtShortRead),
       loadavg_(proc_root + "/loadavg", ProcFile::End::kAtShortRead),
       pressure_(proc_root + "/pressure/memory", ProcFile::End::kAtShortRead),
+      cpu_pressure_(proc_root + "/pressure/cpu", ProcFile::End::kAtShortRead),
       vmstat_(proc_root + "/vmstat"),
       ticks_per_s_(static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)))) {}
 
@@ -281,13 +281,16 @@ absl::StatusOr<HostSnapshot> HostReader::Read(bool look_again) {
   // 2 s: between two looks, the last ones read stand.
   if (!averages_read_ || look_again) {
     if (loadavg_.Read(&text, look_again)) ParseLoadavg(text, &s);
-    if (pressure_.Read(&text, look_again)) ParsePressure(text, &s);
+    if (pressure_.Read(&text, look_again)) ParsePressure(text, &s.memory_pressure_pct);
+    if (cpu_pressure_.Read(&text, look_again)) ParsePressure(text, &s.cpu_pressure_pct);
     averages_read_ = true;
     load1_ = s.load1;
     memory_pressure_pct_ = s.memory_pressure_pct;
+    cpu_pressure_pct_ = s.cpu_pressure_pct;
   } else {
     s.load1 = load1_;
     s.memory_pressure_pct = memory_pressure_pct_;
+    s.cpu_pressure_pct = cpu_pressure_pct_;
   }
   // Without swap (SwapTotal 0) the swap counters stand still: the last ones
   // read stand for them.
@@ -319,6 +322,7 @@ HostRates RatesBetween(const HostSnapshot& a, const HostSnapshot& b, double seco
     const double iowait = delta(a.cpu.iowait, b.cpu.iowait);
     r.cpu_pct = 100.0 * (total - idle - iowait) / total;
     r.iowait_pct = 100.0 * iowait / total;
+    r.steal_pct = 100.0 * delta(a.cpu.steal, b.cpu.steal) / total;
   }
   if (seconds > 0) {
     r.process_cores = std::max(0.0, b.process_cpu_s - a.process_cpu_s) / seconds;
@@ -328,6 +332,11 @@ HostRates RatesBetween(const HostSnapshot& a, const HostSnapshot& b, double seco
         seconds;
   }
   return r;
+}
+
+bool ParseSchedstat(absl::string_view text, uint64_t* on_cpu_ns, uint64_t* run_delay_ns) {
+  return absl::SimpleAtoi(NextToken(&text), on_cpu_ns) &&
+         absl::SimpleAtoi(NextToken(&text), run_delay_ns);
 }
 
 HostPlacement ReadPlacement(const std::string& sys_root, const std::string& cgroup_root,

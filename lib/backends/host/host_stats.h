@@ -40,6 +40,9 @@ struct HostSnapshot {
   // PSI "some avg10" of /proc/pressure/memory (% of time stalled); NaN
   // without PSI.
   double memory_pressure_pct = std::numeric_limits<double>::quiet_NaN();
+  // PSI "some avg10" of /proc/pressure/cpu: % of time some runnable task
+  // waited for a CPU (host-wide); NaN without PSI.
+  double cpu_pressure_pct = std::numeric_limits<double>::quiet_NaN();
   uint64_t swap_in_pages = 0;   // /proc/vmstat pswpin
   uint64_t swap_out_pages = 0;  // pswpout
 };
@@ -59,6 +62,14 @@ absl::StatusOr<HostSnapshot> ReadHost(const std::string& proc_root = "/proc",
 // state), `fields[1]` the parent pid, `fields[11]` and `fields[12]` utime
 // and stime. False when the line has fewer. The views point into `text`.
 bool ProcStatFields(absl::string_view text, absl::string_view* fields, size_t n);
+
+// ParseSchedstat()
+//
+// A task's /proc/<pid>/task/<tid>/schedstat ("<on-cpu ns> <run-queue wait
+// ns> <timeslices>"; /proc/<pid>/schedstat is the process's main thread):
+// the time it ran and the time it was runnable but waited for a CPU. False
+// when the text does not parse (a kernel without sched_info).
+bool ParseSchedstat(absl::string_view text, uint64_t* on_cpu_ns, uint64_t* run_delay_ns);
 
 // ProcFile
 //
@@ -112,32 +123,34 @@ class ProcFile {
 // /proc/vmstat (the largest file, for the swap counters alone) is read only
 // while the host has swap: without any, the counters cannot move, and the
 // last ones read are kept (they are read again on every `look_again`). The
-// load average and memory pressure, which the kernel updates every few
+// load average and memory and CPU pressure, which the kernel updates every few
 // seconds, are read on the first read and on every `look_again`.
 class HostReader {
  public:
   explicit HostReader(const std::string& proc_root = "/proc", const std::string& pid_dir = "self");
 
   // As ReadHost(). `look_again`: look again for files that were missing,
-  // read the load average and memory pressure, and /proc/vmstat whatever
+  // read the load average and memory and CPU pressure, and /proc/vmstat whatever
   // the swap (a sampler does this now and then, about once a second);
   // otherwise a file missing at the first read stays unknown.
   absl::StatusOr<HostSnapshot> Read(bool look_again = false);
 
  private:
-  ProcFile stat_, self_stat_, meminfo_, loadavg_, pressure_, vmstat_;
+  ProcFile stat_, self_stat_, meminfo_, loadavg_, pressure_, cpu_pressure_, vmstat_;
   double ticks_per_s_;
   bool vmstat_read_ = false;  // once: swap_in_ and swap_out_ hold its counters
   uint64_t swap_in_ = 0, swap_out_ = 0;
   bool averages_read_ = false;  // once: load1_ and memory_pressure_pct_ hold them
   double load1_ = std::numeric_limits<double>::quiet_NaN();
   double memory_pressure_pct_ = std::numeric_limits<double>::quiet_NaN();
+  double cpu_pressure_pct_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 // What happened between two snapshots `seconds` apart.
 struct HostRates {
   double cpu_pct = 0;           // of all CPUs busy (not idle, not iowait)
   double iowait_pct = 0;        // of all CPUs waiting for I/O
+  double steal_pct = 0;         // of all CPUs taken by the hypervisor for other guests
   double process_cores = 0;     // CPUs this process used
   double children_cores = 0;    // CPUs its (reaped) children used
   double swap_pages_per_s = 0;  // in + out

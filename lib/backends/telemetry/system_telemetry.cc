@@ -22,6 +22,7 @@
 #include "backends/cuda/cuda_driver_timer.h"
 #include "backends/host/host_stats.h"
 #include "backends/nvml/nvml.h"
+#include "backends/telemetry/process_roles.h"
 
 namespace gpuscope::internal {
 namespace {
@@ -33,34 +34,44 @@ namespace {
 // are looked up again every tenth sample: SampleGpus().)
 constexpr int64_t kRefreshNs = 1'000'000'000;
 
-// The CPU ticks (utime + stime) of the live children of `parent`
-// (DataLoader workers), by pid.
+// The live descendants of `parent` (DataLoader workers, wherever they sit
+// in the process tree: a forkserver's workers are its children, the
+// process's grandchildren), each with its CPU ticks (utime + stime), whether
+// it is one of the loader's workers (a pid named in process_roles.h, or a
+// descendant of one), and for a named worker its run-queue wait.
 //
-// Children are found in /proc/<parent>/task/*/children where the kernel has
-// it (every thread lists the children it forked), else by scanning every
-// process for those whose parent is `parent` (costly on a busy host). That
-// full search runs on a refresh only (about once a second): in between, the
-// children files of the main thread and of the threads found with children
-// (the one that starts the DataLoader workers) are read again, for children
-// forked since, and the children already known are read again. Their stat
-// files stay open (up to kMaxOpenStats): one pread() a child a sample; a
-// child that exits fails the read and is forgotten (its pid may be reused).
-// Where the kernel lists no children, a child forked between two refreshes
-// is counted from the next one.
-class ChildTicks {
+// Descendants are found in /proc/<pid>/task/*/children where the kernel has
+// it (every thread lists the children it forked), from `parent` down, else
+// by scanning every process and following parent pids (costly on a busy
+// host). That full search runs on a refresh only (about once a second): in
+// between, the children files of the parent's main thread and of the
+// threads found with children (the one that starts the DataLoader workers,
+// a forkserver's) are read again, for children forked since, and the
+// descendants already known are read again. Their stat files stay open (up
+// to kMaxOpenStats): one pread() a process a sample; one that exits fails
+// the read and is forgotten (its pid may be reused). A process whose parent
+// is neither `parent` nor a descendant found in the same pass is a stranger
+// (a reused pid) and is dropped. Where the kernel lists no children, a
+// process forked between two refreshes is counted from the next one.
+class DescendantTicks {
  public:
-  ChildTicks(std::string proc_root, int parent)
-      : proc_root_(std::move(proc_root)),
-        parent_(parent),
-        tasks_(absl::StrCat(proc_root_, "/", parent, "/task")),
-        main_tid_(absl::StrCat(parent)) {}
+  struct Process {
+    int pid = 0;
+    uint64_t ticks = 0;
+    bool worker = false;
+    uint64_t run_delay_ns = 0;  // named workers only (their main thread)
+  };
 
-  // `*out`: (pid, ticks) of every live child, by pid.
-  void Read(bool full, std::vector<std::pair<int, uint64_t>>* out) {
+  DescendantTicks(std::string proc_root, int parent)
+      : proc_root_(std::move(proc_root)), parent_(parent), main_tid_(absl::StrCat(parent)) {}
+
+  // `*out`: every live descendant, by pid. `workers`: the loader's workers
+  // as named (sorted).
+  void Read(bool full, const std::vector<int>& workers, std::vector<Process>* out) {
     out->clear();
     pids_.clear();
     if (full) {
-      FindChildren();
+      FindDescendants();
     } else {
       for (size_t i = 0; i < forkers_.size();) {
         absl::string_view text;
@@ -71,7 +82,7 @@ class ChildTicks {
           forkers_.erase(forkers_.begin() + static_cast<std::ptrdiff_t>(i));
         }
       }
-      for (const Child& c : children_) pids_.push_back(c.pid);
+      for (const Known& k : known_) pids_.push_back(k.pid);
     }
     std::sort(pids_.begin(), pids_.end());
     pids_.erase(std::unique(pids_.begin(), pids_.end()), pids_.end());
@@ -79,56 +90,123 @@ class ChildTicks {
     next_.clear();
     size_t known = 0;
     for (int pid : pids_) {
-      while (known < children_.size() && children_[known].pid < pid) ++known;
-      Child c;
-      c.pid = pid;
-      if (known < children_.size() && children_[known].pid == pid) {
-        c.stat = std::move(children_[known].stat);
+      while (known < known_.size() && known_[known].pid < pid) ++known;
+      Known k;
+      k.pid = pid;
+      if (known < known_.size() && known_[known].pid == pid) {
+        k.stat = std::move(known_[known].stat);
+        k.schedstat = std::move(known_[known].schedstat);
       } else {
-        c.stat = ProcFile(absl::StrCat(proc_root_, "/", pid, "/stat"), ProcFile::End::kAtShortRead);
+        k.stat = ProcFile(absl::StrCat(proc_root_, "/", pid, "/stat"), ProcFile::End::kAtShortRead);
       }
       absl::string_view text;
-      if (!c.stat.Read(&text, /*may_open=*/true)) continue;  // gone
+      if (!k.stat.Read(&text, /*may_open=*/true)) continue;  // gone
       absl::string_view f[13];
-      int ppid = 0;
       uint64_t utime = 0, stime = 0;
-      if (!ProcStatFields(text, f, 13) || !absl::SimpleAtoi(f[1], &ppid) || ppid != parent_ ||
+      if (!ProcStatFields(text, f, 13) || !absl::SimpleAtoi(f[1], &k.ppid) ||
           !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
-        continue;  // not a child (a full scan's stranger), or unreadable
+        continue;  // unreadable
       }
-      out->emplace_back(pid, utime + stime);
-      if (next_.size() >= kMaxOpenStats) c.stat.Close();  // read by path next time
-      next_.push_back(std::move(c));
+      k.ticks = utime + stime;
+      next_.push_back(std::move(k));
     }
-    children_.swap(next_);
-    next_.clear();  // closes the files of the children gone and of strangers
+    // Keep the descendants: those whose parent is `parent_` or a descendant,
+    // until nothing changes (parents usually come first by pid, so one or
+    // two passes).
+    for (Known& k : next_) k.accepted = k.ppid == parent_;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Known& k : next_) {
+        if (k.accepted) continue;
+        const Known* p = Find(next_, k.ppid);
+        if (p != nullptr && p->accepted) changed = k.accepted = true;
+      }
+    }
+    next_.erase(
+        std::remove_if(next_.begin(), next_.end(), [](const Known& k) { return !k.accepted; }),
+        next_.end());
+    // Workers: named, or below one (up to a depth that no real tree reaches;
+    // a cycle of reused pids ends there too).
+    for (Known& k : next_) {
+      const Known* p = &k;
+      for (int depth = 0; p != nullptr && depth < 16; ++depth) {
+        if (std::binary_search(workers.begin(), workers.end(), p->pid)) {
+          k.worker = true;
+          break;
+        }
+        p = p->ppid == parent_ ? nullptr : Find(next_, p->ppid);
+      }
+      Process out_p{k.pid, k.ticks, k.worker, 0};
+      if (k.worker && std::binary_search(workers.begin(), workers.end(), k.pid)) {
+        if (!k.schedstat.is_open() && k.schedstat.path().empty()) {
+          k.schedstat = ProcFile(absl::StrCat(proc_root_, "/", k.pid, "/schedstat"),
+                                 ProcFile::End::kAtShortRead);
+        }
+        absl::string_view text;
+        uint64_t on_cpu = 0;
+        if (k.schedstat.Read(&text)) {
+          ParseSchedstat(text, &on_cpu, &out_p.run_delay_ns);
+        }
+      }
+      out->push_back(out_p);
+    }
+    size_t open = 0;
+    for (Known& k : next_) {
+      if (open >= kMaxOpenStats) {
+        k.stat.Close();  // read by path next time
+        k.schedstat.Close();
+      } else {
+        ++open;
+      }
+    }
+    known_.swap(next_);
+    next_.clear();  // closes the files of those gone and of strangers
   }
 
  private:
   static constexpr size_t kMaxOpenStats = 64;
-  static constexpr size_t kMaxForkers = 4;
+  static constexpr size_t kMaxForkers = 8;
+  static constexpr size_t kMaxDescendants = 4096;
 
-  struct Child {
+  struct Known {
     int pid = 0;
-    ProcFile stat;
+    int ppid = 0;
+    uint64_t ticks = 0;
+    bool accepted = false;
+    bool worker = false;
+    ProcFile stat, schedstat;
   };
 
-  // Every thread's children file; without any, every process is a candidate.
-  void FindChildren() {
+  static const Known* Find(const std::vector<Known>& v, int pid) {
+    const auto it =
+        std::lower_bound(v.begin(), v.end(), pid, [](const Known& k, int p) { return k.pid < p; });
+    return it != v.end() && it->pid == pid ? &*it : nullptr;
+  }
+
+  // Every descendant's threads' children files, from the parent down;
+  // without any, every process is a candidate.
+  void FindDescendants() {
     forkers_.clear();
     bool have_children_files = false;
-    if (DIR* dir = opendir(tasks_.c_str()); dir != nullptr) {
+    std::vector<int> queue{parent_};
+    for (size_t q = 0; q < queue.size() && queue.size() < kMaxDescendants; ++q) {
+      const int pid = queue[q];
+      const std::string tasks = absl::StrCat(proc_root_, "/", pid, "/task");
+      DIR* dir = opendir(tasks.c_str());
+      if (dir == nullptr) continue;
       while (dirent* e = readdir(dir)) {
         if (e->d_name[0] == '.') continue;
-        ProcFile children(absl::StrCat(tasks_, "/", e->d_name, "/children"));
+        ProcFile children(absl::StrCat(tasks, "/", e->d_name, "/children"));
         absl::string_view text;
         if (!children.Read(&text)) continue;
         have_children_files = true;
         const size_t before = pids_.size();
         AppendPids(text);
-        // Kept open: the main thread's (it usually starts the DataLoader
-        // workers, again at every epoch), and those of threads with children.
-        const bool main_thread = absl::string_view(e->d_name) == main_tid_;
+        for (size_t i = before; i < pids_.size(); ++i) queue.push_back(pids_[i]);
+        // Kept open: the parent's main thread's (it usually starts the
+        // DataLoader workers, again at every epoch), and those of threads
+        // with children (a forkserver's).
+        const bool main_thread = pid == parent_ && absl::string_view(e->d_name) == main_tid_;
         if ((main_thread || pids_.size() > before) && forkers_.size() < kMaxForkers) {
           forkers_.push_back(std::move(children));
         }
@@ -140,7 +218,7 @@ class ChildTicks {
     if (dir == nullptr) return;
     while (dirent* e = readdir(dir)) {
       int pid = 0;
-      if (absl::SimpleAtoi(e->d_name, &pid)) pids_.push_back(pid);
+      if (absl::SimpleAtoi(e->d_name, &pid) && pid != parent_) pids_.push_back(pid);
     }
     closedir(dir);
   }
@@ -155,11 +233,10 @@ class ChildTicks {
 
   const std::string proc_root_;
   const int parent_;
-  const std::string tasks_;        // <proc_root>/<parent>/task
   const std::string main_tid_;     // <parent>, the main thread's task
   std::vector<ProcFile> forkers_;  // children files of threads found with children
-  std::vector<Child> children_;    // known children, by pid
-  std::vector<Child> next_;        // scratch
+  std::vector<Known> known_;       // known descendants, by pid
+  std::vector<Known> next_;        // scratch
   std::vector<int> pids_;          // scratch: candidates
 };
 
@@ -170,7 +247,7 @@ class SystemTelemetry final : public Telemetry {
         cgroup_root_(std::move(cgroup_root)),
         host_(proc_root_),
         container_memory_(cgroup_root_, proc_root_),
-        children_(proc_root_, static_cast<int>(getpid())),
+        descendants_(proc_root_, static_cast<int>(getpid())),
         ticks_per_s_(static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)))) {
     description_ = Describe();
   }
@@ -320,29 +397,62 @@ class SystemTelemetry final : public Telemetry {
                                       : std::min(cm.available_bytes, snap->mem_available_bytes);
     out->memory_pressure_pct = snap->memory_pressure_pct;
     out->load1 = snap->load1;
-    children_.Read(refresh, &child_ticks_);
+    LoaderWorkersSince(&workers_generation_, &workers_, &workers_known_);
+    descendants_.Read(refresh, workers_, &procs_);
+    out->cpu_pressure_pct = snap->cpu_pressure_pct;
+    uint64_t train_delay_ns = 0;
+    const bool train_read = ReadTrainingThread(&train_delay_ns);
     if (have_prev_ && now_ns > prev_ns_) {
       const double seconds = static_cast<double>(now_ns - prev_ns_) * 1e-9;
       const HostRates r = RatesBetween(prev_, *snap, seconds);
       out->host_cpu_pct = r.cpu_pct;
       out->host_iowait_pct = r.iowait_pct;
+      out->steal_pct = r.steal_pct;
       out->process_cores = r.process_cores;
       out->swap_pages_per_s = r.swap_pages_per_s;
-      // Children alive at both samples: their CPU time since the last one
+      // Descendants alive at both samples: their CPU time since the last one
       // (both lists are by pid).
-      double ticks = 0;
-      auto prev = prev_child_ticks_.begin();
-      for (const auto& [pid, now_ticks] : child_ticks_) {
-        while (prev != prev_child_ticks_.end() && prev->first < pid) ++prev;
-        if (prev != prev_child_ticks_.end() && prev->first == pid && now_ticks >= prev->second)
-          ticks += static_cast<double>(now_ticks - prev->second);
+      double worker_ticks = 0, other_ticks = 0, worker_delay_ns = 0;
+      auto prev = prev_procs_.begin();
+      for (const DescendantTicks::Process& p : procs_) {
+        while (prev != prev_procs_.end() && prev->pid < p.pid) ++prev;
+        if (prev == prev_procs_.end() || prev->pid != p.pid || p.ticks < prev->ticks) continue;
+        (p.worker ? worker_ticks : other_ticks) += static_cast<double>(p.ticks - prev->ticks);
+        if (p.worker && p.run_delay_ns >= prev->run_delay_ns)
+          worker_delay_ns += static_cast<double>(p.run_delay_ns - prev->run_delay_ns);
       }
-      out->children_cores = ticks / ticks_per_s_ / seconds;
+      out->child_cores = other_ticks / ticks_per_s_ / seconds;
+      if (workers_known_) {
+        out->worker_cores = worker_ticks / ticks_per_s_ / seconds;
+        out->worker_cpu_wait_cores = worker_delay_ns * 1e-9 / seconds;
+      }
+      if (train_read && have_train_prev_ && train_delay_ns >= prev_train_delay_ns_) {
+        out->cpu_wait_share = std::min(
+            1.0, static_cast<double>(train_delay_ns - prev_train_delay_ns_) * 1e-9 / seconds);
+      }
     }
+    have_train_prev_ = train_read;
+    prev_train_delay_ns_ = train_delay_ns;
     prev_ = *snap;
     have_prev_ = true;
     prev_ns_ = now_ns;
-    prev_child_ticks_.swap(child_ticks_);
+    prev_procs_.swap(procs_);
+  }
+
+  // The training thread's run-queue wait so far (schedstat): its thread as a
+  // session named it, else the main thread. A new thread starts afresh.
+  bool ReadTrainingThread(uint64_t* run_delay_ns) {
+    const int self = static_cast<int>(getpid());
+    const int tid = TrainingThread() > 0 ? TrainingThread() : self;
+    if (tid != train_tid_) {
+      train_tid_ = tid;
+      train_schedstat_ = ProcFile(absl::StrCat(proc_root_, "/", self, "/task/", tid, "/schedstat"),
+                                  ProcFile::End::kAtShortRead);
+      have_train_prev_ = false;
+    }
+    absl::string_view text;
+    uint64_t on_cpu_ns = 0;
+    return train_schedstat_.Read(&text) && ParseSchedstat(text, &on_cpu_ns, run_delay_ns);
   }
 
   const std::string proc_root_;
@@ -357,12 +467,19 @@ class SystemTelemetry final : public Telemetry {
   std::string description_;
   HostReader host_;
   ContainerMemoryReader container_memory_;
-  ChildTicks children_;
+  DescendantTicks descendants_;
+  std::vector<DescendantTicks::Process> procs_, prev_procs_;
+  uint64_t workers_generation_ = 0;
+  std::vector<int> workers_;  // the loader's, as named (sorted)
+  bool workers_known_ = false;
+  int train_tid_ = 0;
+  ProcFile train_schedstat_;
+  bool have_train_prev_ = false;
+  uint64_t prev_train_delay_ns_ = 0;
   const double ticks_per_s_;
   HostSnapshot prev_;
   bool have_prev_ = false;
   int64_t prev_ns_ = 0;
-  std::vector<std::pair<int, uint64_t>> child_ticks_, prev_child_ticks_;  // by pid
   std::array<GpuSample, kMaxTelemetryGpus> slow_gpus_{};  // from the last full read, by slot
   int64_t refreshed_ns_ = 0;
   uint64_t samples_ = 0;

@@ -1,7 +1,9 @@
 // The Telemetry the process offers: NVML when it loads, for the GPUs this
 // process uses (those with an active CUDA primary context, matched to NVML by
 // PCI bus id; up to kMaxTelemetryGpus), and /proc for the host, this process
-// and its live child processes (DataLoader workers).
+// and its live descendant processes (the DataLoader's workers told apart
+// from the others where a loader named them: process_roles.h), and the
+// run-queue wait of the training thread and of the loader's workers.
 
 #ifndef GPUSCOPE_LIB_BACKENDS_TELEMETRY_SYSTEM_TELEMETRY_H_
 #define GPUSCOPE_LIB_BACKENDS_TELEMETRY_SYSTEM_TELEMETRY_H_
