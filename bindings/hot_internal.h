@@ -29,11 +29,13 @@ namespace gpuscope::python::hot {
 
 // ---------------------------------------------------------------------------
 // The Python hooks, installed by SetDecorator(), SetStreamGetter() and
-// SetLoopRange() (hot_module.cc). Strong references, or nullptr.
+// SetLoopRange() and SetLoaderNote() (hot_module.cc). Strong references, or
+// nullptr.
 
 extern PyObject* g_decorate;       // gpuscope._session._decorate
 extern PyObject* g_stream_getter;  // gpuscope._session._torch_stream
 extern PyObject* g_loop_range;     // gpuscope._session._loop_range
+extern PyObject* g_loader_note;    // gpuscope._loader.note_loader
 
 // ---------------------------------------------------------------------------
 // The session capsule.

@@ -17,6 +17,7 @@ namespace hot {
 PyObject* g_decorate = nullptr;
 PyObject* g_stream_getter = nullptr;
 PyObject* g_loop_range = nullptr;
+PyObject* g_loader_note = nullptr;
 
 PyObject* Decorate(PyObject* cm, PyObject* args, PyObject* kwargs) {
   PyObject* fn = nullptr;
@@ -48,6 +49,11 @@ void SetStreamGetter(PyObject* fn) {
 void SetLoopRange(PyObject* fn) {
   Py_XINCREF(fn);
   Py_XSETREF(hot::g_loop_range, fn);
+}
+
+void SetLoaderNote(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(hot::g_loader_note, fn);
 }
 
 bool AddHotTypes(PyObject* module) {

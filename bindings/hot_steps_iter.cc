@@ -369,6 +369,18 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   }
   PyObject* it = PyObject_GetIter(args[0]);
   if (it == nullptr) return nullptr;
+  if (g_loader_note != nullptr) {  // once per loop: a DataLoader names its workers
+    PyObject* noted = PyObject_CallFunctionObjArgs(g_loader_note, args[0], it, nullptr);
+    if (noted == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) {  // KeyboardInterrupt goes on up
+        Py_DECREF(it);
+        return nullptr;
+      }
+      PyErr_Clear();
+    } else {
+      Py_DECREF(noted);
+    }
+  }
   auto* iter = PyObject_GC_New(StepsIterObject, &StepsIterType);
   if (iter == nullptr) {
     Py_DECREF(it);

@@ -49,6 +49,11 @@ void SetStreamGetter(PyObject* fn);
 // loop whose FOR_ITER is at (code, offset), or None: gpuscope._session._loop_range.
 void SetLoopRange(PyObject* fn);
 
+// Installs the Python function that s.steps(iterable) calls with (iterable,
+// iterator) once the iterator exists (its errors are dropped):
+// gpuscope._loader.note_loader, which names a DataLoader's workers.
+void SetLoaderNote(PyObject* fn);
+
 }  // namespace gpuscope::python
 
 #endif  // GPUSCOPE_BINDINGS_HOT_TYPES_H_

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/log.h"
 #include "bound_types.h"
@@ -60,6 +61,12 @@ PYBIND11_MODULE(_gpuscope, m) {
   m.def("_set_decorator", [](py::object fn) { SetDecorator(fn.ptr()); });
   m.def("_set_stream_getter", [](py::object fn) { SetStreamGetter(fn.ptr()); });
   m.def("_set_loop_range", [](py::object fn) { SetLoopRange(fn.ptr()); });
+  m.def("_set_loader_note", [](py::object fn) { SetLoaderNote(fn.ptr()); });
+  m.def(
+      "_add_loader_workers", [](const std::vector<int>& pids) { AddLoaderWorkers(pids); },
+      py::arg("pids"),
+      "Names the data loader's worker processes (pids; [] for a loader without workers) so "
+      "that the telemetry counts their CPU as the loader's and other child processes apart.");
   m.def(
       "_log_once",
       [](const std::string& key, const std::string& message) {

@@ -459,7 +459,7 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
             t.worker_cores.has_value() ? "other child processes" : "its child processes",
             *t.child_cores);
       if (t.cpus_available.has_value())
-        absl::StrAppendFormat(&line, " of %.1f available", *t.cpus_available);
+        absl::StrAppendFormat(&line, " (%.1f available)", *t.cpus_available);
       if (t.cpu_wait_share.has_value() && *t.cpu_wait_share >= 0.005) {
         absl::StrAppendFormat(&line, "; the training thread waited for a CPU %.0f%% of the time",
                               100 * *t.cpu_wait_share);

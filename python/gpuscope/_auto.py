@@ -273,6 +273,21 @@ class AutoInstrument:
 
         base.__next__ = __next__  # type: ignore[method-assign]
         self._undo.append(lambda: setattr(base, "__next__", original_next))
+        # Every new iterator (each epoch, or once with persistent workers)
+        # names its workers, so that the telemetry tells them apart from the
+        # script's other child processes.
+        from . import _loader
+
+        loader_class = dataloader.DataLoader
+        original_iter = loader_class.__iter__
+
+        def __iter__(loader: Any) -> Any:
+            it = original_iter(loader)
+            _loader.note_loader(loader, it)
+            return it
+
+        loader_class.__iter__ = __iter__  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(loader_class, "__iter__", original_iter))
 
         original_tensor_backward = torch.Tensor.backward
 

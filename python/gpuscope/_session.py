@@ -12,6 +12,7 @@ from array import array
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _gpuscope
+from . import _loader  # noqa: F401 - installs the steps() hook that names loader workers
 from ._summary import Finding, Summary, diagnose_summary
 
 if TYPE_CHECKING:

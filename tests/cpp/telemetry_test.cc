@@ -161,9 +161,10 @@ TEST(TelemetryTest, NoTelemetryWhenTurnedOff) {
 // A fake /proc with processes.
 class FakeProc : public testing::TempTree {
  public:
-  // A process's stat line: its parent and CPU ticks.
-  void Process(int pid, int ppid, long utime, long stime) const {
-    Write(std::to_string(pid) + "/stat", std::to_string(pid) + " (pt_data_worker) S " +
+  // A process's stat line: its parent, CPU ticks and command name.
+  void Process(int pid, int ppid, long utime, long stime,
+               const std::string& name = "python3") const {
+    Write(std::to_string(pid) + "/stat", std::to_string(pid) + " (" + name + ") S " +
                                              std::to_string(ppid) + " 1 1 0 -1 0 0 0 0 0 " +
                                              std::to_string(utime) + " " + std::to_string(stime) +
                                              " 0 0 20 0 1 0\n");
@@ -313,12 +314,13 @@ class LoaderTree {
   }
 
   // CPU use so far after `seconds`: each worker and burner one core, the
-  // forkserver 0.1, a stranger (someone else's process) four.
-  void At(int seconds) const {
+  // forkserver 0.1, a stranger (someone else's process) four. `worker_name`:
+  // the workers' command name.
+  void At(int seconds, const std::string& worker_name = "python3") const {
     const long hz = sysconf(_SC_CLK_TCK);
     proc_.Process(kForkserver, me_, seconds * hz / 10, 0);
-    proc_.Process(kWorker1, kForkserver, seconds * hz, 0);
-    proc_.Process(kWorker2, kForkserver, seconds * hz, 0);
+    proc_.Process(kWorker1, kForkserver, seconds * hz, 0, worker_name);
+    proc_.Process(kWorker2, kForkserver, seconds * hz, 0, worker_name);
     proc_.Process(kBurner1, me_, seconds * hz, 0);
     proc_.Process(kBurner2, me_, seconds * hz, 0);
     proc_.Process(kStranger, 1, 4 * seconds * hz, 0);
@@ -353,6 +355,21 @@ TEST(TelemetryTest, ForkserverWorkersAreTheLoadersAndOtherChildrenAreApart) {
     EXPECT_NEAR(s.worker_cores, 2.0, 1e-9);  // the grandchildren, not 0
     EXPECT_NEAR(s.child_cores, 2.1, 1e-9);   // the burners and the forkserver, not the stranger
   }
+}
+
+// torch names its DataLoader workers "pt_data_worker" as they start: they
+// are the loader's without being named to gpuscope.
+TEST(TelemetryTest, WorkersTorchNamedAreTheLoadersUnasked) {
+  fake_nvml_set_gpus(nullptr, 0);
+  LoaderTree tree(/*children_files=*/true);
+  tree.At(0, "pt_data_worker");
+  std::unique_ptr<internal::Telemetry> t = tree.Start();
+  internal::TelemetrySample s;
+  t->Sample(0, &s);
+  tree.At(1, "pt_data_worker");
+  t->Sample(1'000'000'000, &s);
+  EXPECT_NEAR(s.worker_cores, 2.0, 1e-9);
+  EXPECT_NEAR(s.child_cores, 2.1, 1e-9);
 }
 
 TEST(TelemetryTest, ALoaderWithoutWorkersLeavesEveryChildApart) {

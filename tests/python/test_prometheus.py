@@ -144,7 +144,11 @@ DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "prometheus.md"
 # Families that only sampled telemetry gives: /proc on any Linux host, NVML
 # where there is an NVIDIA GPU. The simulated device samples none.
 HOST_TELEMETRY = {"gpuscope_throttled_steps_ratio", "gpuscope_host_cpu_ratio", "gpuscope_host_iowait_ratio",
-                  "gpuscope_process_cpu_cores", "gpuscope_worker_cpu_cores"}
+                  "gpuscope_process_cpu_cores", "gpuscope_worker_cpu_cores",
+                  "gpuscope_child_process_cpu_cores", "gpuscope_training_thread_cpu_wait_ratio",
+                  "gpuscope_worker_cpu_wait_cores", "gpuscope_host_cpu_steal_ratio"}
+# Host telemetry only kernels with PSI (Linux 4.20+, psi=1) have.
+PSI_TELEMETRY = {"gpuscope_host_cpu_pressure_ratio"}
 GPU_TELEMETRY = {"gpuscope_nvidia_smi_utilization_ratio", "gpuscope_sm_clock_ratio"}
 # Families only a distributed job has (once ranks have exchanged records).
 RANK_FAMILIES = {"gpuscope_ranks_compared", "gpuscope_ranks_missing",
@@ -200,7 +204,8 @@ def test_every_documented_family_is_exposed_as_documented(starved):
     (the next tests), each as the docs describe it."""
     text = starved.prometheus()
     present = check_documented(text)
-    assert present == set(documented_families()) - HOST_TELEMETRY - GPU_TELEMETRY - RANK_FAMILIES
+    assert present == (set(documented_families()) - HOST_TELEMETRY - PSI_TELEMETRY - GPU_TELEMETRY
+                       - RANK_FAMILIES)
     samples = parse_exposition(text)
     shares = [v for (name, _), v in samples.items() if name == "gpuscope_phase_share_ratio"]
     assert sum(shares) == pytest.approx(1)  # as documented
@@ -246,15 +251,21 @@ def telemetry_session(ready, deadline_s=60):
         t = s.summary().telemetry
         if t is not None and ready(t):
             return s
-        assert time.monotonic() < end, f"no telemetry in {deadline_s} s: {t and vars(t)}"
+        assert time.monotonic() < end, f"no telemetry in {deadline_s} s: {t!r}"
 
 
 @linux_only
 def test_host_telemetry_families_are_exposed_as_documented():
+    gs._gpuscope._add_loader_workers([])  # a loader without workers: worker numbers are known
     s = telemetry_session(lambda t: None not in (t.host_cpu_pct, t.host_iowait_pct, t.process_cores,
-                                                 t.worker_cores, t.throttled_steps))
+                                                 t.worker_cores, t.child_cores, t.cpu_wait_share,
+                                                 t.worker_cpu_wait_cores, t.steal_pct,
+                                                 t.throttled_steps))
     try:
-        assert HOST_TELEMETRY <= check_documented(s.prometheus())
+        present = check_documented(s.prometheus())
+        assert HOST_TELEMETRY <= present
+        if os.path.exists("/proc/pressure/cpu"):
+            assert PSI_TELEMETRY <= present
     finally:
         s.close()
 

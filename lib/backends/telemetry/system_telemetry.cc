@@ -37,8 +37,9 @@ constexpr int64_t kRefreshNs = 1'000'000'000;
 // The live descendants of `parent` (DataLoader workers, wherever they sit
 // in the process tree: a forkserver's workers are its children, the
 // process's grandchildren), each with its CPU ticks (utime + stime), whether
-// it is one of the loader's workers (a pid named in process_roles.h, or a
-// descendant of one), and for a named worker its run-queue wait.
+// it is one of the loader's workers (a pid named in process_roles.h, a
+// process torch named "pt_data_worker", or a descendant of either), and for
+// a worker itself its run-queue wait.
 //
 // Descendants are found in /proc/<pid>/task/*/children where the kernel has
 // it (every thread lists the children it forked), from `parent` down, else
@@ -55,6 +56,10 @@ constexpr int64_t kRefreshNs = 1'000'000'000;
 // process forked between two refreshes is counted from the next one.
 class DescendantTicks {
  public:
+  // The name a torch DataLoader worker gives its main thread (and with it
+  // the process's command name) as it starts.
+  static constexpr absl::string_view kTorchWorkerName = "pt_data_worker";
+
   struct Process {
     int pid = 0;
     uint64_t ticks = 0;
@@ -108,6 +113,7 @@ class DescendantTicks {
         continue;  // unreadable
       }
       k.ticks = utime + stime;
+      k.named_worker = CommOf(text) == kTorchWorkerName;
       next_.push_back(std::move(k));
     }
     // Keep the descendants: those whose parent is `parent_` or a descendant,
@@ -130,14 +136,14 @@ class DescendantTicks {
     for (Known& k : next_) {
       const Known* p = &k;
       for (int depth = 0; p != nullptr && depth < 16; ++depth) {
-        if (std::binary_search(workers.begin(), workers.end(), p->pid)) {
+        if (p->named_worker || std::binary_search(workers.begin(), workers.end(), p->pid)) {
           k.worker = true;
           break;
         }
         p = p->ppid == parent_ ? nullptr : Find(next_, p->ppid);
       }
       Process out_p{k.pid, k.ticks, k.worker, 0};
-      if (k.worker && std::binary_search(workers.begin(), workers.end(), k.pid)) {
+      if (k.named_worker || std::binary_search(workers.begin(), workers.end(), k.pid)) {
         if (!k.schedstat.is_open() && k.schedstat.path().empty()) {
           k.schedstat = ProcFile(absl::StrCat(proc_root_, "/", k.pid, "/schedstat"),
                                  ProcFile::End::kAtShortRead);
@@ -173,9 +179,19 @@ class DescendantTicks {
     int ppid = 0;
     uint64_t ticks = 0;
     bool accepted = false;
+    bool named_worker = false;  // torch named it a DataLoader worker
     bool worker = false;
     ProcFile stat, schedstat;
   };
+
+  // The command name in a /proc/<pid>/stat line ("" when malformed).
+  static absl::string_view CommOf(absl::string_view stat) {
+    const size_t open = stat.find('(');
+    const size_t close = stat.rfind(')');
+    if (open == absl::string_view::npos || close == absl::string_view::npos || close < open)
+      return "";
+    return stat.substr(open + 1, close - open - 1);
+  }
 
   static const Known* Find(const std::vector<Known>& v, int pid) {
     const auto it =
@@ -399,6 +415,9 @@ class SystemTelemetry final : public Telemetry {
     out->load1 = snap->load1;
     LoaderWorkersSince(&workers_generation_, &workers_, &workers_known_);
     descendants_.Read(refresh, workers_, &procs_);
+    const bool any_worker = std::any_of(procs_.begin(), procs_.end(),
+                                        [](const DescendantTicks::Process& p) { return p.worker; });
+    workers_known_ = workers_known_ || any_worker;
     out->cpu_pressure_pct = snap->cpu_pressure_pct;
     uint64_t train_delay_ns = 0;
     const bool train_read = ReadTrainingThread(&train_delay_ns);

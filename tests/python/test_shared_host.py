@@ -1,0 +1,90 @@
+"""Findings on a busy, shared host (issue 17): real processes, real /proc.
+
+Each test runs runner_scripts/shared_host_loop.py in a subprocess, with
+CPU-burning processes beside it (the test's: other jobs on the host) or under
+it (the script's own children, not its loader), and reads the telemetry and
+findings it prints.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent / "runner_scripts" / "shared_host_loop.py"
+
+
+def cpus() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def run(*args: str, burners: int = 0) -> dict:
+    """The script's JSON, with `burners` other processes spinning meanwhile."""
+    others = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(burners)]
+    try:
+        out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                             timeout=180, check=False)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def ids(result: dict) -> list:
+    return [f["id"] for f in result["findings"]]
+
+
+def test_a_host_busy_with_other_jobs_is_not_the_loaders_cpu_limit():
+    # The loader only sleeps (0 workers, 2 ms an item); other jobs keep every
+    # CPU busy. Before: input-bound.cpu ("more num_workers will not help"),
+    # which was wrong: workers would have overlapped the sleeps.
+    r = run("--steps", "120", "--workers", "0", "--item", "sleep:2", "--forward", "busy:3",
+            burners=min(cpus(), 8))
+    assert r["host_cpu_pct"] >= 85, r["report"]
+    assert "input-bound.cpu" not in ids(r), r["report"]
+    bound = [f for f in r["findings"] if f["id"] == "input-bound"]
+    assert bound, r["report"]
+    assert "num_workers" in bound[0]["recommendation"]
+    # The loader runs in the process: no workers, and the CPU it used is far
+    # from the CPUs it may use.
+    assert r["worker_cores"] == 0.0
+    assert r["process_cores"] < 0.85 * r["cpus_available"]
+
+
+def test_forkserver_workers_are_counted_wherever_they_sit():
+    # Under forkserver (Python 3.14's default start method) the workers are
+    # the forkserver's children: grandchildren of the training process.
+    r = run("--steps", "100", "--workers", "2", "--context", "forkserver", "--item", "busy:4",
+            "--forward", "sleep:3")
+    assert r["worker_cores"] is not None and r["worker_cores"] > 0.2, r["report"]
+    assert "its loader workers" in r["report"]
+
+
+def test_other_child_processes_are_not_the_loaders_workers():
+    # num_workers=0 and two CPU-burning subprocesses of the script's own.
+    # Before: "its workers 1.95 cores", and the loader judged CPU-bound.
+    r = run("--steps", "120", "--workers", "0", "--item", "sleep:2", "--forward", "sleep:3",
+            "--burn-children", "2")
+    assert r["worker_cores"] == 0.0, r["report"]
+    assert r["child_cores"] > 0.5, r["report"]
+    assert "other child processes" in r["report"]
+    assert "input-bound.cpu" not in ids(r), r["report"]
+    assert "input-bound" in ids(r), r["report"]
+
+
+def test_cpu_contention_is_named_with_its_share():
+    # A CPU-bound training thread among twice as many spinning processes as
+    # CPUs: it waits for a CPU most of the time it is ready to run.
+    r = run("--steps", "100", "--workers", "0", "--item", "sleep:0", "--forward", "busy:4",
+            burners=min(2 * cpus(), 16))
+    assert r["cpu_wait_share"] is not None and r["cpu_wait_share"] > 0.2, r["report"]
+    found = [f for f in r["findings"] if f["id"] == "cpu-contention"]
+    assert found, r["report"]
+    assert "training thread waited for a CPU" in found[0]["title"]
+    assert found[0]["share"] >= r["cpu_wait_share"] - 1e-9
+    assert "dedicated cores" in found[0]["recommendation"]
