@@ -60,6 +60,12 @@ constexpr char kActivityStatsDoc[] =
     "other work on its GPU overlapped), all in s per GPU, from kernel names; "
     "``pageable_h2d_copies_per_step``; ``dropped_records``.";
 
+constexpr char kOverheadStatsDoc[] =
+    "What gpuscope itself cost (``Summary.overhead``): ``scope_ns`` (host ns one scope, begin "
+    "and end, costs on this machine, measured once per process; None before), "
+    "``records_per_step`` (a step and its phases), ``worker_cpu_s`` and ``worker_cpu_share`` "
+    "(the background worker's CPU, process-wide), ``activity_buffers`` (CUPTI buffers read).";
+
 constexpr char kGpuTelemetryDoc[] =
     "One GPU as NVML saw it over the window (``TelemetryStats.gpus``): ``index``, "
     "``utilization_pct`` (as nvidia-smi reports it), ``sm_clock_mhz``, ``sm_clock_max_mhz``, "
@@ -196,6 +202,9 @@ void AddSummaryParts(py::module_& m) {
 
   auto activity = Part<ActivityStats>(m, "ActivityStats", kActivityStatsDoc);
   AddValueMethods(activity, DefineFields(activity), /*hashable=*/false);
+
+  auto overhead = Part<OverheadStats>(m, "OverheadStats", kOverheadStatsDoc);
+  AddValueMethods(overhead, DefineFields(overhead), /*hashable=*/true);
 
   // GpuTelemetry and TelemetryStats keep their short reprs.
   auto gpu = Part<GpuTelemetry>(m, "GpuTelemetry", kGpuTelemetryDoc);

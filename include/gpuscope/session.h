@@ -69,6 +69,7 @@ namespace gpuscope {
 namespace internal {
 class SessionImpl;
 class SessionTestPeer;
+class ScopeCalibration;
 struct Backends;
 }  // namespace internal
 
@@ -299,6 +300,7 @@ class Session {
 
  private:
   friend class internal::SessionTestPeer;
+  friend class internal::ScopeCalibration;
   // Runs on `backends` instead of the process's defaults (tests, simulation).
   Session(Options options, std::unique_ptr<internal::Backends> backends);
 

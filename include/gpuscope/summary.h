@@ -127,6 +127,28 @@ struct MisuseCounts {
   bool operator==(const MisuseCounts&) const = default;
 };
 
+// OverheadStats
+//
+// What gpuscope itself cost, so that users see the distortion it adds.
+struct OverheadStats {
+  // Host nanoseconds one scope (its begin and end) costs on this machine,
+  // measured once per process on a private host-only session (CUDA events,
+  // when they are the source, add their record calls to it); nullopt before
+  // it was measured (a summary measures it, taking about a millisecond once).
+  std::optional<double> scope_ns;
+  // Records (a step, each phase) per completed step, since the session
+  // started: scope_ns times this is the host time a step spends recording.
+  double records_per_step = 0;
+  // The background worker's CPU time, in seconds, and its share of one core
+  // since it started (process-wide: one worker serves every session).
+  double worker_cpu_s = 0;
+  double worker_cpu_share = 0;
+  // CUPTI activity buffers read since the session started (0 without CUPTI).
+  int64_t activity_buffers = 0;
+
+  bool operator==(const OverheadStats&) const = default;
+};
+
 // DeviceStats
 //
 // One GPU's share of a session that marks streams of several devices (or of
@@ -398,6 +420,7 @@ struct Summary {
   std::optional<TelemetryStats> telemetry;
 
   MisuseCounts misuse;
+  OverheadStats overhead;
 
   // In a distributed job: this process's place in it (set by the Python
   // package from torch.distributed or the launcher, or Session::SetRank()),

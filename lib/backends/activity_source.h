@@ -67,6 +67,9 @@ class ActivitySource {
   virtual uint64_t records() const = 0;
   // Records dropped because buffers were full, since Start().
   virtual uint64_t dropped() const = 0;
+  // Activity buffers the library handed back and this source read, since
+  // Start() (CUPTI; 0 where there are no buffers).
+  virtual uint64_t buffers() const { return 0; }
 
   // Detaches cleanly so that another profiler can subscribe afterwards.
   virtual void Stop() = 0;

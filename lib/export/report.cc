@@ -503,6 +503,20 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
     absl::StrAppendFormat(&out, "  %s %7d x %9s total\n", Fit(p.name, 24), p.outside_steps_count,
                           Duration(p.outside_steps_total));
   }
+  if (s.overhead.scope_ns.has_value() && s.overhead.records_per_step > 0) {
+    const OverheadStats& o = s.overhead;
+    const double per_step = *o.scope_ns * 1e-9 * o.records_per_step;
+    std::string line =
+        absl::StrFormat("%.0f ns a scope on this machine x %.1f scopes a step = %s a step",
+                        *o.scope_ns, o.records_per_step, Duration(per_step));
+    if (s.step_time.p50 > 0)
+      absl::StrAppendFormat(&line, " (%.3f%% of p50)", 100 * per_step / s.step_time.p50);
+    absl::StrAppendFormat(&line, "; background worker %.2f%% of a core", 100 * o.worker_cpu_share);
+    if (o.activity_buffers > 0)
+      absl::StrAppendFormat(&line, "; %d CUPTI buffers read", o.activity_buffers);
+    absl::StrAppendFormat(&line, "; %d records dropped", s.misuse.dropped_records);
+    internal::AppendHanging(&out, "\ngpuscope's own cost: ", line, 4);
+  }
   if (s.misuse.total() > 0) {
     absl::StrAppend(&out, "\ninstrumentation problems (numbers above may be off):\n");
     const struct {
@@ -659,6 +673,14 @@ std::string PrometheusText(const Summary& s) {
           "Samples per second over the window's steps that gave a count.", s.samples_per_second);
   e.Gauge("throughput_tokens_per_second",
           "Tokens per second over the window's steps that gave a count.", s.tokens_per_second);
+  e.Gauge("self_scope_seconds",
+          "Host time one gpuscope scope (begin and end) costs on this machine.",
+          s.overhead.scope_ns.has_value() ? std::optional<double>(*s.overhead.scope_ns * 1e-9)
+                                          : std::nullopt);
+  e.Gauge("self_records_per_step", "gpuscope records (a step and its phases) per step.",
+          s.overhead.records_per_step);
+  e.Gauge("self_worker_cpu_ratio", "gpuscope's background worker's CPU, as a share of one core.",
+          s.overhead.worker_cpu_share);
   if (s.gpu_idle_pct.has_value()) {
     e.Gauge("gpu_idle_ratio", "Share of step time the GPU was idle (source events: a lower bound).",
             *s.gpu_idle_pct / 100);

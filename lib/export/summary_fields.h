@@ -93,6 +93,15 @@ void MisuseFields(V& v, M& m) {
   v.Int("incomplete_steps", m.incomplete_steps, kCount);
 }
 
+template <typename V, typename O>
+void OverheadFields(V& v, O& o) {
+  v.Optional("scope_ns", o.scope_ns, kRate);
+  v.Number("records_per_step", o.records_per_step, kRate);
+  v.Number("worker_cpu_s", o.worker_cpu_s, kSeconds);
+  v.Number("worker_cpu_share", o.worker_cpu_share, kFraction);
+  v.Int("activity_buffers", o.activity_buffers, kCount);
+}
+
 template <typename V, typename P>
 void PhaseFields(V& v, P& p) {
   v.PhaseName("name", p.name);
@@ -279,6 +288,7 @@ void SummaryFields(V& v, S& s) {
   v.OptionalObject("activity", s.activity, [](auto& sub, auto& a) { ActivityFields(sub, a); });
   v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
+  v.Object("overhead", s.overhead, [](auto& sub, auto& o) { OverheadFields(sub, o); }, kOptional);
   v.OptionalObject("rank", s.rank, [](auto& sub, auto& r) { RankIdentityFields(sub, r); });
   v.OptionalObject("ranks", s.ranks, [](auto& sub, auto& r) { RanksFields(sub, r); });
 }
@@ -297,6 +307,10 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<MisuseCounts> T>
 void FieldsOf(V& v, T& x) {
   MisuseFields(v, x);
+}
+template <typename V, Is<OverheadStats> T>
+void FieldsOf(V& v, T& x) {
+  OverheadFields(v, x);
 }
 template <typename V, Is<PhaseStats> T>
 void FieldsOf(V& v, T& x) {

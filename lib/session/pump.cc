@@ -87,6 +87,7 @@ void SessionImpl::SampleCountersLocked() {
 }
 
 void SessionImpl::Consume(const Record& r) {
+  ++records_consumed_;
   if (tsc_ == nullptr) {
     aggregator_.Consume(r);
     return;
@@ -176,6 +177,7 @@ Summary SessionImpl::Summarize() {
   }
   WindowSnapshot snapshot;
   SessionFacts facts;
+  OverheadStats overhead;
   {
     // Pumped and snapshotted under the lock (a copy of the window's totals;
     // its steps are shared, copy on write), summarized outside it: a large
@@ -184,8 +186,19 @@ Summary SessionImpl::Summarize() {
     PumpLocked();
     snapshot = aggregator_.Snapshot(phases_);
     facts = FactsLocked();
+    const auto steps = static_cast<int64_t>(aggregator_.completed());
+    overhead.records_per_step =
+        steps > 0 ? static_cast<double>(records_consumed_) / static_cast<double>(steps) : 0.0;
+    if (activity_ != nullptr)
+      overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
   }
   Summary summary = SummarizeWindow(snapshot, facts);
+  const Worker& worker = Worker::Get();
+  overhead.worker_cpu_s = worker.cpu_seconds();
+  const double alive = worker.alive_seconds();
+  overhead.worker_cpu_share = alive > 0 ? std::min(1.0, overhead.worker_cpu_s / alive) : 0.0;
+  overhead.scope_ns = MeasuredScopeNs();
+  summary.overhead = overhead;
   std::lock_guard<std::mutex> lock(ranks_mu_);
   summary.rank = rank_;
   summary.ranks = ranks_;

@@ -37,7 +37,7 @@ ScopeStatus SessionImpl::ClaimOrReject(uint64_t self) noexcept {
   if (owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
     // The first caller becomes the recording thread: the one whose wait for
     // a CPU the telemetry measures.
-    SetTrainingThread(static_cast<int>(syscall(SYS_gettid)));
+    if (names_training_thread_) SetTrainingThread(static_cast<int>(syscall(SYS_gettid)));
     return ScopeStatus::kOk;
   }
   if (owner == self) return ScopeStatus::kOk;

@@ -8,13 +8,19 @@
 #include "gpuscope/session.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/annotator.h"
+#include "backends/host/clock.h"
 #include "backends/host/tsc.h"
 #include "backends/telemetry/process_roles.h"
 #include "base/env.h"
+#include "base/fork.h"
 #include "base/log.h"
 #include "session/session_impl.h"
 
@@ -374,5 +380,46 @@ std::optional<RankIdentity> SessionImpl::rank() const {
 }  // namespace internal
 
 void AddLoaderWorkers(const std::vector<int>& pids) { internal::AddLoaderWorkers(pids); }
+
+namespace internal {
+
+class ScopeCalibration {
+ public:
+  static std::optional<double> Run() {
+    Options options;
+    options.window = 64;
+    options.telemetry_interval_ms = 0;
+    options.cupti = Cupti::kOff;
+    options.trace_steps = 0;
+    auto backends = std::make_unique<Backends>();
+    backends->annotator = MakeNvtxAnnotator(options.max_phases);
+    Session session(options, std::move(backends));
+    if (!session.recording()) return std::nullopt;
+    session.impl_->DontNameTrainingThread();
+    absl::StatusOr<PhaseId> phase = session.RegisterPhase("gpuscope calibration");
+    if (!phase.ok()) return std::nullopt;
+    constexpr int kRounds = 5, kSteps = 64, kPhases = 15;
+    std::vector<double> per_scope;
+    for (int round = 0; round < kRounds; ++round) {
+      const int64_t begin = ReadMonotonicNs();
+      for (int i = 0; i < kSteps; ++i) {
+        const ScopeToken step = session.BeginStep();
+        for (int j = 0; j < kPhases; ++j) session.End(session.BeginPhase(*phase));
+        session.End(step);
+      }
+      per_scope.push_back(static_cast<double>(ReadMonotonicNs() - begin) / (kSteps * kPhases));
+    }
+    std::sort(per_scope.begin(), per_scope.end());
+    return per_scope[per_scope.size() / 2];
+  }
+};
+
+std::optional<double> MeasuredScopeNs() {
+  if (g_fork_generation.load(std::memory_order_relaxed) != 0) return std::nullopt;
+  static const std::optional<double> measured = ScopeCalibration::Run();
+  return measured;
+}
+
+}  // namespace internal
 
 }  // namespace gpuscope

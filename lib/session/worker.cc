@@ -1,11 +1,13 @@
 #include "session/worker.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "backends/host/clock.h"
 #include "backends/host/tsc.h"
 #include "base/log.h"
 
@@ -114,9 +116,15 @@ std::chrono::milliseconds Worker::interval() {
   return interval_;
 }
 
+double Worker::alive_seconds() const {
+  const int64_t started = started_ns_.load(std::memory_order_relaxed);
+  return started == 0 ? 0.0 : 1e-9 * static_cast<double>(ReadMonotonicNs() - started);
+}
+
 void Worker::Run() {
   const TscClock* tsc = TscClock::Get();
   std::unique_lock<std::mutex> lock(mu_);
+  started_ns_.store(ReadMonotonicNs(), std::memory_order_relaxed);
   running_ = true;
   running_cv_.notify_all();
   // The wait between passes: the sessions' flush interval, shortened (down
@@ -141,6 +149,10 @@ void Worker::Run() {
     if (tsc != nullptr) tsc->Refine();
     double fullest = 0;
     for (Pumpable* p : sessions_) fullest = std::max(fullest, p->Pump());
+    timespec cpu{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+      cpu_ns_.store(int64_t{cpu.tv_sec} * 1'000'000'000 + cpu.tv_nsec, std::memory_order_relaxed);
+    }
     if (fullest > 0.5) {
       // Falling behind a burst: pump again at once (the wait still releases
       // the lock, so that Register() and Unregister() get in).

@@ -58,6 +58,13 @@ class Worker {
 
   // Passes made so far (tests: the worker sleeps while no session is open).
   uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
+  // The worker thread's CPU time as of its last pass, and the time since it
+  // started, in seconds (0 before it started): gpuscope's own background
+  // cost, process-wide.
+  double cpu_seconds() const {
+    return 1e-9 * static_cast<double>(cpu_ns_.load(std::memory_order_relaxed));
+  }
+  double alive_seconds() const;
   // The wait between passes when queues run light: the finest flush
   // interval of the sessions registered (tests).
   std::chrono::milliseconds interval();
@@ -78,6 +85,8 @@ class Worker {
   bool running_ = false;                // the thread has entered its loop
   std::condition_variable running_cv_;  // signals running_
   std::thread thread_;                  // never joined: the worker lives until the process ends
+  std::atomic<int64_t> cpu_ns_{0};      // the thread's CPU time at its last pass
+  std::atomic<int64_t> started_ns_{0};  // CLOCK_MONOTONIC when the thread started
   std::atomic<uint64_t> passes_{0};
 };
 

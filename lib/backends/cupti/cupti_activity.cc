@@ -371,6 +371,7 @@ class CuptiActivity final : public ActivitySource {
     }
     // Two passes: API records (launch times by correlation id) first, so
     // that device records of the same batch find their launch.
+    buffers_ += n;
     for (size_t i = 0; i < n; ++i) Parse(batch[i], /*api_only=*/true, out);
     for (size_t i = 0; i < n; ++i) Parse(batch[i], /*api_only=*/false, out);
     {
@@ -381,6 +382,7 @@ class CuptiActivity final : public ActivitySource {
   }
 
   uint64_t records() const override { return records_; }
+  uint64_t buffers() const override { return buffers_; }
   uint64_t dropped() const override {
     return started_ ? TheHub().dropped.load(std::memory_order_relaxed) - dropped_at_start_ : 0;
   }
@@ -538,6 +540,7 @@ class CuptiActivity final : public ActivitySource {
   int64_t last_flush_ns_ = INT64_MIN / 2;
   int64_t horizon_ = INT64_MIN;
   uint64_t records_ = 0;
+  uint64_t buffers_ = 0;
   // The longest device activity since the last flush, and per flush over
   // the last 2 s (100 flushes), for the horizon's settle time.
   int64_t longest_ns_ = 0;
