@@ -196,6 +196,25 @@ Summary SessionImpl::Summarize() {
   return summary;
 }
 
+absl::Status SessionImpl::Reset(std::optional<int> warmup_steps) {
+  const int warmup = warmup_steps.value_or(options_.warmup_steps);
+  if (warmup < 0 || warmup > kMaxWarmupSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("Session::Reset(warmup_steps = ", warmup,
+                                                   "): use a value from 0 to ", kMaxWarmupSteps,
+                                                   " (nothing was reset)"));
+  }
+  // A session that records nothing has nothing to drop; in a forked child
+  // the aggregator is the parent's.
+  if (!status_.ok() || !options_.enabled || InForkedChild()) return absl::OkStatus();
+  // What ended before the call is in the queue or staged: drained into the
+  // window first, then dropped with it. A step still open ends later and is
+  // counted; its phases already drained wait in step assembly, untouched.
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+  aggregator_.Reset(warmup);
+  return absl::OkStatus();
+}
+
 SessionFacts SessionImpl::FactsLocked() const {
   SessionFacts facts;
   facts.window = options_.window;

@@ -113,6 +113,7 @@ class SessionImpl final : public Pumpable {
   void SetStream(uint64_t stream) noexcept;
 
   Summary Summarize();
+  absl::Status Reset(std::optional<int> warmup_steps);
   absl::Status SetRank(const RankIdentity& identity);
   absl::Status SetRankRecords(std::vector<RankRecord> records, const RankOptions& options);
   std::optional<RankIdentity> rank() const;
