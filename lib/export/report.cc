@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -535,7 +536,15 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       absl::StrAppendFormat(&out, "%3d. %s%-8s%s %s (%s)\n", ++rank, on,
                             internal::ToAbsl(SeverityName(f.severity)), off, f.id, explains);
       internal::AppendWrapped(&out, f.title, 5);
-      internal::AppendHanging(&out, "     fix: ", f.recommendation, 10);
+      // The host-only and events-only findings end with why no better
+      // source was used: the header has just said it, so say it once.
+      std::string fix = f.recommendation;
+      if (const std::string why = absl::StrCat("Why not here: ", s.source_reason);
+          !s.source_reason.empty() && absl::EndsWith(fix, why)) {
+        fix.replace(fix.size() - why.size(), why.size(),
+                    "Why not here: see the reason under the report's first line.");
+      }
+      internal::AppendHanging(&out, "     fix: ", fix, 10);
       internal::AppendHanging(
           &out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
     }
