@@ -65,6 +65,7 @@ from ._summary import (  # noqa: E402
     Straggler,
     Summary,
     TelemetryStats,
+    WarmupStats,
     diagnose_summary,
 )
 from ._ranks import ExchangeResult  # noqa: E402
@@ -89,6 +90,7 @@ __all__ = [
     "Straggler",
     "Summary",
     "TelemetryStats",
+    "WarmupStats",
     "__version__",
     "default_session",
     "diagnose",
