@@ -59,6 +59,10 @@ class _StepsIter(Iterator[T]):
     def __next__(self) -> T: ...
     def close(self) -> None: ...
 
+# What steps() returns for an iterable that has a length: len() is the iterable's.
+class _SizedStepsIter(_StepsIter[T]):
+    def __len__(self) -> int: ...
+
 class _Session:
     def __init__(
         self,
