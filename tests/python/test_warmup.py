@@ -170,3 +170,11 @@ def test_reset_from_another_thread_while_recording():
     sm = s.summary()
     assert (sm.warmup.steps, sm.total_steps) == (1, 5)
     assert sum(sm.misuse.values()) == 0
+
+
+def test_html_report_says_how_many_steps_were_warmup(clock, tmp_path):
+    pytest.importorskip("matplotlib")
+    s = gs.Session(clock=clock, warmup=1)
+    startup_loop(s, clock, 4)
+    text = open(s.save_html(tmp_path / "report.html")).read()
+    assert "3 steps in the window (3 in all) &middot; 1 warm-up step excluded (1470.20 ms)" in text
