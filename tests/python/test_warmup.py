@@ -4,7 +4,10 @@ measurement at the call."""
 
 import json
 import pickle
+import subprocess
+import sys
 import threading
+import warnings
 
 import pytest
 
@@ -178,3 +181,26 @@ def test_html_report_says_how_many_steps_were_warmup(clock, tmp_path):
     startup_loop(s, clock, 4)
     text = open(s.save_html(tmp_path / "report.html")).read()
     assert "3 steps in the window (3 in all) &middot; 1 warm-up step excluded (1470.20 ms)" in text
+
+
+def test_compare_says_when_the_runs_warmed_up_differently(clock, tmp_path):
+    paths = {}
+    for name, warmup, steps in (("base", 1, 10), ("new", 0, 10), ("warm", 5, 3)):
+        s = gs.Session(clock=clock, warmup=warmup)
+        startup_loop(s, clock, steps)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            paths[name] = s.save(tmp_path / f"{name}.json")
+        assert len(caught) == (1 if steps <= warmup else 0)  # only the run without steps warns
+
+    def compare(a, b):
+        return subprocess.run([sys.executable, "-m", "gpuscope", "compare", paths[a], paths[b]],
+                              capture_output=True, text=True, timeout=120)
+
+    p = compare("base", "new")
+    assert "warm-up steps excluded: 1 -> 0 (the runs' start-up is not counted alike)" in p.stdout
+    assert p.returncode == 1  # the new run counts its start-up: p95 grew
+    p = compare("warm", "base")
+    assert p.returncode == 2
+    assert "the baseline has no completed steps: nothing to compare (its 3 steps were all warm-up" \
+        in p.stderr
