@@ -23,7 +23,8 @@
 // Threads. One thread records into a session: the first thread that begins a
 // scope becomes its recording thread, and scopes from any other thread are
 // ignored and counted (`MisuseCounts::wrong_thread`). `Summarize()`,
-// `RegisterPhase()`, `Flush()` and `Close()` are safe from any thread.
+// `Reset()`, `RegisterPhase()`, `Flush()` and `Close()` are safe from any
+// thread.
 //
 // Misuse has a defined outcome; none aborts, throws or blocks:
 //   * A scope ended while scopes opened after it are still open closes those
