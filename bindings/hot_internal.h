@@ -190,6 +190,7 @@ extern PyTypeObject SessionType;
 extern PyTypeObject PhaseScopeType;
 extern PyTypeObject StepScopeType;
 extern PyTypeObject StepsIterType;
+extern PyTypeObject SizedStepsIterType;
 
 PyObject* PhaseScopeEnter(PyObject* self, PyObject*);
 PyObject* PhaseScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs);

@@ -60,8 +60,8 @@ bool AddHotTypes(PyObject* module) {
   if (!hot::ReadyFastSlotTypes()) return false;
   for (auto [type, name] :
        {std::pair{&hot::SessionType, "_Session"}, std::pair{&hot::PhaseScopeType, "_PhaseScope"},
-        std::pair{&hot::StepScopeType, "_StepScope"},
-        std::pair{&hot::StepsIterType, "_StepsIter"}}) {
+        std::pair{&hot::StepScopeType, "_StepScope"}, std::pair{&hot::StepsIterType, "_StepsIter"},
+        std::pair{&hot::SizedStepsIterType, "_SizedStepsIter"}}) {
     if (PyType_Ready(type) < 0) return false;
     Py_INCREF(type);
     if (PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) < 0) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -67,21 +68,30 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(GpuscopeError(), "Session.__init__ called twice");
     return -1;
   }
-  static const char* kKeywords[] = {
-      "window",      "enabled", "max_phases",       "queue_capacity", "flush_interval_ms",
-      "clock",       "stream",  "simulated_device", "cupti",          "telemetry_interval_ms",
-      "trace_steps", nullptr};
+  static const char* kKeywords[] = {"window",
+                                    "enabled",
+                                    "max_phases",
+                                    "queue_capacity",
+                                    "flush_interval_ms",
+                                    "clock",
+                                    "stream",
+                                    "simulated_device",
+                                    "cupti",
+                                    "telemetry_interval_ms",
+                                    "trace_steps",
+                                    "warmup",
+                                    nullptr};
   Options options;
   int enabled = 1;
   PyObject* clock = Py_None;
   PyObject* stream = Py_None;
   PyObject* simulated = Py_None;
   PyObject* cupti = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i$piiiOOOOii:Session",
-                                   const_cast<char**>(kKeywords), &options.window, &enabled,
-                                   &options.max_phases, &options.queue_capacity,
-                                   &options.flush_interval_ms, &clock, &stream, &simulated, &cupti,
-                                   &options.telemetry_interval_ms, &options.trace_steps)) {
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "|i$piiiOOOOiii:Session", const_cast<char**>(kKeywords), &options.window,
+          &enabled, &options.max_phases, &options.queue_capacity, &options.flush_interval_ms,
+          &clock, &stream, &simulated, &cupti, &options.telemetry_interval_ms, &options.trace_steps,
+          &options.warmup_steps)) {
     return -1;
   }
   options.enabled = enabled != 0;
@@ -246,6 +256,47 @@ PyObject* SessionClose(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// s.reset(warmup=None): Session::Reset(), the GIL released while it drains.
+PyObject* SessionReset(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kKeywords[] = {"warmup", nullptr};
+  PyObject* warmup = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:reset", const_cast<char**>(kKeywords),
+                                   &warmup)) {
+    return nullptr;
+  }
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  std::optional<int> steps;
+  if (warmup != Py_None) {
+    if (!PyLong_Check(warmup) || PyBool_Check(warmup)) {
+      PyErr_Format(PyExc_TypeError,
+                   "reset(warmup=...) takes an int >= 0 (warm-up steps) or None (the session's "
+                   "warmup), not %.100s",
+                   Py_TYPE(warmup)->tp_name);
+      return nullptr;
+    }
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(warmup, &overflow);
+    if (n == -1 && PyErr_Occurred()) return nullptr;
+    if (overflow != 0 || n < 0 || n > kMaxWarmupSteps) {
+      PyErr_Format(PyExc_ValueError,
+                   "reset(warmup=%R): use a value from 0 to %d (nothing was reset)", warmup,
+                   kMaxWarmupSteps);
+      return nullptr;
+    }
+    steps = static_cast<int>(n);
+  }
+  absl::Status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = session->Reset(steps);
+  Py_END_ALLOW_THREADS
+  if (!status.ok()) {
+    SetError(status);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* SessionOpenScopes(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -337,6 +388,13 @@ PyMethodDef kSessionMethods[] = {
     {"trace_json", SessionTraceJson, METH_NOARGS,
      "trace_json() -> the last trace_steps steps as a Chrome trace (JSON text): host phases, "
      "device activity, idle gaps. Open in chrome://tracing or ui.perfetto.dev."},
+    {"reset", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionReset)),
+     METH_VARARGS | METH_KEYWORDS,
+     "reset(warmup=None) -> restarts measurement: drops the window, the run's histogram and "
+     "totals and the warm-up totals; the next `warmup` completed steps (None: the session's "
+     "warmup) are warm-up again. Steps that ended before the call are dropped; a step still open "
+     "(e.g. reset() called inside the loop's body) is counted, whole. Misuse counts, the rank, "
+     "the trace and step numbers are kept. Safe from any thread; ValueError for a bad warmup."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
     {"_open_scopes", SessionOpenScopes, METH_NOARGS,

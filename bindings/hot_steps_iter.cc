@@ -25,6 +25,7 @@ struct StepsIterObject {
   Session* session;
   LoopWatch* watch;   // borrowed from `core`
   PyObject* it;       // the inner iterator; nullptr once exhausted
+  PyObject* sized;    // the iterable when its type has a length (len() asks it), or nullptr
   PyObject* samples;  // None, an int, or a callable(item) -> int
   PyObject* tokens;
   ScopeToken step;            // the open step
@@ -77,6 +78,7 @@ void StepsIterAbandon(StepsIterObject* s) { EndStep(s, /*abandoned=*/true); }
 int StepsIterTraverse(PyObject* self, visitproc visit, void* arg) {
   auto* s = reinterpret_cast<StepsIterObject*>(self);
   Py_VISIT(s->it);
+  Py_VISIT(s->sized);
   Py_VISIT(s->samples);
   Py_VISIT(s->tokens);
   Py_VISIT(s->loop_frame);  // the frame may hold the iterator: a cycle the GC must see
@@ -88,6 +90,7 @@ int StepsIterTraverse(PyObject* self, visitproc visit, void* arg) {
 int StepsIterClear(PyObject* self) {
   auto* s = reinterpret_cast<StepsIterObject*>(self);
   Py_CLEAR(s->it);
+  Py_CLEAR(s->sized);
   Py_CLEAR(s->samples);
   Py_CLEAR(s->tokens);
   Py_CLEAR(s->loop_frame);
@@ -321,6 +324,29 @@ PyMethodDef kStepsIterMethods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+// len(s.steps(loader)) is len(loader), asked each time (so that tqdm shows
+// a total); only the iterator over an iterable that has a length has one.
+Py_ssize_t StepsIterLength(PyObject* self) {
+  auto* s = reinterpret_cast<StepsIterObject*>(self);
+  if (s->sized == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "this steps() iterator no longer knows its iterable's length");
+    return -1;
+  }
+  return PyObject_Size(s->sized);
+}
+
+PySequenceMethods kSizedStepsIterSequence = [] {
+  PySequenceMethods m{};
+  m.sq_length = StepsIterLength;
+  return m;
+}();
+
+bool HasLength(PyObject* obj) {
+  const PyTypeObject* type = Py_TYPE(obj);
+  return (type->tp_as_sequence != nullptr && type->tp_as_sequence->sq_length != nullptr) ||
+         (type->tp_as_mapping != nullptr && type->tp_as_mapping->mp_length != nullptr);
+}
+
 }  // namespace
 
 PyTypeObject StepsIterType = [] {
@@ -335,6 +361,18 @@ PyTypeObject StepsIterType = [] {
   t.tp_iter = PyObject_SelfIter;
   t.tp_iternext = StepsIterNext;
   t.tp_methods = kStepsIterMethods;
+  return t;
+}();
+
+// The same iterator over an iterable that has a length: it has one too.
+PyTypeObject SizedStepsIterType = [] {
+  PyTypeObject t = StepsIterType;  // the slots above; PyType_Ready() fills in the rest
+  t.tp_name = "gpuscope._gpuscope._SizedStepsIter";
+  t.tp_doc =
+      "Iterates over an iterable that has a length, one training step per item; "
+      "len() is the iterable's.";
+  t.tp_as_sequence = &kSizedStepsIterSequence;
+  t.tp_base = &StepsIterType;
   return t;
 }();
 
@@ -381,11 +419,13 @@ PyObject* SessionSteps(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
       Py_DECREF(noted);
     }
   }
-  auto* iter = PyObject_GC_New(StepsIterObject, &StepsIterType);
+  const bool sized = HasLength(args[0]);
+  auto* iter = PyObject_GC_New(StepsIterObject, sized ? &SizedStepsIterType : &StepsIterType);
   if (iter == nullptr) {
     Py_DECREF(it);
     return nullptr;
   }
+  iter->sized = sized ? Py_NewRef(args[0]) : nullptr;
   Py_INCREF(s->core);
   iter->core = s->core;
   iter->session = session;

@@ -44,6 +44,11 @@ constexpr char kPhaseStatsDoc[] =
     "(``Quantiles``) with a GPU source, else None; ``backlog_p50``: the median GPU lag when the "
     "phase began, else None.";
 
+constexpr char kWarmupStatsDoc[] =
+    "The warm-up steps (``Session(warmup=N)``, ``s.reset(warmup=N)``) since the session started "
+    "or was last reset (``Summary.warmup``): ``steps`` (how many so far), ``total`` and ``max`` "
+    "(s). They are in no other number of the summary.";
+
 constexpr char kDeviceStatsDoc[] =
     "One GPU's share of a session (``Summary.devices``): ``device`` (the CUDA ordinal), "
     "``gpu_steps`` (window steps it was timed in) and ``gpu_idle_pct`` (0..100 over those steps; "
@@ -122,7 +127,9 @@ constexpr char kRanksStatsDoc[] =
 
 constexpr char kSummaryDoc[] =
     "What a session knows at one moment (``Session.summary()``).\n\n"
-    "``steps``: completed steps in the window; ``step_time``: exact quantiles over the window; "
+    "``steps``: completed steps in the window; ``total_steps``: steps measured since the start "
+    "or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number "
+    "(``WarmupStats``); ``step_time``: exact quantiles over the window; "
     "``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None "
     "without a GPU timeline source (a lower bound with ``\"events\"``), over the ``gpu_steps`` "
     "window steps whose GPU data is in (``pending_steps`` still wait for the GPU); "
@@ -196,6 +203,9 @@ void AddSummaryParts(py::module_& m) {
   // The hashable ones are those the old types were hashable by value.
   auto quantiles = Part<Quantiles>(m, "Quantiles", kQuantilesDoc);
   AddValueMethods(quantiles, DefineFields(quantiles), /*hashable=*/true);
+
+  auto warmup = Part<WarmupStats>(m, "WarmupStats", kWarmupStatsDoc);
+  AddValueMethods(warmup, DefineFields(warmup), /*hashable=*/true);
 
   auto device = Part<DeviceStats>(m, "DeviceStats", kDeviceStatsDoc);
   AddValueMethods(device, DefineFields(device), /*hashable=*/true);

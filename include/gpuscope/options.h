@@ -28,6 +28,7 @@ inline constexpr int kMaxPhases = 4096;
 inline constexpr int kDefaultQueueCapacity = 1 << 17;
 inline constexpr int kMaxQueueCapacity = 1 << 22;
 inline constexpr int kDefaultFlushIntervalMs = 10;
+inline constexpr int kMaxWarmupSteps = 1 << 20;
 
 // Options::stream when no stream is set: scopes carry no device markers.
 inline constexpr uint64_t kNoStream = ~uint64_t{0};
@@ -145,6 +146,22 @@ struct Options {
   // GPU (gpuscope/testing.h). With GPUSCOPE_SIMULATE=1 in the environment,
   // sessions without one get a fresh simulated device.
   std::shared_ptr<SimulatedDevice> simulated_device = nullptr;
+
+  // Completed steps at the start of the run (and after every
+  // Session::Reset()) that are warm-up: left out of the window, the run's
+  // histogram and every total, and reported apart (Summary::warmup; the
+  // report's header says "N warm-up steps excluded"). 0 to kMaxWarmupSteps.
+  //
+  // 0 by default, so that every step a loop ran is counted unless asked
+  // otherwise: `total_steps` then equals the steps run, a session of one or
+  // two steps (a smoke test, a short script under the zero-code runner)
+  // still has numbers, and runs saved before this option existed compare
+  // like for like. Step 0 does hold one-time costs (DataLoader workers
+  // starting, CUDA context and cuDNN autotuning, torch.compile, the
+  // allocator growing), which move the mean, the max and, on runs of 20 steps
+  // or fewer, p95: set 1 (or the steps your warm-up takes, e.g.
+  // 5 with torch.compile or cudnn.benchmark) for short runs and baselines.
+  int warmup_steps = 0;
 
   // Options::Validate()
   //

@@ -23,7 +23,8 @@
 // Threads. One thread records into a session: the first thread that begins a
 // scope becomes its recording thread, and scopes from any other thread are
 // ignored and counted (`MisuseCounts::wrong_thread`). `Summarize()`,
-// `RegisterPhase()`, `Flush()` and `Close()` are safe from any thread.
+// `Reset()`, `RegisterPhase()`, `Flush()` and `Close()` are safe from any
+// thread.
 //
 // Misuse has a defined outcome; none aborts, throws or blocks:
 //   * A scope ended while scopes opened after it are still open closes those
@@ -52,6 +53,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -232,6 +234,28 @@ class Session {
   // 256 steps since the last summary (BM_Summarize, BM_SummarizeLive; 2-vCPU
   // AMD EPYC; no sort: see docs/benchmarks.md).
   Summary Summarize() const;
+
+  // Session::Reset()
+  //
+  // Measurement restarts: the window, the run's histogram and totals (phases
+  // outside steps included) and the warm-up totals are dropped, and the
+  // next `warmup_steps` completed steps (default: Options::warmup_steps)
+  // are warm-up again. For a warm-up the loop defines itself (Reset(0) once
+  // it is over), or between epochs or configurations.
+  //
+  // The cut is at the call: steps that ended before it are dropped, steps
+  // that end after it are counted, a step open at the call (begun before,
+  // ended after) whole, from its begin, phases ended before the call
+  // included. So `Reset()` inside the first step to measure keeps that step.
+  // Kept: misuse counts, the rank and rank exchanges, the trace (a timeline
+  // of the last steps, not a statistic), the source, step numbers (they go
+  // on). Summaries taken before keep what they said.
+  //
+  // Thread-safe; never blocks the recording thread (it drains the queue and
+  // resets under the aggregator lock, as Summarize() does). No-op, returning
+  // OkStatus(), on a session that does not record. InvalidArgumentError
+  // when `warmup_steps` is outside 0..kMaxWarmupSteps (nothing is reset).
+  absl::Status Reset(std::optional<int> warmup_steps = std::nullopt);
 
   // Session::SetRank()
   //

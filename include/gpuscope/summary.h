@@ -149,6 +149,20 @@ struct OverheadStats {
   bool operator==(const OverheadStats&) const = default;
 };
 
+// WarmupStats
+//
+// The warm-up steps (Options::warmup_steps, or the count given to
+// Session::Reset()) completed since the session started or was last reset:
+// left out of the window, the run's histogram and every total, and
+// reported here apart. All zero when there were none.
+struct WarmupStats {
+  int64_t steps = 0;  // warm-up steps completed so far (at most the count asked for)
+  double total = 0;   // seconds: their summed step time
+  double max = 0;     // seconds: the longest of them
+
+  bool operator==(const WarmupStats&) const = default;
+};
+
 // DeviceStats
 //
 // One GPU's share of a session that marks streams of several devices (or of
@@ -381,12 +395,15 @@ struct Summary {
 
   int64_t window = 0;         // the window's capacity (Options::window)
   int64_t steps = 0;          // completed steps in the window, <= window
-  int64_t total_steps = 0;    // completed steps since the session started
+  int64_t total_steps = 0;    // steps measured since the session started or was last reset
+                              // (Session::Reset()), warm-up steps not included
   int64_t pending_steps = 0;  // ended steps whose GPU data is not final yet
   double window_time = 0;     // seconds: sum of the window's step times
 
   Quantiles step_time;           // exact over the window
   Quantiles lifetime_step_time;  // the whole run: p50..p99 within 1 %, the rest exact
+  // The warm-up steps, left out of everything above and below.
+  WarmupStats warmup;
 
   // With a GPU source: window steps whose device data is in (the rest are
   // pending or had a marker missing), and their per-step device span.

@@ -14,7 +14,7 @@ WindowSnapshot Aggregator::Snapshot(const PhaseTable& phases) const {
   for (int id = 0; id < phases.size(); ++id)
     snapshot.phase_names.emplace_back(phases.Name(static_cast<uint16_t>(id)));
   snapshot.telemetry = telemetry_.SampleStats(window_);
-  snapshot.pending_steps = device_.steps_waiting();
+  snapshot.pending_steps = device_.steps_waiting(window_.first_index());
   if (const ActivitySource* activity = device_.activity(); activity != nullptr) {
     snapshot.activity_dropped = static_cast<int64_t>(activity->dropped());
   }

@@ -98,6 +98,20 @@ class Aggregator {
     device_.DropPending();
   }
 
+  // The next `steps` completed steps are warm-up (StepWindow::Append()).
+  void SetWarmup(int steps) { window_.SetWarmup(steps); }
+
+  // Measurement restarts (Session::Reset(), StepWindow::Reset()): steps
+  // completed from now on are measured, after `warmup_steps` of warm-up.
+  // Records not yet consumed, and the phases of a step in flight, are
+  // untouched: a step that ends after this is counted. Steps still waiting
+  // for device data keep advancing the lanes' history, but their numbers
+  // have nowhere to go.
+  void Reset(int warmup_steps) {
+    window_.Reset(warmup_steps);
+    telemetry_.OnReset();
+  }
+
   // What SummarizeWindow() (core/summarize.h) reads: a view of the window
   // (valid after the aggregator changes, from any thread) and the names of
   // `phases`' ids.

@@ -188,9 +188,10 @@ void DeviceResolver::DropPending() {
   pending_.clear();
 }
 
-int64_t DeviceResolver::steps_waiting() const {
-  return std::count_if(pending_.begin(), pending_.end(),
-                       [](const PendingStep& p) { return p.kind == PendingStep::Kind::kAnalyze; });
+int64_t DeviceResolver::steps_waiting(uint64_t first_index) const {
+  return std::count_if(pending_.begin(), pending_.end(), [first_index](const PendingStep& p) {
+    return p.kind == PendingStep::Kind::kAnalyze && p.index >= first_index;
+  });
 }
 
 void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {

@@ -108,8 +108,9 @@ class DeviceResolver {
     DropPending();
   }
 
-  // Completed steps of the window waiting for their device data.
-  int64_t steps_waiting() const;
+  // Completed steps of the window (from step `first_index` on) waiting for
+  // their device data.
+  int64_t steps_waiting(uint64_t first_index) const;
 
  private:
   // A marker of a pending step. Slot kNoEvent never appears here.

@@ -301,6 +301,19 @@ void StepWindow::Evict(uint64_t index) {
 StepRecord& StepWindow::Append(const StepRecord& step,
                                const std::vector<std::pair<uint16_t, PhaseSample>>& phases) {
   const uint64_t index = completed_;
+  if (warmup_left_ > 0) {
+    --warmup_left_;
+    warmup_record_ = step;
+    warmup_record_.index = index;
+    warmup_record_.end_ns = std::max(step.end_ns, step.begin_ns);
+    warmup_record_.top_level_ns =
+        std::clamp<int64_t>(step.top_level_ns, 0, warmup_record_.duration_ns());
+    ++warmup_.steps;
+    warmup_.total_ns += warmup_record_.duration_ns();
+    warmup_.max_ns = std::max(warmup_.max_ns, warmup_record_.duration_ns());
+    start_ = ++completed_;
+    return warmup_record_;
+  }
   if (size() == capacity_) Evict(first_index());
   // The oldest chunk goes once every step in it has left the window.
   const uint64_t first_after = index + 1 - std::min<uint64_t>(index + 1, capacity_);
@@ -337,6 +350,15 @@ StepRecord& StepWindow::Append(const StepRecord& step,
   lifetime.Add(s.duration_ns());
   ++completed_;
   return s;
+}
+
+void StepWindow::Reset(int warmup_steps) {
+  chunks_.clear();  // views hold their own references
+  for (PhaseTotals& t : phase_totals_) t = PhaseTotals{};
+  lifetime = LogHistogram();
+  start_ = completed_;
+  warmup_ = WarmupTotals{};
+  SetWarmup(warmup_steps);
 }
 
 void StepWindow::AddOutside(uint16_t id, int64_t ns) {
@@ -403,6 +425,8 @@ WindowView StepWindow::Snapshot(bool with_phase_totals) const {
   WindowView v;
   v.first_index_ = first_index();
   v.completed_ = completed_;
+  v.start_ = start_;
+  v.warmup_ = warmup_;
   v.incomplete_steps_ = incomplete_steps_;
   v.chunks_.reserve(chunks_.size());
   for (const std::shared_ptr<Chunk>& c : chunks_) v.chunks_.emplace_back(c);

@@ -213,6 +213,13 @@ class ChunkRef {
 
 }  // namespace step_window_internal
 
+// The warm-up steps since the start or the last StepWindow::Reset().
+struct WarmupTotals {
+  int64_t steps = 0;
+  int64_t total_ns = 0;
+  int64_t max_ns = 0;
+};
+
 // WindowView
 //
 // An immutable snapshot of a StepWindow (StepWindow::Snapshot()): its steps,
@@ -227,6 +234,10 @@ class WindowView {
   bool empty() const { return completed_ == first_index_; }
   uint64_t first_index() const { return first_index_; }
   uint64_t completed() const { return completed_; }  // steps completed since the start
+  // Steps measured since the start or the last Reset(): warm-up steps not
+  // included (what the lifetime histogram holds).
+  uint64_t measured() const { return completed_ - start_; }
+  const WarmupTotals& warmup() const { return warmup_; }
   int64_t incomplete_steps() const { return incomplete_steps_; }
   const LogHistogram& lifetime() const { return lifetime_; }
   // By phase id (ids never seen have empty totals).
@@ -267,6 +278,8 @@ class WindowView {
 
   uint64_t first_index_ = 0;
   uint64_t completed_ = 0;
+  uint64_t start_ = 0;
+  WarmupTotals warmup_;
   int64_t incomplete_steps_ = 0;
   std::vector<step_window_internal::ChunkRef> chunks_;
   std::vector<PhaseTotals> phase_totals_;
@@ -288,8 +301,11 @@ class StepWindow {
   size_t size() const { return static_cast<size_t>(completed_ - first_index()); }
   bool empty() const { return size() == 0; }
   uint64_t completed() const { return completed_; }  // steps completed since the start
-  // The completed-step number of the oldest step kept.
-  uint64_t first_index() const { return completed_ - std::min<uint64_t>(completed_, capacity_); }
+  // The completed-step number of the oldest step kept: none before the last
+  // Reset() or the end of the warm-up.
+  uint64_t first_index() const {
+    return std::max(start_, completed_ - std::min<uint64_t>(completed_, capacity_));
+  }
   size_t max_phases() const { return phase_totals_.size(); }
 
   // Appends the completed step `step` (its index is set to completed()) with
@@ -297,10 +313,29 @@ class StepWindow {
   // below max_phases(); device fields are ignored), letting the oldest step
   // go when full. Adds its time to the lifetime histogram. Returns the
   // stored record, valid until the next call that changes the window.
+  // While warm-up steps remain (SetWarmup(), Reset()), the step is counted
+  // in warmup() instead and kept nowhere else: its index is taken, it is
+  // never in the window, and the returned record is a scratch copy.
   StepRecord& Append(const StepRecord& step,
                      const std::vector<std::pair<uint16_t, PhaseSample>>& phases);
 
-  // A phase occurrence outside any step (kept since the start).
+  // The next `steps` completed steps are warm-up (see Append()).
+  void SetWarmup(int steps) { warmup_left_ = std::max(steps, 0); }
+  int warmup_left() const { return warmup_left_; }
+  const WarmupTotals& warmup() const { return warmup_; }
+  // Steps measured since the start or the last Reset(), warm-up excluded.
+  uint64_t measured() const { return completed_ - start_; }
+
+  // Measurement restarts: the window's steps, every phase total (outside
+  // steps included), the lifetime histogram and the warm-up totals are
+  // dropped, and the next `warmup_steps` completed steps are warm-up. Step
+  // numbers go on from completed(); the trace keeps its steps (a timeline of
+  // what ran, not a statistic); incomplete_steps() is a misuse count and
+  // stays. Views taken before keep what they saw.
+  void Reset(int warmup_steps);
+
+  // A phase occurrence outside any step (kept since the start or the last
+  // Reset()).
   void AddOutside(uint16_t id, int64_t ns);
   // A step left out because records of it were dropped.
   void CountIncomplete() { ++incomplete_steps_; }
@@ -351,6 +386,10 @@ class StepWindow {
   const size_t chunk_steps_;  // a power of two
   const int chunk_shift_;     // log2(chunk_steps_)
   uint64_t completed_ = 0;
+  uint64_t start_ = 0;  // the first step measured: after the last Reset() and the warm-up
+  int warmup_left_ = 0;
+  WarmupTotals warmup_;
+  StepRecord warmup_record_;  // Append()'s answer for a warm-up step
   int64_t incomplete_steps_ = 0;
   std::deque<std::shared_ptr<Chunk>> chunks_;  // oldest first, consecutive
   std::vector<PhaseTotals> phase_totals_;      // by phase id

@@ -48,6 +48,10 @@ class TelemetryWindow {
     }
   }
 
+  // The window was reset (StepWindow::Reset()): no step of it is open to
+  // samples any more. The samples stay (steps to come may need them).
+  void OnReset() { open_ = 0; }
+
   // The samples' time-weighted telemetry over [begin_ns, end_ns].
   StepTelemetry Over(int64_t begin_ns, int64_t end_ns) const;
 

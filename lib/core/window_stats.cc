@@ -15,8 +15,11 @@ namespace gpuscope::internal {
 
 WindowTotals FillStepStats(const WindowView& window, Summary* out) {
   out->steps = static_cast<int64_t>(window.size());
-  out->total_steps = static_cast<int64_t>(window.completed());
+  out->total_steps = static_cast<int64_t>(window.measured());
   out->lifetime_step_time = window.lifetime().Summarize();
+  out->warmup.steps = window.warmup().steps;
+  out->warmup.total = static_cast<double>(window.warmup().total_ns) * kNsToSeconds;
+  out->warmup.max = static_cast<double>(window.warmup().max_ns) * kNsToSeconds;
 
   WindowTotals totals;
   std::vector<int64_t> durations;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -267,6 +268,15 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                   " total) | source: ", internal::ToAbsl(SourceName(s.source)),
                   s.simulated ? " (SIMULATED GPU)" : "", "\n");
   internal::AppendWrapped(&out, s.source_reason, 2);
+  if (s.warmup.steps > 0) {
+    internal::AppendWrapped(
+        &out,
+        absl::StrCat(s.warmup.steps, s.warmup.steps == 1 ? " warm-up step" : " warm-up steps",
+                     " excluded (", Duration(s.warmup.total),
+                     s.warmup.steps > 1 ? absl::StrCat(", longest ", Duration(s.warmup.max)) : "",
+                     "): in no number below"),
+        2);
+  }
   if (s.rank.has_value()) {
     internal::AppendWrapped(&out,
                             absl::StrFormat("rank %d of %d (local rank %d) on %s", s.rank->rank,
@@ -289,7 +299,9 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
             " steps were left out. Raise Options::queue_capacity (Python: queue_capacity=)."),
         2);
   }
-  if (s.steps == 0) {
+  if (s.steps == 0 && s.warmup.steps > 0) {
+    absl::StrAppend(&out, "\nno measured steps yet: every step so far was a warm-up step\n");
+  } else if (s.steps == 0) {
     absl::StrAppend(&out,
                     "\nno completed steps yet: wrap each training step in a StepScope "
                     "(C++) or s.step() / s.steps() (Python)\n");
@@ -553,7 +565,15 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       absl::StrAppendFormat(&out, "%3d. %s%-8s%s %s (%s)\n", ++rank, on,
                             internal::ToAbsl(SeverityName(f.severity)), off, f.id, explains);
       internal::AppendWrapped(&out, f.title, 5);
-      internal::AppendHanging(&out, "     fix: ", f.recommendation, 10);
+      // The host-only and events-only findings end with why no better
+      // source was used: the header has just said it, so say it once.
+      std::string fix = f.recommendation;
+      if (const std::string why = absl::StrCat("Why not here: ", s.source_reason);
+          !s.source_reason.empty() && absl::EndsWith(fix, why)) {
+        fix.replace(fix.size() - why.size(), why.size(),
+                    "Why not here: see the reason under the report's first line.");
+      }
+      internal::AppendHanging(&out, "     fix: ", fix, 10);
       internal::AppendHanging(
           &out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
     }
@@ -645,7 +665,9 @@ std::string PrometheusText(const Summary& s) {
     info.emplace_back("host", s.rank->host);
   }
   e.Sample(1, std::move(info));
-  e.Family("steps_total", "counter", "Completed steps since the session started.");
+  e.Family("steps_total", "counter",
+           "Steps measured since the session started or was last reset (warm-up steps "
+           "excluded).");
   e.Sample(static_cast<double>(s.total_steps));
   e.Family("window_steps", "gauge", "Completed steps in the window the other numbers cover.");
   e.Sample(static_cast<double>(s.steps));

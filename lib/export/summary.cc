@@ -362,6 +362,9 @@ absl::Status CheckConsistency(const Summary& s) {
     return fail("lifetime_step_time.count differs from total_steps");
   }
   if (s.gpu_steps > s.steps) return fail("gpu_steps exceeds steps");
+  if (!at_most(s.warmup.max, s.warmup.total) || (s.warmup.steps == 0 && s.warmup.total > 0)) {
+    return fail("warmup.max exceeds warmup.total, or warm-up time without warm-up steps");
+  }
   double shares = 0;
   for (const PhaseStats& p : s.phases) {
     if (!ordered(p.time) || !ordered(p.device)) {
@@ -469,6 +472,8 @@ absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
 // The parts the Python views pickle.
 template std::string internal::PartToJson<Quantiles>(const Quantiles&);
 template absl::StatusOr<Quantiles> internal::PartFromJson<Quantiles>(std::string_view);
+template std::string internal::PartToJson<WarmupStats>(const WarmupStats&);
+template absl::StatusOr<WarmupStats> internal::PartFromJson<WarmupStats>(std::string_view);
 template std::string internal::PartToJson<PhaseStats>(const PhaseStats&);
 template absl::StatusOr<PhaseStats> internal::PartFromJson<PhaseStats>(std::string_view);
 template std::string internal::PartToJson<DeviceStats>(const DeviceStats&);

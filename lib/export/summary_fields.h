@@ -102,6 +102,13 @@ void OverheadFields(V& v, O& o) {
   v.Int("activity_buffers", o.activity_buffers, kCount);
 }
 
+template <typename V, typename W>
+void WarmupFields(V& v, W& w) {
+  v.Int("steps", w.steps, kCount);
+  v.Number("total", w.total, kSeconds);
+  v.Number("max", w.max, kSeconds);
+}
+
 template <typename V, typename P>
 void PhaseFields(V& v, P& p) {
   v.PhaseName("name", p.name);
@@ -274,6 +281,8 @@ void SummaryFields(V& v, S& s) {
   v.Object("step_time", s.step_time, [](auto& sub, auto& q) { QuantilesFields(sub, q); });
   v.Object("lifetime_step_time", s.lifetime_step_time,
            [](auto& sub, auto& q) { QuantilesFields(sub, q); });
+  // Added after version 2: a file without it had no warm-up steps.
+  v.Object("warmup", s.warmup, [](auto& sub, auto& w) { WarmupFields(sub, w); }, kOptional);
   v.Int("gpu_steps", s.gpu_steps, kCount, kOptional);
   v.Object(
       "device_step_time", s.device_step_time, [](auto& sub, auto& q) { QuantilesFields(sub, q); },
@@ -311,6 +320,11 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<OverheadStats> T>
 void FieldsOf(V& v, T& x) {
   OverheadFields(v, x);
+}
+
+template <typename V, Is<WarmupStats> T>
+void FieldsOf(V& v, T& x) {
+  WarmupFields(v, x);
 }
 template <typename V, Is<PhaseStats> T>
 void FieldsOf(V& v, T& x) {

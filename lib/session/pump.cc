@@ -88,6 +88,7 @@ void SessionImpl::SampleCountersLocked() {
 
 void SessionImpl::Consume(const Record& r) {
   ++records_consumed_;
+  if (r.kind == RecordKind::kStep) ++steps_consumed_;
   if (tsc_ == nullptr) {
     aggregator_.Consume(r);
     return;
@@ -186,9 +187,9 @@ Summary SessionImpl::Summarize() {
     PumpLocked();
     snapshot = aggregator_.Snapshot(phases_);
     facts = FactsLocked();
-    const auto steps = static_cast<int64_t>(aggregator_.completed());
-    overhead.records_per_step =
-        steps > 0 ? static_cast<double>(records_consumed_) / static_cast<double>(steps) : 0.0;
+    overhead.records_per_step = steps_consumed_ > 0 ? static_cast<double>(records_consumed_) /
+                                                          static_cast<double>(steps_consumed_)
+                                                    : 0.0;
     if (activity_ != nullptr)
       overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
   }
@@ -207,6 +208,25 @@ Summary SessionImpl::Summarize() {
         std::max<double>(0, 1e-9 * static_cast<double>(ReadMonotonicNs() - ranks_at_ns_));
   }
   return summary;
+}
+
+absl::Status SessionImpl::Reset(std::optional<int> warmup_steps) {
+  const int warmup = warmup_steps.value_or(options_.warmup_steps);
+  if (warmup < 0 || warmup > kMaxWarmupSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("Session::Reset(warmup_steps = ", warmup,
+                                                   "): use a value from 0 to ", kMaxWarmupSteps,
+                                                   " (nothing was reset)"));
+  }
+  // A session that records nothing has nothing to drop; in a forked child
+  // the aggregator is the parent's.
+  if (!status_.ok() || !options_.enabled || InForkedChild()) return absl::OkStatus();
+  // What ended before the call is in the queue or staged: drained into the
+  // window first, then dropped with it. A step still open ends later and is
+  // counted; its phases already drained wait in step assembly, untouched.
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  PumpLocked();
+  aggregator_.Reset(warmup);
+  return absl::OkStatus();
 }
 
 SessionFacts SessionImpl::FactsLocked() const {

@@ -60,6 +60,9 @@ absl::Status Options::Validate() const {
     return RangeError("telemetry_interval_ms", telemetry_interval_ms, 0, 60000);
   }
   if (trace_steps < 0 || trace_steps > 4096) return RangeError("trace_steps", trace_steps, 0, 4096);
+  if (warmup_steps < 0 || warmup_steps > kMaxWarmupSteps) {
+    return RangeError("warmup_steps", warmup_steps, 0, kMaxWarmupSteps);
+  }
   return absl::OkStatus();
 }
 
@@ -136,6 +139,7 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
     return;
   }
   aggregator_.SetTraceSteps(options_.trace_steps);
+  aggregator_.SetWarmup(options_.warmup_steps);
   StartSources();
   if (clock_ == nullptr) {
     std::string clock;
@@ -289,6 +293,7 @@ void Session::SetStream(uint64_t stream) noexcept {
 int Session::OpenScopes() const noexcept { return recording() ? impl_->open_scopes() : 0; }
 
 Summary Session::Summarize() const { return impl_->Summarize(); }
+absl::Status Session::Reset(std::optional<int> warmup_steps) { return impl_->Reset(warmup_steps); }
 absl::Status Session::SetRank(const RankIdentity& identity) { return impl_->SetRank(identity); }
 absl::Status Session::SetRankRecords(std::vector<RankRecord> records, const RankOptions& options) {
   return impl_->SetRankRecords(std::move(records), options);

@@ -113,6 +113,7 @@ class SessionImpl final : public Pumpable {
   void SetStream(uint64_t stream) noexcept;
 
   Summary Summarize();
+  absl::Status Reset(std::optional<int> warmup_steps);
   absl::Status SetRank(const RankIdentity& identity);
   absl::Status SetRankRecords(std::vector<RankRecord> records, const RankOptions& options);
   std::optional<RankIdentity> rank() const;
@@ -280,6 +281,7 @@ class SessionImpl final : public Pumpable {
   std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
   size_t last_drained_ = 0;       // records the last drain took from the queue itself (agg_mu_)
   int64_t records_consumed_ = 0;  // records taken in since the session started (agg_mu_)
+  int64_t steps_consumed_ = 0;    // ... of them steps (warm-up and reset ones too)
 
   // ---- Aggregator. Protects aggregator_ and reported_. Taken by the worker
   // (after its own lock) and by readers; never by the recording thread.

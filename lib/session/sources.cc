@@ -7,7 +7,9 @@
 #include "session/sources.h"
 
 #include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_driver_timer.h"
@@ -43,9 +45,34 @@ Backends DefaultBackends(const Options& options) {
   return backends;
 }
 
+namespace {
+
+// Why the better sources were not used, each distinct cause said once: with
+// no driver every rung fails for the same reason ("CUPTI and CUDA events
+// unavailable: libcuda.so.1: cannot open shared object file ...").
+std::string DescribeFailures(const std::vector<std::pair<std::string, std::string>>& failures) {
+  std::string why;
+  std::vector<bool> said(failures.size(), false);
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (said[i]) continue;
+    std::string names = failures[i].first;
+    for (size_t j = i + 1; j < failures.size(); ++j) {
+      if (!said[j] && failures[j].second == failures[i].second) {
+        said[j] = true;
+        absl::StrAppend(&names, " and ", failures[j].first);
+      }
+    }
+    absl::StrAppend(&why, names, " unavailable: ", failures[i].second, "; ");
+  }
+  return why;
+}
+
+}  // namespace
+
 SourceChoice SelectSource(Backends& backends) {
   SourceChoice choice;
-  std::string why;
+  std::string missing;  // backends this build or configuration has none of
+  std::vector<std::pair<std::string, std::string>> failures;  // (backend, why it did not start)
   if (backends.activity != nullptr) {
     absl::Status status = backends.activity->Start();
     if (status.ok()) {
@@ -55,27 +82,30 @@ SourceChoice SelectSource(Backends& backends) {
       choice.reason = absl::StrCat("activity records from ", backends.activity->name());
       return choice;
     }
-    absl::StrAppend(&why, backends.activity->name(), " unavailable: ", status.message(), "; ");
+    failures.emplace_back(std::string(backends.activity->name()), std::string(status.message()));
     backends.activity.reset();
   } else {
-    absl::StrAppend(&why, "no activity source (CUPTI) in this build; ");
+    absl::StrAppend(&missing, "no activity source (CUPTI) in this build; ");
   }
   if (backends.device_timer != nullptr) {
     absl::Status status = backends.device_timer->Start();
     if (status.ok()) {
       choice.source = Source::kEvents;
-      choice.reason = absl::StrCat(why, "using ", backends.device_timer->name(),
-                                   " (GPU idle % is a lower bound, assuming the data phase "
-                                   "enqueues no GPU work)");
+      choice.reason =
+          absl::StrCat(missing, DescribeFailures(failures), "using ", backends.device_timer->name(),
+                       " (GPU idle % is a lower bound, assuming the data phase "
+                       "enqueues no GPU work)");
       return choice;
     }
-    absl::StrAppend(&why, backends.device_timer->name(), " unavailable: ", status.message(), "; ");
+    failures.emplace_back(std::string(backends.device_timer->name()),
+                          std::string(status.message()));
     backends.device_timer.reset();
   } else {
-    absl::StrAppend(&why, "no device timer (CUDA events) in this build; ");
+    absl::StrAppend(&missing, "no device timer (CUDA events) in this build; ");
   }
   choice.source = Source::kHost;
-  choice.reason = absl::StrCat(why, "host timing only: no GPU idle %");
+  choice.reason =
+      absl::StrCat(missing, DescribeFailures(failures), "host timing only: no GPU idle %");
   return choice;
 }
 

@@ -19,32 +19,34 @@ session created on first use.
 
 from __future__ import annotations
 
-import atexit
-import threading
+# Imported under private names (and the typing names hidden by __dir__
+# below), so that dir(gpuscope) and tab completion show the API only.
+import atexit as _atexit
+import importlib.util as _importlib_util
+import os as _os
+import threading as _threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, TypeVar, Union
 
-import importlib.util
-import os
 
 def _cupti_search_path() -> None:
     """Points the C++ CUPTI loader at PyPI's CUPTI (nvidia-cuda-cupti, or the
     CUDA 13 wheel) when installed, without importing it. A libcupti already
     loaded in the process (torch's) still wins, and GPUSCOPE_CUPTI_PATH set by
     the user is left alone."""
-    if os.environ.get("GPUSCOPE_CUPTI_PATH"):
+    if _os.environ.get("GPUSCOPE_CUPTI_PATH"):
         return
     try:
-        spec = importlib.util.find_spec("nvidia")
+        spec = _importlib_util.find_spec("nvidia")
     except (ImportError, ValueError):
         return
     dirs = []
     for root in (spec.submodule_search_locations or []) if spec is not None else []:
         for sub in ("cuda_cupti/lib", "cu13/lib", "cu12/lib"):
-            d = os.path.join(root, sub)
-            if os.path.isdir(d):
+            d = _os.path.join(root, sub)
+            if _os.path.isdir(d):
                 dirs.append(d)
     if dirs:
-        os.environ["GPUSCOPE_CUPTI_PATH"] = os.pathsep.join(dirs)
+        _os.environ["GPUSCOPE_CUPTI_PATH"] = _os.pathsep.join(dirs)
 
 
 _cupti_search_path()
@@ -65,6 +67,7 @@ from ._summary import (  # noqa: E402
     Straggler,
     Summary,
     TelemetryStats,
+    WarmupStats,
     diagnose_summary,
 )
 from ._ranks import ExchangeResult  # noqa: E402
@@ -89,6 +92,7 @@ __all__ = [
     "Straggler",
     "Summary",
     "TelemetryStats",
+    "WarmupStats",
     "__version__",
     "default_session",
     "diagnose",
@@ -105,10 +109,16 @@ _gpuscope._set_stream_getter(_torch_stream)
 _gpuscope._set_loop_range(_loop_range)
 
 _default: Optional[Session] = None
-_default_lock = threading.Lock()
+_default_lock = _threading.Lock()
 
-T = TypeVar("T")
-Count = Union[int, Callable[[Any], int], None]
+_T = TypeVar("_T")
+_CountArg = Union[int, Callable[[Any], int], None]
+
+
+def __dir__() -> List[str]:
+    """The public API (``__all__``) and the ``testing`` module: not the
+    names the package uses itself (``os``, ``threading``, ``Any``...)."""
+    return sorted(set(__all__) | {"testing"})
 
 
 def default_session() -> Session:
@@ -139,7 +149,7 @@ def phase(name: str, stream: Any = None) -> Any:
     return default_session().phase(name, stream)
 
 
-def steps(iterable: Iterable[T], samples: Count = None, tokens: Count = None) -> Iterator[T]:
+def steps(iterable: Iterable[_T], samples: _CountArg = None, tokens: _CountArg = None) -> Iterator[_T]:
     """One step of the default session per item of ``iterable``."""
     return default_session().steps(iterable, samples=samples, tokens=tokens)
 
@@ -170,7 +180,7 @@ def diagnose(summary: Optional[Summary] = None) -> List[Finding]:
     return diagnose_summary(summary)
 
 
-@atexit.register
+@_atexit.register
 def _close_default_session() -> None:
     if _default is not None:
         _default.close()

@@ -144,8 +144,10 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
     lines: List[str] = []
     regressions: List[str] = []
     if base.steps == 0 or new.steps == 0:
-        which = "baseline" if base.steps == 0 else "new run"
-        raise BaselineError(f"the {which} has no completed steps: nothing to compare")
+        which, empty = ("baseline", base) if base.steps == 0 else ("new run", new)
+        warm = (f" (its {empty.warmup.steps} steps were all warm-up: save after more steps, or with a "
+                "smaller warmup=)") if empty.warmup.steps > 0 else ""
+        raise BaselineError(f"the {which} has no completed steps: nothing to compare{warm}")
     lines.append(f"{'':32}{'baseline':>12}{'new':>12}{'change':>10}")
 
     def row(name: str, b: Optional[float], n: Optional[float], fmt: str, change: str) -> None:
@@ -193,6 +195,9 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
                          f"{printable(n) if n is not None else '-'}")
     if base.source != new.source:
         lines.append(f"  source: {base.source} -> {new.source} (GPU numbers are not measured alike)")
+    if base.warmup.steps != new.warmup.steps:
+        lines.append(f"  warm-up steps excluded: {base.warmup.steps} -> {new.warmup.steps} (the runs' "
+                     "start-up is not counted alike)")
     if base.simulated or new.simulated:
         which = "both runs" if base.simulated and new.simulated else ("the baseline" if base.simulated
                                                                        else "the new run")

@@ -524,6 +524,9 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
     st = summary.step_time
     idle = "not measured (source host)" if summary.gpu_idle_pct is None else f"{summary.gpu_idle_pct:.1f}%"
     throughput = "" if summary.throughput is None else f"{summary.throughput:.1f} samples/s"
+    w = summary.warmup
+    warmup = "" if w.steps == 0 else (
+        f" &middot; {w.steps} warm-up step{'s' if w.steps > 1 else ''} excluded ({_ms(w.total)})")
     rows = "".join(
         f'<tr><td class="name">{html.escape(p.name)}</td><td>{100 * p.share:.1f}%</td>'
         f"<td>{_ms(p.time.p50)}</td><td>{_ms(p.time.p95)}</td></tr>"
@@ -534,7 +537,7 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
 <body>
 <h1>{html.escape(title)}</h1>
 <div class="meta">gpuscope {html.escape(summary.version)} &middot; source <b>{html.escape(summary.source)}</b>
-&middot; {summary.steps} steps in the window ({summary.total_steps} in all)<br>
+&middot; {summary.steps} steps in the window ({summary.total_steps} in all){warmup}<br>
 {html.escape(summary.source_reason)}</div>
 
 <h2>Step time</h2>

@@ -57,57 +57,99 @@ class Session(_gpuscope._Session):
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=131072,
     flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
-    cupti=None, telemetry_interval_ms=100, trace_steps=16, rank_interval=30.0,
-    rank_timeout_s=None)``;
-    every argument has a default. Invalid values raise ``ValueError``;
-    ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
+    cupti=None, telemetry_interval_ms=100, trace_steps=16, warmup=0,
+    rank_interval=30.0, rank_timeout_s=None)``. Every argument has a default;
+    only ``window`` may be given by position. Invalid values raise
+    ``ValueError`` (saying the accepted range), values of the wrong type
+    ``TypeError``; ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
 
-    GPU timing: with a GPU source, scope boundaries are marked on a device
-    stream: ``stream=None`` follows torch's current CUDA stream (read once per
-    step, once torch has initialized CUDA); an int or a torch.cuda.Stream fixes
-    it (``set_stream()``
-    changes it). ``simulated_device=True`` (or a
-    ``gpuscope.testing.SimulatedDevice``) times a simulated GPU instead, for
-    tests and demos; ``GPUSCOPE_SIMULATE=1`` does the same for every session.
-    ``s.source`` says which source is in use.
+    Arguments:
 
-    CUPTI (exact GPU idle, launch gaps, copies, syncs): ``cupti=None`` uses it
-    when the library can share it (CUPTI 13+: ``cuptiSubscribe_v2``), no
-    profiler injected itself, and CUDA is already initialized (create the
-    session after the model is on the GPU); ``cupti=True`` also takes an older
-    CUPTI, which then keeps torch.profiler from recording GPU events until
-    ``release_cupti()`` or ``close()``; ``cupti=False`` never uses it. Without
-    CUPTI, CUDA events give a lower bound.
+    * ``window``: completed steps kept for exact quantiles and the phase
+      breakdown (the last ``window`` steps), 1 to 65536. About 128 bytes a
+      step plus 5 a step per phase name.
+    * ``enabled``: False makes every scope a no-op and starts no thread.
+    * ``max_phases``: distinct phase names the session can hold, the nine
+      built-in ones included, 10 to 4096.
+    * ``queue_capacity``: records (one per ended scope) that may wait for the
+      background worker, 64 to 4194304 (rounded up to a power of two); when
+      it is full records are dropped and counted, never waited for.
+    * ``flush_interval_ms``: how often the background worker drains the
+      queue, 1 to 10000 ms (``summary()`` drains too, so it is never stale).
+    * ``clock``: a ``gpuscope.testing.ManualClock`` for tests; None: the
+      host clock.
+    * ``stream``: the CUDA stream scope boundaries are marked on with a GPU
+      source: None follows torch's current stream (read once per step, once
+      torch has initialized CUDA); an int or a ``torch.cuda.Stream`` fixes it
+      (``set_stream()`` changes it).
+    * ``simulated_device``: True (or a ``gpuscope.testing.SimulatedDevice``)
+      times a simulated GPU instead, for tests and demos, labelled SIMULATED
+      GPU wherever its numbers appear; ``GPUSCOPE_SIMULATE=1`` does the same
+      for every session.
+    * ``cupti``: None uses CUPTI (exact GPU idle, launch gaps, copies, syncs)
+      when it can be shared (CUPTI 13+: ``cuptiSubscribe_v2``), no profiler
+      injected itself and CUDA is already initialized (create the session
+      after the model is on the GPU); True also takes an older CUPTI, which
+      then keeps torch.profiler from recording GPU events until
+      ``release_cupti()`` or ``close()``; False never uses it. Without CUPTI,
+      CUDA events give a lower bound. ``s.source`` says which is in use.
+    * ``telemetry_interval_ms``: how often the background worker samples NVML
+      and ``/proc`` (``summary().telemetry``), 0 (never) to 60000 ms.
+    * ``trace_steps``: steps whose timelines ``save_trace()`` writes (the
+      last ones), 0 to 4096.
+    * ``warmup``: completed steps at the start (and after each ``reset()``)
+      left out of the window, the run's numbers and every total, and reported
+      apart (``summary().warmup``; the report says "N warm-up steps
+      excluded"), 0 to 1048576. Default 0: every step counts. Step 0 holds
+      one-time costs (DataLoader workers starting, cuDNN autotuning,
+      torch.compile): ``warmup=1`` or more keeps them out of short runs and
+      baselines.
+    * ``rank_interval``: in a distributed job, seconds between exchanges of
+      rank records (default 30, at least 0.1; None: only in ``sync_ranks()``).
+    * ``rank_timeout_s``: how long each exchange waits for the other ranks
+      (default a third of ``rank_interval``, at most 10 s).
+
+    ``reset(warmup=None)`` restarts measurement (after a warm-up the loop
+    defines itself, between epochs or configurations); see its docstring.
 
     One thread records into a session: the first one that opens a scope. Use
     it from another thread and ``GpuscopeError`` says so. ``summary()``,
-    ``report()`` and ``diagnose()`` are safe from any thread.
+    ``report()``, ``diagnose()`` and ``reset()`` are safe from any thread.
 
     The hot methods come straight from C: ``phase(name)`` returns a cached
     context manager (also a decorator) per name, ``step(samples=None,
     tokens=None)`` a step context manager (also a decorator), and
     ``steps(iterable, samples=None, tokens=None)`` an iterator that makes each
-    item one step, the wait inside ``next()`` being phase ``"data"``.
-    ``samples``/``tokens`` there may be ints or ``callable(batch) -> int``.
+    item one step, the wait inside ``next()`` being phase ``"data"``, and
+    whose ``len()`` is the iterable's when it has one (so ``tqdm`` shows a
+    total). ``samples``/``tokens`` there may be ints or
+    ``callable(batch) -> int``.
 
     Distributed jobs (docs/distributed.md): under torchrun, Slurm or MPI, or
     once ``torch.distributed`` is initialized, the summary carries the rank
-    (``summary().rank``), and every ``rank_interval`` seconds (default 30;
-    None: only in ``sync_ranks()``) the ranks exchange a small record of
-    their windows over torch.distributed's store, on a background thread,
-    each waiting at most ``rank_timeout_s`` (default a third of the
-    interval, at most 10 s) for the others: ``summary().ranks`` compares
-    them and ``diagnose()`` names a straggler on every rank.
+    (``summary().rank``), and every ``rank_interval`` seconds the ranks
+    exchange a small record of their windows over torch.distributed's store,
+    on a background thread, each waiting at most ``rank_timeout_s`` for the
+    others: ``summary().ranks`` compares them and ``diagnose()`` names a
+    straggler on every rank.
     """
 
     __slots__ = ()
 
-    def __init__(self, *args: Any, rank_interval: Optional[float] = 30.0,
-                 rank_timeout_s: Optional[float] = None, **kwargs: Any) -> None:
+    def __init__(self, window: int = 512, *, enabled: bool = True, max_phases: int = 128,
+                 queue_capacity: int = 131072, flush_interval_ms: int = 10, clock: Any = None,
+                 stream: Any = None, simulated_device: Any = None, cupti: Optional[bool] = None,
+                 telemetry_interval_ms: int = 100, trace_steps: int = 16, warmup: int = 0,
+                 rank_interval: Optional[float] = 30.0,
+                 rank_timeout_s: Optional[float] = None) -> None:
         from . import _ranks
 
         _ranks.check_options(rank_interval, rank_timeout_s)
-        super().__init__(*args, **kwargs)
+        super().__init__(window, enabled=enabled, max_phases=max_phases,
+                         queue_capacity=queue_capacity, flush_interval_ms=flush_interval_ms,
+                         clock=clock, stream=stream, simulated_device=simulated_device, cupti=cupti,
+                         telemetry_interval_ms=telemetry_interval_ms, trace_steps=trace_steps,
+                         warmup=warmup)
         _RANK_OPTIONS[self] = (rank_interval, rank_timeout_s)
         self._join_job()
 
@@ -210,11 +252,20 @@ class Session(_gpuscope._Session):
         says otherwise, an existing one keeps its mode. Under a distributed
         job every rank writes its own file (``run.json`` -> ``run.rank3.json``,
         or say where with ``{rank}``; docs/distributed.md), as every
-        ``save_*`` does. Returns the path written."""
+        ``save_*`` does. Returns the path written.
+
+        A session with no completed step in its window (none ran yet, all
+        were warm-up, or ``reset()`` came after the last) still writes the
+        file, with a ``UserWarning``: ``gpuscope compare`` refuses such a
+        file (exit 2), as a baseline or as the new run."""
         from ._baseline import save_run
         from ._dist import rank_path
 
-        return save_run(rank_path(path), self.summary(), dataset=dataset, extra=extra, mode=mode)
+        summary = self.summary()
+        target = rank_path(path)
+        if summary.steps == 0:
+            _warn_no_steps(target, summary)
+        return save_run(target, summary, dataset=dataset, extra=extra, mode=mode)
 
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named
@@ -284,6 +335,26 @@ class Session(_gpuscope._Session):
     def __repr__(self) -> str:
         state = "recording" if self.recording else "not recording"
         return f"<gpuscope.Session window={self.window} {state}>"
+
+
+def _warn_no_steps(path: Any, summary: Summary) -> None:
+    """``save()``'s warning for a run file that ``gpuscope compare`` will
+    refuse: Python's warnings filter shows it once per call site."""
+    import warnings
+
+    from ._text import printable
+
+    why = "no step has completed yet"
+    if summary.warmup.steps > 0:
+        why = (f"every completed step so far ({summary.warmup.steps}) was a warm-up step "
+               "(warmup=), which no number counts")
+    elif summary.total_steps == 0 and summary.misuse.get("incomplete_steps", 0) > 0:
+        why = "every step was left out (records dropped)"
+    warnings.warn(
+        f"gpuscope: saving {printable(str(path))} with no completed steps ({why}): "
+        "`gpuscope compare` will refuse this file as a baseline or new run (exit 2). Save once "
+        "the loop has run a step (each step inside s.step() or an iteration of s.steps(loader)), "
+        "after the warm-up.", UserWarning, stacklevel=3)
 
 
 def _torch_stream() -> Optional[int]:

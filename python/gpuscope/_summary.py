@@ -27,6 +27,7 @@ RanksStats = _gpuscope.RanksStats
 Straggler = _gpuscope.Straggler
 Summary = _gpuscope.Summary
 TelemetryStats = _gpuscope.TelemetryStats
+WarmupStats = _gpuscope.WarmupStats
 
 
 def diagnose_summary(summary: Summary) -> List[Finding]:

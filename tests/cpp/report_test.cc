@@ -52,6 +52,34 @@ size_t Columns(const std::string& line) {
   return n;
 }
 
+// Without a GPU the report says why once, in its header; the host-only
+// finding refers to it there (its own text keeps the reason, for JSON and
+// Python readers).
+TEST(ReportTest, SaysWhyThereIsNoGpuSourceOnce) {
+  ClockedSession s;
+  {
+    StepScope step(*s);
+    s.clock->Advance(kMs);
+  }
+  Summary sum = s->Summarize();
+  sum.source = Source::kHost;
+  sum.source_reason =
+      "CUPTI and CUDA events unavailable: libnone.so: cannot open shared object file; host "
+      "timing only: no GPU idle %";
+  const std::string report = FormatReport(sum);
+  size_t times = 0;
+  for (size_t at = report.find("libnone.so"); at != std::string::npos;
+       at = report.find("libnone.so", at + 1)) {
+    ++times;
+  }
+  EXPECT_EQ(times, 1u) << report;
+  EXPECT_NE(report.find("Why not here: see the reason"), std::string::npos) << report;
+  const std::vector<Finding> findings = Diagnose(sum);
+  const Finding* host_only = testing::Find(findings, "host-only");
+  ASSERT_NE(host_only, nullptr);
+  EXPECT_NE(host_only->recommendation.find("libnone.so"), std::string::npos);
+}
+
 TEST(ReportTest, LongNonAsciiNamesAreShortenedAtCharacterBoundaries) {
   ClockedSession s;
   const std::string name =

@@ -114,6 +114,7 @@ def _struct_keys(doc):
     return {
         "Summary": set(doc) - {"schema_version"},
         "Quantiles": set(doc["step_time"]),
+        "WarmupStats": set(doc["warmup"]),
         "PhaseStats": set(doc["phases"][0]),
         "DeviceStats": set(doc["devices"][0]),
         "ActivityStats": set(doc["activity"]),
@@ -148,7 +149,7 @@ def test_the_stubs_declare_every_attribute_the_extension_defines():
     functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     for name in ("Summary", "Quantiles", "PhaseStats", "DeviceStats", "ActivityStats", "GpuTelemetry",
                  "TelemetryStats", "Finding", "DoctorCheck", "DoctorReport", "RankIdentity", "RankPhase",
-                 "RankRecord", "Straggler", "RanksStats"):
+                 "RankRecord", "Straggler", "RanksStats", "WarmupStats"):
         cls = getattr(_gpuscope, name)
         public = {a for a, v in vars(cls).items() if not a.startswith(("__", "_pybind11"))
                   and (isinstance(v, property) or callable(v) or isinstance(v, staticmethod))}
