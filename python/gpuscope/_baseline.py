@@ -255,13 +255,17 @@ def _compare(base: Summary, new: Summary, base_meta: Dict[str, Any], new_meta: D
     if base.steps == 0 or new.steps == 0:
         which = "baseline" if base.steps == 0 else "new run"
         raise BaselineError(f"the {which} has no completed steps: nothing to compare")
-    tested = base_times is not None and new_times is not None
-    for what, n in (("baseline", len(base_times) if tested else base.steps),  # type: ignore[arg-type]
-                    ("new run", len(new_times) if tested else new.steps)):  # type: ignore[arg-type]
+    change: Optional[StepTimeChange] = None
+    if base_times is not None and new_times is not None:
+        counts = (len(base_times), len(new_times))
+    else:
+        counts = (base.steps, new.steps)
+    for what, n in zip(("baseline", "new run"), counts):
         if n < min_steps:
             raise _unusable(what, n, min_steps)
-    change = (step_time_change(base, new, base_times, new_times, statistic, max_regression_pct)  # type: ignore[arg-type]
-              if tested else None)
+    if base_times is not None and new_times is not None:
+        change = step_time_change(base, new, base_times, new_times, statistic, max_regression_pct)
+    tested = change is not None
     bound = max_regression_pct
     lines.append(f"{'':32}{'baseline':>12}{'new':>12}{'change':>10}")
 

@@ -78,7 +78,7 @@ def quantile_of_sorted(xs: Sequence[float], q: float) -> float:
 
 
 def _interpolate(a: float, b: float, frac: float) -> float:
-    return a + frac * (b - a)
+    return a if a == b else a + frac * (b - a)  # a == b: also inf (a resample of 0 s steps)
 
 
 def _average_ranks(xs: Sequence[float]) -> List[float]:
