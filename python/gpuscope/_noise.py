@@ -273,10 +273,13 @@ def compare_step_times(base: Sequence[float], new: Sequence[float], statistic: s
         raise ValueError("confidence must lie in (0, 1) and resamples be 1 or more")
     throughput = statistic == "throughput"
     b0, n0 = _point(base, statistic), _point(new, statistic)
-    for run, value in (("baseline", b0), ("new run", n0)):
+    # The change is relative to the baseline's statistic; throughput also
+    # divides by the new run's mean.
+    for run, value in (("baseline", b0), ("new run", n0)) if throughput else (("baseline", b0),):
         if not value > 0:
-            raise ValueError(f"the {run}'s {'mean' if throughput else statistic} step time is 0: "
-                             "no relative change can be taken from it")
+            raise ValueError(f"the {run}'s {'mean' if throughput else statistic} step time is 0 s, so no "
+                             "relative change can be taken from it (recorded on a clock that did not move?); "
+                             "record the run again")
     rng = random.Random(seed)
     rb = _Resampler(base, rng, resamples)
     rn = _Resampler(new, rng, resamples)

@@ -299,3 +299,32 @@ def test_corrupt_step_times_get_a_clear_error(tmp_path, step_times, message):
         assert p.returncode == 2, p.stdout + p.stderr
         assert message in p.stderr, p.stderr
         assert p.stderr.startswith("gpuscope compare: ") and "save the run again" in p.stderr
+
+
+def test_the_interval_is_the_same_without_numpy(monkeypatch):
+    # gpuscope does not depend on numpy: where it is missing, the same files
+    # must give the same verdict (numpy only selects the quantiles faster).
+    from gpuscope._noise import compare_step_times
+
+    a, b = noisy_times(4), noisy_times(5, slower=1.1)
+    with_numpy = [compare_step_times(a, b, st) for st in ("p50", "p95", "mean", "throughput")]
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises ImportError
+    without = [compare_step_times(a, b, st) for st in ("p50", "p95", "mean", "throughput")]
+    assert with_numpy == without
+
+
+def test_step_times_of_zero_get_a_clear_error(tmp_path):
+    clock = gs.testing.ManualClock()
+    s = gs.Session(clock=clock)
+    for _ in range(40):
+        with s.step():
+            pass  # the manual clock does not move: every step takes 0 s
+    clock.advance(1000 * MS)
+    zero = s.save(tmp_path / "zero.json")
+    s.close()
+    good = timed_run(tmp_path, "good", noisy_times(1, n=40))
+    p = compare(zero, good)
+    assert p.returncode == 2 and "the baseline's p50 step time is 0" in p.stderr, p.stdout + p.stderr
+    assert compare(good, zero).returncode == 0  # 0 s steps are not slower
+    p = compare(good, zero, "--statistic", "throughput")  # but infinitely many per second
+    assert p.returncode == 2 and "the new run's mean step time is 0 s" in p.stderr
