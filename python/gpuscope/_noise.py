@@ -30,10 +30,12 @@ The method, and why:
   2000 resample pairs: no assumption on the shape of the step-time
   distribution (step times are skewed, with heavy right tails), and a ratio
   because the bound is relative.
-- **Reproducible**: the resamples come from ``random.Random(seed)`` (seed
-  0), whose stream Python keeps stable, so the same two files always give
-  the same interval, with or without numpy (numpy, when installed, only
-  speeds up the quantiles: the numbers are the same).
+- **Reproducible**: the block starts come from ``random.Random(0)``'s
+  32-bit words (``getrandbits``, whose output for a seed CPython has kept
+  unchanged for many releases), so the same two files give the same
+  interval, with or without numpy (numpy, when installed, only selects the
+  quantiles faster: the numbers are the same; without it p50 and p95 over
+  windows of thousands of steps take seconds).
 
 What it cannot see: a difference between the two runs' *conditions* (the
 whole new run on a busier machine) is a real difference in step time, and
@@ -126,8 +128,8 @@ class _Resampler:
         self.b = block_length(self.xs)
         self.k = -(-n // self.b)  # blocks per resample, the last one cut
         # Block starts uniform on 0..n-1 from 32-bit words of the generator
-        # (getrandbits draws the Mersenne Twister's words in order: one call
-        # instead of one per start, the same stream in every CPython).
+        # (getrandbits draws the Mersenne Twister's words in order): one call
+        # instead of one per start.
         count = resamples * self.k
         self.words = rng.getrandbits(32 * count).to_bytes(4 * count, "little")
         self.resamples = resamples
