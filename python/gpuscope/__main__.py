@@ -5,7 +5,8 @@
     gpuscope doctor --save FILE     # also save it as a known-good baseline
     gpuscope doctor --baseline FILE # compare the node's facts with a baseline
 
-    gpuscope compare BASE NEW [--max-regression PCT]
+    gpuscope compare BASE NEW [--max-regression PCT] [--statistic p50|p95|mean|throughput]
+                     [--min-steps N]
                                     # two runs saved with session.save(path)
 
     gpuscope run [--out DIR] [--no-report] [--no-html] train.py [args...]
@@ -16,13 +17,19 @@
 doctor exits 0 when nothing failed and nothing differs from the baseline; 1
 on a FAIL or a difference; 2 on a usage error, an unreadable baseline or a
 --save that could not be written. It is read-only: it never changes a
-setting. compare exits 0 when no check went past the bound; 1 when the new
-run's p95 step time grew, or its throughput fell, by more than PCT % (default
-5), or its GPU idle grew by more than PCT points; 2, with one line saying
-why, when a file cannot be used (missing, not a regular file, too large, not
-a run file, or holding values no session produces) or the comparison could
-not be made. Exit 1 means a regression and nothing else. Text from the files
-is printed escaped. Colour only on a terminal, and not with NO_COLOR set.
+setting. compare tests the change of one statistic of the runs' step times
+(--statistic, default p50) against their noise: the change with a 95 %
+bootstrap confidence interval, a regression only when the whole interval
+lies past the bound (--max-regression PCT, default 5). It exits 0 without a
+regression; 1 with one; 2, with one line saying why, when a file cannot be
+used (missing, not a regular file, too large, not a run file, or holding
+values no session produces), a run has fewer than --min-steps steps
+(default 30), or the comparison could not be made. Files saved without step
+times (an earlier gpuscope) are compared by the earlier rule, with a note:
+p95 step time grown or throughput fallen by more than PCT %, or GPU idle
+grown by more than PCT points. Exit 1 means a regression and nothing else.
+Text from the files is printed escaped. Colour only on a terminal, and not
+with NO_COLOR set.
 """
 
 from __future__ import annotations
@@ -102,22 +109,32 @@ def doctor(argv: Sequence[str]) -> int:
 
 
 def compare(argv: Sequence[str]) -> int:
-    from ._baseline import DEFAULT_MAX_REGRESSION_PCT, BaselineError, compare_runs, load_run
+    from ._baseline import (DEFAULT_MAX_REGRESSION_PCT, DEFAULT_MIN_STEPS, DEFAULT_STATISTIC, STATISTICS,
+                            BaselineError, compare_runs, load_run_file)
 
     ap = argparse.ArgumentParser(prog="gpuscope compare", description="Compare two runs saved with "
                                  "session.save(path); exit 1 on a regression past the bound.")
     ap.add_argument("base", help="the baseline run")
     ap.add_argument("new", help="the run to check")
     ap.add_argument("--max-regression", metavar="PCT", type=float, default=DEFAULT_MAX_REGRESSION_PCT,
-                    help="allowed growth of p95 step time and fall of throughput, in %%, and growth of "
-                         "GPU idle, in points (default %(default)g)")
+                    help="allowed slowdown, in %%: a regression is called only when the whole confidence "
+                         "interval of the change lies past it (default %(default)g)")
+    ap.add_argument("--statistic", choices=STATISTICS, default=DEFAULT_STATISTIC,
+                    help="what is compared: median (p50), p95 or mean step time, or throughput "
+                         "(default %(default)s: robust to the slow steps a shared machine adds)")
+    ap.add_argument("--min-steps", metavar="N", type=int, default=DEFAULT_MIN_STEPS,
+                    help="refuse (exit 2) runs with fewer steps than this (default %(default)d)")
     args = ap.parse_args(list(argv))
     if not math.isfinite(args.max_regression) or args.max_regression < 0:
         print("gpuscope compare: --max-regression must be a number, 0 or more", file=sys.stderr)
         return 2
+    if args.min_steps < 2:
+        print("gpuscope compare: --min-steps must be a whole number, 2 or more (a confidence interval "
+              "needs at least 2 steps per run)", file=sys.stderr)
+        return 2
     try:
-        base, base_meta = load_run(args.base)
-        new, new_meta = load_run(args.new)
+        base, base_meta, base_times = load_run_file(args.base)
+        new, new_meta, new_times = load_run_file(args.new)
     except BaselineError as e:
         print(f"gpuscope compare: {e}", file=sys.stderr)
         return 2
@@ -127,7 +144,9 @@ def compare(argv: Sequence[str]) -> int:
               "save the runs again", file=sys.stderr)
         return 2
     try:
-        lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression)
+        lines, regressions = compare_runs(base, new, base_meta, new_meta, args.max_regression,
+                                          base_step_times=base_times, new_step_times=new_times,
+                                          statistic=args.statistic, min_steps=args.min_steps)
     except BaselineError as e:
         print(f"gpuscope compare: {e}", file=sys.stderr)
         return 2
@@ -144,7 +163,7 @@ def compare(argv: Sequence[str]) -> int:
 
 
 USAGE = ("usage: gpuscope doctor [--json] [--save FILE] [--baseline FILE]\n"
-         "       gpuscope compare BASE NEW [--max-regression PCT]\n"
+         "       gpuscope compare BASE NEW [--max-regression PCT] [--statistic STAT] [--min-steps N]\n"
          "       gpuscope run [--out DIR] [--no-report] [--no-html] (script.py | -m module) [args...]")
 
 

@@ -6,12 +6,18 @@ A run file is JSON::
     {"schema": "gpuscope.run", "schema_version": 1,
      "metadata": {...},            # where and how the run was made
      "summary": {...},             # Summary.to_json(), schema in docs/json-schema.md
-     "findings": [...]}            # the diagnosis, for reading (compare recomputes it)
+     "findings": [...],            # the diagnosis, for reading (compare recomputes it)
+     "step_times": [...]}          # the window's step times, s, in step order
 
-The comparison checks three numbers against the bound: p95 step time (may
-not grow by more than PCT %), throughput (may not fall by more than PCT %;
-samples/s, else tokens/s, else steps/s) and GPU idle % (may not grow by more
-than PCT percentage points). See docs/baselines.md.
+When both runs hold step times, the comparison tests one statistic (p50 by
+default, p95, mean or throughput) against the runs' own noise: the change
+and its bootstrap confidence interval (``_noise.py``), a regression only
+when the whole interval lies past the bound. A run file without step times
+(written before they were saved) is compared by the earlier rule: p95 step
+time (may not grow by more than PCT %), throughput (may not fall by more
+than PCT %; samples/s, else tokens/s, else steps/s) and GPU idle % (may not
+grow by more than PCT percentage points), with a note. See
+docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import _gpuscope
+from ._noise import DEFAULT_MIN_STEPS, DEFAULT_STATISTIC, STATISTICS, StepTimeChange, compare_step_times
 from ._files import UnreadableFileError, read_capped, write_atomically
 from ._metadata import run_metadata
 from ._summary import Summary, diagnose_summary
@@ -40,12 +47,38 @@ class BaselineError(ValueError):
     """A run file that cannot be used, with what to do about it."""
 
 
+class RunFile(NamedTuple):
+    """A run file read by ``load_run_file()``: ``step_times`` is None in a
+    file written before step times were saved."""
+
+    summary: Summary
+    metadata: Dict[str, Any]
+    step_times: Optional[List[float]]
+
+
+def _step_times_json(step_times: Sequence[float]) -> Optional[str]:
+    """The step times as a one-line JSON array (float repr, as json.dumps
+    writes a float), or None when one is not a time a session measures
+    (then the file is written without them: compare falls back to the
+    earlier rule rather than the job failing to save)."""
+    out = []
+    for t in step_times:
+        t = float(t)
+        if not (math.isfinite(t) and t >= 0):
+            return None
+        out.append(repr(t))
+    return "[" + ", ".join(out) + "]"
+
+
 def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional[str] = None,
-             extra: Optional[Dict[str, Any]] = None, mode: Optional[int] = None) -> str:
+             extra: Optional[Dict[str, Any]] = None, mode: Optional[int] = None, *,
+             step_times: Optional[Sequence[float]] = None) -> str:
     """Writes a run file atomically (a reader never sees half of one). The
     metadata may name hosts, users and paths: a new file is readable by its
     owner only (0600) unless ``mode`` says otherwise; a file of ours being
-    replaced keeps its mode, one of another user's does not."""
+    replaced keeps its mode, one of another user's does not. ``step_times``
+    (seconds, in step order: the window's, ``Session.save()`` gives them)
+    let ``gpuscope compare`` tell a change from noise."""
     # The envelope and the metadata are Python's (json.dumps); the summary and
     # findings are appended as the C++ core writes them, so they are never
     # turned into Python data and back. The document means what json.dumps
@@ -58,12 +91,40 @@ def save_run(path: "os.PathLike[str] | str", summary: Summary, dataset: Optional
         "metadata": run_metadata(dataset, extra),
     }, indent=2)
     text = _gpuscope._run_file_json(head, summary, diagnose_summary(summary))
+    times = None if step_times is None else _step_times_json(step_times)
+    if times is not None:
+        # Last, on one line: the document ends "\n}\n" (RunFileJson).
+        text = text[:text.rindex("\n}")] + ',\n  "step_times": ' + times + "\n}\n"
     return write_atomically(path, text, mode=mode, new_file_mode=RUN_FILE_MODE)
 
 
 def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
-    """The summary and metadata of a run file; BaselineError saying what is
-    wrong with it otherwise. Only a regular file of at most
+    """The summary and metadata of a run file (``load_run_file()`` without
+    the step times)."""
+    run = load_run_file(path)
+    return run.summary, run.metadata
+
+
+def _check_step_times(shown: str, value: Any, summary: Summary) -> List[float]:
+    def bad(what: str) -> BaselineError:
+        return BaselineError(f"{shown}: {what}, which no gpuscope run file holds (edited or corrupt?); "
+                             "save the run again, or delete the step_times field to compare by p95 alone")
+
+    if not isinstance(value, list):
+        raise bad(f"step_times is {printable(type(value).__name__)}, not a list of seconds")
+    if len(value) > summary.window:
+        raise bad(f"step_times holds {len(value)} steps, more than the window ({summary.window})")
+    for i, t in enumerate(value):
+        # bool is an int in Python: `true` is not a time.
+        if type(t) not in (int, float) or not t >= 0:
+            raise bad(f"step_times[{i}] is {printable(json.dumps(t)[:40])}, not a step time in "
+                      "seconds (0 or more)")
+    return [float(t) for t in value]
+
+
+def load_run_file(path: str) -> RunFile:
+    """The summary, metadata and step times of a run file; BaselineError
+    saying what is wrong with it otherwise. Only a regular file of at most
     MAX_RUN_FILE_BYTES is read (a device, a FIFO or a huge file is refused
     before reading), and every field of its summary is checked against the
     range a session can produce (as ``Summary.from_json`` does). The file is
@@ -120,7 +181,8 @@ def load_run(path: str) -> Tuple[Summary, Dict[str, Any]]:
     meta = doc.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise BaselineError(f"{shown}: run file metadata must be an object")
-    return summary, meta if isinstance(meta, dict) else {}
+    times = _check_step_times(shown, doc["step_times"], summary) if "step_times" in doc else None
+    return RunFile(summary, meta if isinstance(meta, dict) else {}, times)
 
 
 def _throughput(s: Summary) -> Tuple[Optional[float], str]:
@@ -137,10 +199,57 @@ def _pct_change(base: float, new: float) -> float:
     return 100.0 * (new - base) / base if base else 0.0
 
 
+def _unusable(what: str, n: int, min_steps: int) -> BaselineError:
+    return BaselineError(f"the {what} has {n} steps, fewer than --min-steps {min_steps}: too few to tell a "
+                         "change from noise; run it longer (a window of at least that many steps) or lower "
+                         "--min-steps")
+
+
 def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_meta: Dict[str, Any],
-                 max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT) -> Tuple[List[str], List[str]]:
+                 max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT, *,
+                 base_step_times: Optional[Sequence[float]] = None,
+                 new_step_times: Optional[Sequence[float]] = None, statistic: str = DEFAULT_STATISTIC,
+                 min_steps: int = DEFAULT_MIN_STEPS) -> Tuple[List[str], List[str]]:
     """(lines to print, regressions): the differences between two runs, and
-    the checks that went past the bound."""
+    the checks that went past the bound. With both runs' step times
+    (``load_run_file()``), ``statistic`` (p50, p95, mean, throughput) is
+    tested against their noise (``step_time_change()``); without them, the
+    earlier rule applies (module docstring). BaselineError when a run has
+    fewer than ``min_steps`` steps."""
+    lines, regressions, _ = _compare(base, new, base_meta, new_meta, max_regression_pct, base_step_times,
+                                     new_step_times, statistic, min_steps)
+    return lines, regressions
+
+
+def step_time_change(base: Summary, new: Summary, base_step_times: Sequence[float],
+                     new_step_times: Sequence[float], statistic: str = DEFAULT_STATISTIC,
+                     max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT) -> StepTimeChange:
+    """The test ``gpuscope compare`` makes: ``statistic`` of the two runs'
+    step times, its relative change with a 95 % bootstrap interval, and the
+    verdict. Throughput is in the unit both summaries share (samples/s,
+    else tokens/s, else steps/s). BaselineError when the statistic is 0."""
+    (bt, unit), (nt, new_unit) = _throughput(base), _throughput(new)
+    scales = (1.0, 1.0)
+    if bt is not None and nt is not None and unit == new_unit and unit != "steps/s":
+        # Samples (tokens) per step: throughput * mean step time, a constant of each run.
+        scales = (bt * base.window_time / base.steps, nt * new.window_time / new.steps)
+    else:
+        unit = "steps/s"
+    try:
+        return compare_step_times(base_step_times, new_step_times, statistic, max_regression_pct,
+                                  base_scale=scales[0], new_scale=scales[1], unit=unit)
+    except ValueError as e:
+        raise BaselineError(f"cannot compare the step times: {e}") from None
+
+
+def _compare(base: Summary, new: Summary, base_meta: Dict[str, Any], new_meta: Dict[str, Any],
+             max_regression_pct: float, base_times: Optional[Sequence[float]],
+             new_times: Optional[Sequence[float]], statistic: str,
+             min_steps: int) -> Tuple[List[str], List[str], Optional[StepTimeChange]]:
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {', '.join(STATISTICS)}, not {statistic!r}")
+    if type(min_steps) is not int or min_steps < 2:
+        raise ValueError("min_steps must be a whole number, 2 or more")
     lines: List[str] = []
     regressions: List[str] = []
     if base.steps == 0 or new.steps == 0:
@@ -148,6 +257,18 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
         warm = (f" (its {empty.warmup.steps} steps were all warm-up: save after more steps, or with a "
                 "smaller warmup=)") if empty.warmup.steps > 0 else ""
         raise BaselineError(f"the {which} has no completed steps: nothing to compare{warm}")
+    change: Optional[StepTimeChange] = None
+    if base_times is not None and new_times is not None:
+        counts = (len(base_times), len(new_times))
+    else:
+        counts = (base.steps, new.steps)
+    for what, n in zip(("baseline", "new run"), counts):
+        if n < min_steps:
+            raise _unusable(what, n, min_steps)
+    if base_times is not None and new_times is not None:
+        change = step_time_change(base, new, base_times, new_times, statistic, max_regression_pct)
+    tested = change is not None
+    bound = max_regression_pct
     lines.append(f"{'':32}{'baseline':>12}{'new':>12}{'change':>10}")
 
     def row(name: str, b: Optional[float], n: Optional[float], fmt: str, change: str) -> None:
@@ -155,25 +276,40 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
         ns = "-" if n is None else fmt.format(n)
         lines.append(f"  {name:30}{bs:>12}{ns:>12}{change:>10}")
 
+    # Without step times (a file from an earlier gpuscope), the earlier rule
+    # gates p95, throughput and GPU idle; with them, the test against noise
+    # decides and these rows are shown.
+    old_rule: List[str] = []
     for q in ("p50", "p95", "p99"):
         b, n = getattr(base.step_time, q) * 1e3, getattr(new.step_time, q) * 1e3
         row(f"step time {q} (ms)", b, n, "{:.2f}", f"{_pct_change(b, n):+.1f}%")
-    if new.step_time.p95 > base.step_time.p95 * (1 + max_regression_pct / 100):
-        regressions.append(f"p95 step time grew {_pct_change(base.step_time.p95, new.step_time.p95):+.1f}% "
-                           f"(bound {max_regression_pct:g}%)")
+    if new.step_time.p95 > base.step_time.p95 * (1 + bound / 100):
+        old_rule.append(f"p95 step time grew {_pct_change(base.step_time.p95, new.step_time.p95):+.1f}% "
+                        f"(bound {bound:g}%)")
     (bt, unit), (nt, new_unit) = _throughput(base), _throughput(new)
     if bt is not None and nt is not None and unit == new_unit:
         row(f"throughput ({unit})", bt, nt, "{:.1f}", f"{_pct_change(bt, nt):+.1f}%")
-        if nt < bt * (1 - max_regression_pct / 100):
-            regressions.append(f"throughput fell {_pct_change(bt, nt):+.1f}% (bound {max_regression_pct:g}%)")
+        if nt < bt * (1 - bound / 100):
+            old_rule.append(f"throughput fell {_pct_change(bt, nt):+.1f}% (bound {bound:g}%)")
     elif bt is not None and nt is not None:
         lines.append(f"  throughput: not comparable ({unit} against {new_unit})")
     bi, ni = base.gpu_idle_pct, new.gpu_idle_pct
     row("GPU idle (%)", bi, ni, "{:.1f}", "-" if bi is None or ni is None else f"{ni - bi:+.1f} pt")
-    if bi is not None and ni is not None and ni > bi + max_regression_pct:
-        regressions.append(f"GPU idle grew {ni - bi:+.1f} points (bound {max_regression_pct:g} points)")
+    if bi is not None and ni is not None and ni > bi + bound:
+        idle = f"GPU idle grew {ni - bi:+.1f} points (bound {bound:g} points)"
+        if tested:
+            lines.append(f"  note: {idle}: shown, not gated (the step-time test decides)")
+        else:
+            old_rule.append(idle)
     if (bi is None) != (ni is None):
         lines.append(f"  GPU idle: measured in one run only (sources {base.source} and {new.source})")
+    if change is not None:
+        if change.regression:
+            verb = "fell" if change.statistic == "throughput" else "grew"
+            regressions.append(change.describe().replace(f"{change.name} ", f"{change.name} {verb} ", 1)
+                               .replace(" steps)", f" steps; bound {bound:g}%)"))
+    else:
+        regressions.extend(old_rule)
     names = sorted(set(base.phases) | set(new.phases), key=lambda p: -max(
         base.phases[p].share if p in base.phases else 0, new.phases[p].share if p in new.phases else 0))
     for p in names:
@@ -202,4 +338,13 @@ def compare_runs(base: Summary, new: Summary, base_meta: Dict[str, Any], new_met
         which = "both runs" if base.simulated and new.simulated else ("the baseline" if base.simulated
                                                                        else "the new run")
         lines.append(f"  simulated GPU in {which}: its GPU numbers are not measurements")
-    return lines, regressions
+    if change is not None:
+        lines.append(f"  {change.line()}")
+    else:
+        which = ("the baseline and the new run have" if base_times is None and new_times is None
+                 else "the baseline has" if base_times is None else "the new run has")
+        lines.append(f"  note: {which} no step times (saved by an earlier gpuscope): compared by the")
+        lines.append("    earlier rule (p95 step time, throughput, GPU idle against the bound), which noise")
+        lines.append("    can trip; --statistic needs step times: save the runs again with this gpuscope")
+        lines.append("    for a test against noise with a confidence interval")
+    return lines, regressions, change

@@ -22,7 +22,8 @@ records (at most 5 s), the report goes to stderr, ``--out DIR`` (default ``gpusc
 torchrun ``gpuscope-<run id>``) gets ``run.json``, ``report.html`` (with
 matplotlib) and ``trace.json``, one set per rank under a job
 (``run.rank3.json``), and with ``--baseline FILE`` the run is compared with
-it as ``gpuscope compare FILE run.json --max-regression PCT`` would: a
+it as ``gpuscope compare FILE run.json --max-regression PCT`` would (with
+``--statistic`` and ``--min-steps`` passed on): a
 script that succeeded then exits 1 on a regression, 2 when the baseline
 cannot be used.
 """
@@ -37,7 +38,8 @@ import traceback
 from typing import List, Optional, Sequence, Tuple
 
 USAGE = ("usage: gpuscope run [--out DIR] [--no-report] [--no-html] [--status SECONDS] "
-         "[--prometheus PORT] [--baseline FILE [--max-regression PCT]] (script.py | -m module) "
+         "[--prometheus PORT] [--baseline FILE [--max-regression PCT] [--statistic STAT] [--min-steps N]] "
+         "(script.py | -m module) "
          "[args...]")
 
 
@@ -50,6 +52,7 @@ class _Options:
         self.prometheus: Optional[int] = None
         self.baseline: Optional[str] = None
         self.max_regression: Optional[str] = None
+        self.compare_options: List[str] = []  # --statistic, --min-steps: checked by compare
         self.module: Optional[str] = None
         self.script: Optional[str] = None
         self.args: List[str] = []
@@ -66,7 +69,8 @@ def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
         if a in ("-h", "--help"):
             return None, None
         name, eq, inline = a.partition("=")
-        if name in ("--out", "--status", "--prometheus", "--baseline", "--max-regression"):
+        if name in ("--out", "--status", "--prometheus", "--baseline", "--max-regression", "--statistic",
+                    "--min-steps"):
             if not eq and i + 1 >= len(argv):
                 return None, f"gpuscope run: {name} needs a value"
             value = inline if eq else argv[i + 1]
@@ -77,6 +81,15 @@ def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
                 o.baseline = value
             elif name == "--max-regression":
                 o.max_regression = value
+            elif name in ("--statistic", "--min-steps"):
+                # Checked now, not when the script has run for hours.
+                from gpuscope._noise import STATISTICS
+
+                if name == "--statistic" and value not in STATISTICS:
+                    return None, f"gpuscope run: --statistic takes one of {', '.join(STATISTICS)}, not {value!r}"
+                if name == "--min-steps" and not (value.isdigit() and int(value) >= 2):
+                    return None, f"gpuscope run: --min-steps takes a whole number, 2 or more, not {value!r}"
+                o.compare_options += [name, value]
             else:
                 try:
                     number = float(value) if name == "--status" else int(value)
@@ -302,7 +315,8 @@ def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, ob
     from gpuscope._dist import rank_path
 
     new = rank_path(os.path.join(_out_dir(o), "run.json"))
-    argv = [o.baseline, new] + (["--max-regression", o.max_regression] if o.max_regression else [])
+    argv = ([o.baseline, new] + (["--max-regression", o.max_regression] if o.max_regression else [])
+            + o.compare_options)
     try:
         return compare(argv)
     except SystemExit as e:  # argparse: a bad --max-regression

@@ -244,9 +244,10 @@ class Session(_gpuscope._Session):
 
     def save(self, path: "os.PathLike[str] | str", dataset: Optional[str] = None,
              extra: Optional[Dict[str, Any]] = None, *, mode: Optional[int] = None) -> str:
-        """Saves this run (summary, findings and where it ran: command line
-        with secrets redacted, git commit read without running git, container
-        image, ``dataset`` id, host, GPUs, driver and library versions; see
+        """Saves this run (summary, findings, the window's step times, and
+        where it ran: command line with secrets redacted, git commit read
+        without running git, container image, ``dataset`` id, host, GPUs,
+        driver and library versions; see
         docs/baselines.md) for ``gpuscope compare BASE NEW``. Written
         atomically; a new file is private to its owner (0600) unless ``mode``
         says otherwise, an existing one keeps its mode. Under a distributed
@@ -265,7 +266,14 @@ class Session(_gpuscope._Session):
         target = rank_path(path)
         if summary.steps == 0:
             _warn_no_steps(target, summary)
-        return save_run(target, summary, dataset=dataset, extra=extra, mode=mode)
+        # The window's step times, for compare's test against noise (a copy
+        # of one column; at most `window` doubles).
+        times: Optional["array[float]"] = array("d")
+        try:
+            times.frombytes(self._step_columns()["duration"])  # type: ignore[union-attr]
+        except (ValueError, KeyError, _gpuscope.GpuscopeError):  # saved without: compare says so
+            times = None
+        return save_run(target, summary, dataset=dataset, extra=extra, mode=mode, step_times=times)
 
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named

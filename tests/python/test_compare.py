@@ -1,9 +1,12 @@
 """session.save(path) and `gpuscope compare BASE NEW --max-regression PCT`:
-a planted regression exits 1, the same run exits 0, and bad files get a clear
-error (exit 2) and never a traceback."""
+a planted regression exits 1, the same run exits 0, noise is not called a
+regression, and bad files get a clear error (exit 2) and never a
+traceback."""
 
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 
@@ -63,9 +66,11 @@ def test_compare_exits_0_without_a_regression_and_1_with_one(tmp_path):
     p = compare(base, slow, "--max-regression", 5)
     assert p.returncode == 1, p.stdout
     assert "REGRESSION" in p.stdout
-    assert "p95 step time grew +20.0%" in p.stdout
-    assert "throughput fell -16.7%" in p.stdout
-    assert "GPU idle grew" in p.stdout
+    # Every step 50 -> 60 ms: no noise, so the interval is the change itself.
+    assert "p50 step time grew +20.0% (95% CI +20.0% to +20.0%, 40 vs 40 steps; bound 5%)" in p.stdout
+    assert "GPU idle grew +13.3 points" in p.stdout  # shown; the step-time test decides
+    p = compare(base, slow, "--statistic", "throughput")
+    assert p.returncode == 1 and "throughput (samples/s) fell -16.7%" in p.stdout, p.stdout
     # A bound wide enough lets it pass: the bound is honoured, not fixed.
     assert compare(base, slow, "--max-regression", 50).returncode == 0
     # Faster is never a regression.
@@ -116,3 +121,210 @@ def test_missing_file_and_bad_bound(tmp_path):
     assert p.returncode == 2 and "0 or more" in p.stderr
     p = compare(good)
     assert p.returncode == 2  # argparse's usage error
+
+
+# Step times as a shared machine gives them: lognormal jitter, and now and
+# then a neighbour's burst that makes 3 to 8 steps in a row 2 to 4 times
+# slower (a heavy, autocorrelated tail). Seeds fixed: the same files, the
+# same answer.
+def noisy_times(seed, n=300, slower=1.0, stall_every=0):
+    r = random.Random(seed)
+    out, burst = [], 0
+    for i in range(n):
+        if burst == 0 and r.random() < 0.02:
+            burst = r.randint(3, 8)
+        t = 0.050 * r.lognormvariate(0, 0.25) * (r.uniform(2, 4) if burst else 1.0)
+        burst = max(0, burst - 1)
+        if stall_every and i % stall_every == stall_every - 1:
+            t += 0.250  # a periodic stall: a few steps, not the typical one
+        out.append(t * slower)
+    return out
+
+
+def timed_run(tmp_path, name, times, window=512):
+    """A run file written through the public API, its steps taking `times`
+    (seconds) on a manual clock."""
+    clock = gs.testing.ManualClock()
+    s = gs.Session(window=window, clock=clock)
+    for t in times:
+        with s.step(samples=64):
+            with s.phase("forward"):
+                clock.advance(round(t * 1e9))
+    clock.advance(1000 * MS)
+    path = s.save(tmp_path / f"{name}.json")
+    s.close()
+    return path
+
+
+def verdict(stdout, name):
+    """(change, low, high, verdict) from the test's line for `name`."""
+    m = re.search(re.escape(name) + r" ([-+][\d.]+)% \(95% CI ([-+][\d.]+)% to ([-+][\d.]+)%, "
+                  r"(\d+) vs (\d+) steps\): (.*)", stdout)
+    assert m, stdout
+    return float(m[1]), float(m[2]), float(m[3]), m[6]
+
+
+def naive_p95_change(a, b):
+    q = lambda xs: sorted(xs)[int(0.95 * (len(xs) - 1))]
+    return q(b) / q(a) - 1
+
+
+def test_saved_run_keeps_the_windows_step_times_in_order(tmp_path):
+    times = noisy_times(1, n=100)
+    doc = json.load(open(timed_run(tmp_path, "run", times)))
+    assert doc["step_times"] == pytest.approx(times, abs=1e-9)  # ns on the clock
+    assert list(doc)[-1] == "step_times"
+    # A window that has slid: only the last `window` steps, oldest first.
+    doc = json.load(open(timed_run(tmp_path, "slid", times, window=64)))
+    assert doc["step_times"] == pytest.approx(times[-64:], abs=1e-9)
+
+
+def test_noise_is_not_called_a_regression(tmp_path):
+    a, b = noisy_times(4), noisy_times(5)  # one distribution, two draws
+    # The old rule would fail this: p95 "grew" past any usual bound.
+    assert naive_p95_change(a, b) > 0.20
+    base, new = timed_run(tmp_path, "a", a), timed_run(tmp_path, "b", b)
+    for statistic in ("p50", "p95", "mean", "throughput"):
+        p = compare(base, new, "--statistic", statistic)
+        assert p.returncode == 0, p.stdout + p.stderr
+        name = "throughput (samples/s)" if statistic == "throughput" else f"{statistic} step time"
+        change, low, high, said = verdict(p.stdout, name)
+        assert low <= 0 <= high and said == "within noise", p.stdout
+        assert "300 vs 300 steps" in p.stdout
+    # The interval says how much noise there is: p95 moves most.
+    change, low, high, _ = verdict(compare(base, new, "--statistic", "p95").stdout, "p95 step time")
+    assert change > 20 and high - low > 40
+    # Reproducible: the same files give the same interval.
+    assert compare(base, new).stdout == compare(base, new).stdout
+
+
+def test_a_real_slowdown_is_a_regression(tmp_path):
+    base = timed_run(tmp_path, "base", noisy_times(4))
+    slow = timed_run(tmp_path, "slow", noisy_times(5, slower=1.3))
+    p = compare(base, slow)
+    assert p.returncode == 1, p.stdout
+    change, low, high, said = verdict(p.stdout, "p50 step time")
+    assert 5 < low < change < high and said == "regression, past the 5% bound"
+    assert 20 < change < 40
+    assert "REGRESSION:\n  p50 step time grew " in p.stdout
+    # The bound is what the whole interval must pass: past 30% it cannot be shown.
+    p = compare(base, slow, "--max-regression", 30)
+    assert p.returncode == 0 and "no regression past 30%" in p.stdout
+    assert verdict(p.stdout, "p50 step time")[3] == "slower, not shown past the 30% bound"
+    # The other way round it is faster, never a regression.
+    p = compare(slow, base)
+    assert p.returncode == 0 and verdict(p.stdout, "p50 step time")[3] == "faster"
+
+
+def test_the_statistic_decides_what_is_compared(tmp_path):
+    # A stall every 20th step: the typical step is unchanged, the mean is not.
+    base = timed_run(tmp_path, "base", noisy_times(4))
+    stalls = timed_run(tmp_path, "stalls", noisy_times(5, stall_every=20))
+    p50 = compare(base, stalls)
+    assert p50.returncode == 0, p50.stdout
+    assert verdict(p50.stdout, "p50 step time")[3] == "within noise"
+    mean = compare(base, stalls, "--statistic", "mean")
+    assert mean.returncode == 1, mean.stdout
+    assert verdict(mean.stdout, "mean step time")[1] > 5
+    thr = compare(base, stalls, "--statistic", "throughput")
+    assert thr.returncode == 1 and "throughput (samples/s) fell " in thr.stdout
+    assert verdict(thr.stdout, "throughput (samples/s)")[2] < -5
+    assert verdict(p50.stdout, "p50 step time")[0] != verdict(mean.stdout, "mean step time")[0]
+    p = compare(base, stalls, "--statistic", "p99")
+    assert p.returncode == 2 and "invalid choice" in p.stderr
+
+
+def test_too_few_steps_are_refused(tmp_path):
+    short = timed_run(tmp_path, "short", noisy_times(1, n=20))
+    full = timed_run(tmp_path, "full", noisy_times(2))
+    for args in ((short, full), (full, short)):
+        p = compare(*args)
+        assert p.returncode == 2, p.stdout
+        assert "has 20 steps, fewer than --min-steps 30" in p.stderr
+        assert "run it longer" in p.stderr and "lower --min-steps" in p.stderr
+        assert p.stderr.startswith("gpuscope compare: ") and not p.stdout
+    assert compare(short, full, "--min-steps", 20).returncode in (0, 1)
+    for bad in ("1", "-5"):
+        p = compare(short, full, "--min-steps", bad)
+        assert p.returncode == 2 and "--min-steps must be a whole number, 2 or more" in p.stderr
+
+
+def without_step_times(path):
+    doc = json.load(open(path))
+    del doc["step_times"]
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    return path
+
+
+def test_a_file_without_step_times_compares_by_the_earlier_rule(tmp_path):
+    base = without_step_times(run(tmp_path, "base"))
+    slow = run(tmp_path, "slow", data_ms=20)  # holds step times; the baseline does not
+    p = compare(base, slow)
+    assert p.returncode == 1, p.stdout
+    assert "note: the baseline has no step times" in p.stdout and "save the runs again" in p.stdout
+    assert "p95 step time grew +20.0%" in p.stdout
+    assert "throughput fell -16.7%" in p.stdout
+    assert "GPU idle grew +13.3 points (bound 5 points)" in p.stdout
+    assert compare(base, slow, "--max-regression", 50).returncode == 0
+    p = compare(base, without_step_times(run(tmp_path, "same")))
+    assert p.returncode == 0 and "the baseline and the new run have no step times" in p.stdout
+    # The Python API callers had: no step times given, the earlier rule.
+    from gpuscope._baseline import compare_runs, load_run
+
+    (b, bm), (n, nm) = load_run(str(base)), load_run(str(slow))
+    lines, regressions = compare_runs(b, n, bm, nm, 5.0)
+    assert "p95 step time grew +20.0% (bound 5%)" in regressions
+
+
+@pytest.mark.parametrize("step_times,message", [
+    ("[0.05, NaN, 0.05]", "holds the number NaN"),
+    ("[0.05, 0.05, 0.05, -0.05]", "step_times[3] is -0.05, not a step time in seconds"),
+    ('[0.05, "fast"]', 'step_times[1] is "fast", not a step time'),
+    ("[0.05, true]", "step_times[1] is true, not a step time"),
+    ("[0.05, [0.05]]", "step_times[1] is [0.05], not a step time"),
+    ('{"0": 0.05}', "step_times is dict, not a list of seconds"),
+    ('"0.05 0.05"', "step_times is str, not a list of seconds"),
+    ("null", "step_times is NoneType, not a list"),
+    ("[" + ", ".join(["0.05"] * 600) + "]", "step_times holds 600 steps, more than the window (512)"),
+])
+def test_corrupt_step_times_get_a_clear_error(tmp_path, step_times, message):
+    good = timed_run(tmp_path, "good", noisy_times(1, n=40))
+    text = open(good).read()
+    bad = tmp_path / "bad.json"
+    bad.write_text(text[:text.rindex('"step_times": ')] + '"step_times": ' + step_times + "\n}\n")
+    json.loads(bad.read_text().replace("NaN", "0"))  # otherwise a well-formed run file
+    for args in ((bad, good), (good, bad)):
+        p = compare(*args)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert message in p.stderr, p.stderr
+        assert p.stderr.startswith("gpuscope compare: ") and "save the run again" in p.stderr
+
+
+def test_the_interval_is_the_same_without_numpy(monkeypatch):
+    # gpuscope does not depend on numpy: where it is missing, the same files
+    # must give the same verdict (numpy only selects the quantiles faster).
+    from gpuscope._noise import compare_step_times
+
+    a, b = noisy_times(4), noisy_times(5, slower=1.1)
+    with_numpy = [compare_step_times(a, b, st) for st in ("p50", "p95", "mean", "throughput")]
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` raises ImportError
+    without = [compare_step_times(a, b, st) for st in ("p50", "p95", "mean", "throughput")]
+    assert with_numpy == without
+
+
+def test_step_times_of_zero_get_a_clear_error(tmp_path):
+    clock = gs.testing.ManualClock()
+    s = gs.Session(clock=clock)
+    for _ in range(40):
+        with s.step():
+            pass  # the manual clock does not move: every step takes 0 s
+    clock.advance(1000 * MS)
+    zero = s.save(tmp_path / "zero.json")
+    s.close()
+    good = timed_run(tmp_path, "good", noisy_times(1, n=40))
+    p = compare(zero, good)
+    assert p.returncode == 2 and "the baseline's p50 step time is 0" in p.stderr, p.stdout + p.stderr
+    assert compare(good, zero).returncode == 0  # 0 s steps are not slower
+    p = compare(good, zero, "--statistic", "throughput")  # but infinitely many per second
+    assert p.returncode == 2 and "the new run's mean step time is 0 s" in p.stderr

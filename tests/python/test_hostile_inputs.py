@@ -106,7 +106,7 @@ def clean_env(**overrides):
     return env
 
 
-def host_run(path, dataset="imagenet-1k@v2", phases=("data", "forward"), steps=10):
+def host_run(path, dataset="imagenet-1k@v2", phases=("data", "forward"), steps=30):  # compare's --min-steps
     clock = gs.testing.ManualClock()
     s = gs.Session(clock=clock)
     for _ in range(steps):
@@ -120,7 +120,7 @@ def host_run(path, dataset="imagenet-1k@v2", phases=("data", "forward"), steps=1
     return out
 
 
-def cupti_run(path, steps=10):
+def cupti_run(path, steps=30):  # compare's --min-steps
     """A run on the simulated device with activity records (source cupti)."""
     clock = gs.testing.ManualClock()
     gpu = gs.testing.SimulatedDevice(activity=True)
@@ -559,7 +559,7 @@ def test_boolean_switches(runs, tmp_path, var, value, source, simulated, recordi
     doc = json.loads(saved.read_text())
     assert doc["summary"]["simulated"] is simulated
     if simulated:
-        rc, out, err, _ = cli("compare", runs["base"], saved)
+        rc, out, err, _ = cli("compare", runs["base"], saved, "--min-steps", "2")  # the script's 2 steps
         assert rc == 0 and "simulated GPU in the new run" in out, out + err
 
 

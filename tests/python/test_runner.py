@@ -135,10 +135,21 @@ def test_status_line_and_baseline(tmp_path):
     assert lines and "| p95 " in lines[-1] and "top: input-bound" in lines[-1]
     # Against itself as the baseline: no regression. A baseline that cannot be
     # used: 2, as `gpuscope compare` says it. A script that fails: its status.
+    # The script runs 24 steps: fewer than compare's default --min-steps
+    # (30), which the runner passes on.
     base = str(first / "run.json")
     again = run(["--out", str(tmp_path / "again"), "--no-html", "--no-report", "--status", "0",
-                 "--baseline", base, "--max-regression", "200", str(SCRIPT)])
+                 "--baseline", base, "--max-regression", "200", "--min-steps", "10", "--statistic", "mean",
+                 str(SCRIPT)])
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "mean step time " in again.stdout and "24 vs 24 steps" in again.stdout, again.stdout[-2000:]
+    short = run(["--out", str(tmp_path / "short"), "--no-html", "--no-report", "--status", "0",
+                 "--baseline", base, str(SCRIPT)])
+    assert short.returncode == 2 and "fewer than --min-steps 30" in short.stderr
+    # A bad compare option is refused before the script runs, not after.
+    for bad in (["--statistic", "p99"], ["--min-steps", "1"]):
+        p = run(["--baseline", base, *bad, str(SCRIPT)])
+        assert p.returncode == 2 and bad[0] in p.stderr and "optimizer_steps" not in p.stdout
     missing = run(["--out", str(tmp_path / "m"), "--no-html", "--no-report", "--status", "0",
                    "--baseline", str(tmp_path / "none.json"), str(SCRIPT)])
     assert missing.returncode == 2

@@ -272,11 +272,13 @@ def test_the_run_file_is_the_document_json_dumps_wrote(cupti, tmp_path):
     and findings exactly as to_json() and the C++ findings writer give them."""
     text = pathlib.Path(cupti.save(tmp_path / "run.json")).read_text()
     doc = json.loads(text)
-    assert list(doc) == ["schema", "schema_version", "metadata", "summary", "findings"]
+    assert list(doc) == ["schema", "schema_version", "metadata", "summary", "findings", "step_times"]
     assert doc["summary"] == cupti.summary().to_dict()
     assert [gs.Finding(**f) for f in doc["findings"]] == cupti.diagnose()
     assert text.startswith('{\n  "schema": "gpuscope.run",\n  "schema_version": 1,\n  "metadata": {\n')
-    assert text.endswith("\n  ]\n}\n") and '\n  "summary": {\n    "schema_version": 2,\n' in text
+    assert '\n  ],\n  "step_times": [' in text and text.endswith("]\n}\n")
+    assert '\n  "summary": {\n    "schema_version": 2,\n' in text
+    assert doc["step_times"] == list(cupti.step_columns()["duration"])
     # Re-indenting as one json.dumps would have written it changes nothing but spacing.
     assert json.dumps(doc, indent=2) == json.dumps(json.loads(json.dumps(doc, indent=2)), indent=2)
 
