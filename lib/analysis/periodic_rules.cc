@@ -1,0 +1,142 @@
+// The rule about work that runs every N steps inside the step (evaluation,
+// a checkpoint, logging that syncs): the summary's periodic spikes
+// (Summary::periodic_spikes, found in lib/core/spikes.cc), named with their
+// phase, period and cost, with the fix for that kind of work. Declared in
+// rules.h; Diagnose() runs it.
+
+#include <cmath>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "analysis/rules.h"
+#include "gpuscope/diagnose.h"
+#include "gpuscope/phase.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope::internal {
+namespace {
+
+// A duration with three significant digits and a unit: "950 ms", "1.20 s".
+std::string Seconds(double seconds) {
+  if (!std::isfinite(seconds)) return "?";
+  const auto fmt = [](double v, const char* unit) {
+    if (v >= 100) return absl::StrFormat("%.0f %s", v, unit);
+    if (v >= 10) return absl::StrFormat("%.1f %s", v, unit);
+    return absl::StrFormat("%.2f %s", v, unit);
+  };
+  if (seconds >= 1) return fmt(seconds, "s");
+  if (seconds >= 1e-3) return fmt(seconds * 1e3, "ms");
+  return fmt(seconds * 1e6, "us");
+}
+
+enum class Kind { kCheckpoint, kEval, kUntimed, kOther };
+
+// What kind of work a phase name says it is (case-insensitive): the fix
+// depends on it.
+Kind KindOf(std::string_view phase) {
+  if (phase == kOtherPhaseName) return Kind::kUntimed;
+  const std::string name = absl::AsciiStrToLower(std::string(phase));
+  for (const char* word : {"checkpoint", "ckpt", "save"}) {
+    if (absl::StrContains(name, word)) return Kind::kCheckpoint;
+  }
+  for (const char* word : {"eval", "valid"}) {
+    if (absl::StrContains(name, word)) return Kind::kEval;
+  }
+  return Kind::kOther;
+}
+
+// "phase "eval"", or what "other" means.
+std::string What(const PeriodicSpike& p) {
+  return p.phase == kOtherPhaseName ? std::string("untimed work (outside every phase)")
+                                    : absl::StrCat("phase \"", p.phase, "\"");
+}
+
+std::string Fix(const PeriodicSpike& p) {
+  const std::string every = absl::StrCat("every ", p.period_steps, " steps");
+  switch (KindOf(p.phase)) {
+    case Kind::kCheckpoint:
+      return absl::StrCat(
+          "Checkpointing ", every,
+          " stops training while it writes. Save asynchronously "
+          "(torch.distributed.checkpoint.async_save, or copy the state to CPU and write it on a "
+          "background thread), save less often, and save only what a restart needs (sharded "
+          "state, no duplicate copies per rank).");
+    case Kind::kEval:
+      return absl::StrCat(
+          "Evaluation ", every,
+          " stops training while it runs. Evaluate less often (a larger eval interval), on "
+          "fewer batches (eval_iters, a fixed validation subset), under torch.inference_mode() "
+          "with a larger batch, or off the training step: in another process or on another GPU "
+          "from saved checkpoints.");
+    case Kind::kUntimed:
+      return absl::StrCat(
+          "Something outside every phase runs ", every,
+          ": find it (logging that calls .item() or prints tensors, a metrics reduction, "
+          "gc.collect(), a profiler or scheduler step), wrap it in a phase (s.phase(\"...\")) "
+          "to name it, and move it off the step, make it asynchronous or do it less often.");
+    case Kind::kOther: break;
+  }
+  return absl::StrCat("Phase \"", p.phase, "\" runs much longer ", every,
+                      ": find what it does then (logging that calls .item(), a metrics "
+                      "reduction, an evaluation or a save), and move it off the step, make it "
+                      "asynchronous or do it less often.");
+}
+
+}  // namespace
+
+// Work every N steps that makes those steps far slower than the rest: its
+// phase, period and share of step time (Summary::periodic_spikes).
+void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  if (s.periodic_spikes.empty()) return;
+  const PeriodicSpike& p = s.periodic_spikes.front();  // the largest share
+  if (!(p.share >= o.periodic_spike_moderate)) return;
+  Finding f;
+  f.id = "periodic-spike";
+  f.severity = Grade(p.share, o.periodic_spike_moderate, o.periodic_spike_high);
+  f.share = p.share;
+  f.title = absl::StrCat("Every ", p.period_steps, " steps, ", What(p), " adds ", Seconds(p.excess),
+                         ": ", Pct(p.share), " of step time");
+  f.evidence = {{"period_steps", static_cast<double>(p.period_steps)},
+                {"occurrences", static_cast<double>(p.occurrences)},
+                {"excess_per_spike_s", p.excess},
+                {"spike_share", p.share},
+                {"last_step", static_cast<double>(p.last_step)},
+                {"step_p50_s", s.step_time.p50},
+                {"step_p95_s", s.step_time.p95}};
+  if (s.step_time.p50 > 0)
+    f.evidence.emplace_back("step_p95_over_p50", s.step_time.p95 / s.step_time.p50);
+  if (const PhaseStats* phase = s.FindPhase(p.phase); phase != nullptr) {
+    f.evidence.emplace_back("phase_p50_s", phase->time.p50);
+    f.evidence.emplace_back("phase_max_s", phase->time.max);
+  }
+  f.recommendation = Fix(p);
+  // Other periodic work that is worth fixing too.
+  for (size_t i = 1; i < s.periodic_spikes.size(); ++i) {
+    const PeriodicSpike& q = s.periodic_spikes[i];
+    if (!(q.share >= o.periodic_spike_moderate)) continue;
+    absl::StrAppend(&f.recommendation, " Also every ", q.period_steps, " steps, ", What(q),
+                    " adds ", Seconds(q.excess), " (", Pct(q.share), " of step time): ", Fix(q));
+  }
+  if (p.phase == kOtherPhaseName) {
+    f.confidence = absl::StrCat(
+        "medium: the slow steps recur every ", p.period_steps,
+        " steps, but their extra time is outside every phase, so what it is is not measured");
+  } else if (p.occurrences < 5) {
+    f.confidence = absl::StrCat("medium: only ", p.occurrences,
+                                " slow steps in the window; a longer window (Options::window) "
+                                "would show more of them");
+  } else {
+    f.confidence = absl::StrCat("high: ", p.occurrences, " slow steps, every ", p.period_steps,
+                                " steps, in which phase \"", p.phase, "\" grew the most");
+  }
+  f.source = "host";  // step times are host times, whatever the GPU source
+  out->push_back(std::move(f));
+}
+
+}  // namespace gpuscope::internal
