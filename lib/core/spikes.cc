@@ -103,14 +103,29 @@ std::vector<PeriodicSpike> FindPeriodicSpikes(const WindowView& window,
     other_sum_ns += static_cast<double>(s.duration_ns() - s.top_level_ns);
   });
   if (durations.size() != n || !(window_ns > 0)) return found;
-  // The median step and the MAD, exact (from the nanoseconds).
-  std::vector<double> deviations(durations.begin(), durations.end());
-  const double median_ns = Median(deviations);
-  for (size_t i = 0; i < n; ++i)
-    deviations[i] = std::abs(static_cast<double>(durations[i]) - median_ns);
-  const double mad_ns = Median(deviations);
-  const double line_ns =
-      median_ns + std::max(kSpikeModifiedZ * kMadToSigma * mad_ns, kSpikeFloor * median_ns);
+  // The median step (the summary's, back in nanoseconds) and the line a
+  // slow step is over: the floor, unless the MAD puts it higher. Neither
+  // when too few steps clear the floor for any to be slow; and the MAD is
+  // selected only when half the steps or more deviate by more than the MAD
+  // at which the two lines meet (otherwise it is under that MAD).
+  const double median_ns = q.p50 * 1e9;
+  const double floor_ns = kSpikeFloor * median_ns;
+  const double mad_at_floor_ns = floor_ns / (kSpikeModifiedZ * kMadToSigma);
+  size_t over_floor = 0, wide = 0;
+  for (const int64_t d : durations) {
+    const double deviation = static_cast<double>(d) - median_ns;
+    over_floor += deviation > floor_ns;
+    wide += std::abs(deviation) > mad_at_floor_ns;
+  }
+  if (over_floor < static_cast<size_t>(kMinSpikeOccurrences)) return found;
+  double spread_ns = floor_ns;
+  if (2 * wide >= n) {
+    std::vector<double> deviations(n);
+    for (size_t i = 0; i < n; ++i)
+      deviations[i] = std::abs(static_cast<double>(durations[i]) - median_ns);
+    spread_ns = std::max(kSpikeModifiedZ * kMadToSigma * Median(deviations), floor_ns);
+  }
+  const double line_ns = median_ns + spread_ns;
 
   // The slow steps, and the spikes (runs of consecutive slow steps).
   std::vector<uint64_t> slow;    // completed-step numbers

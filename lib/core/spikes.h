@@ -30,9 +30,10 @@
 //    side).
 //
 // Cost: nothing past a look at the summary's step quantiles when no step is
-// kSpikeFloor over the median (a steady loop); otherwise one pass over the
-// window's steps, a selection for the MAD, and per phase one walk over the
-// slow steps only.
+// kSpikeFloor over the median (a steady loop); one pass over the window's
+// steps when fewer than kMinSpikeOccurrences are (a loop with a rare
+// hiccup); otherwise also a selection for the MAD, and per phase that could
+// explain a spike one walk over the slow steps only.
 
 #ifndef GPUSCOPE_LIB_CORE_SPIKES_H_
 #define GPUSCOPE_LIB_CORE_SPIKES_H_
