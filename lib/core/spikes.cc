@@ -55,9 +55,20 @@ double Median(std::vector<double>& values) {
   return (lower + upper) / 2;
 }
 
-// The period that most of `gaps` (steps between spikes, not empty) fit
-// within kSpikePeriodJitter, and how many fit it: tried at the median gap
-// and one step either side, the median first.
+// Whether a gap of `gap` steps fits `period`: within kSpikePeriodJitter of
+// it, or, for a period of at least kMinPeriodForMultiples, of up to
+// kMaxPeriodMultiple times it (occurrences in between charged to another
+// phase, or too short to be slow).
+bool Fits(int64_t gap, int64_t period) {
+  if (std::abs(gap - period) <= kSpikePeriodJitter) return true;
+  if (period < kMinPeriodForMultiples) return false;
+  const int64_t k = (gap + period / 2) / period;  // the nearest multiple
+  return k >= 2 && k <= kMaxPeriodMultiple && std::abs(gap - k * period) <= kSpikePeriodJitter;
+}
+
+// The period that most of `gaps` (steps between spikes, not empty) fit, and
+// how many fit it: tried at the median gap and one step either side, the
+// median first.
 int64_t Period(const std::vector<int64_t>& gaps, std::vector<int64_t>& scratch, size_t* fit) {
   scratch.assign(gaps.begin(), gaps.end());
   const size_t mid = (scratch.size() - 1) / 2;
@@ -66,9 +77,9 @@ int64_t Period(const std::vector<int64_t>& gaps, std::vector<int64_t>& scratch, 
   int64_t best = median;
   *fit = 0;
   for (const int64_t candidate : {median, median - 1, median + 1}) {
-    const auto n = static_cast<size_t>(std::count_if(gaps.begin(), gaps.end(), [&](int64_t g) {
-      return std::abs(g - candidate) <= kSpikePeriodJitter;
-    }));
+    if (candidate < 1) continue;
+    const auto n = static_cast<size_t>(
+        std::count_if(gaps.begin(), gaps.end(), [&](int64_t g) { return Fits(g, candidate); }));
     if (n > *fit) {
       *fit = n;
       best = candidate;

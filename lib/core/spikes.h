@@ -25,7 +25,8 @@
 //    looked at: it cannot be what made the step slow.
 // 4. A phase's spikes recur when there are at least kMinSpikeOccurrences and
 //    at least kRegularGaps of the gaps between their first steps lie within
-//    kSpikePeriodJitter of one period of at least kMinSpikePeriod steps (the
+//    kSpikePeriodJitter of one period of at least kMinSpikePeriod steps, or
+//    of 2 or 3 periods when it is at least kMinPeriodForMultiples (the
 //    period that fits most gaps, tried at the median gap and one either
 //    side).
 //
@@ -66,6 +67,13 @@ inline constexpr int64_t kMinSpikePeriod = 3;
 inline constexpr int64_t kSpikePeriodJitter = 1;
 // Three gaps in four: one missing or extra spike among five still recurs.
 inline constexpr double kRegularGaps = 0.75;
+// For periods of 10 steps or more, a gap of 2 or 3 periods (within the
+// jitter) fits too: the occurrences between were charged to another phase
+// (a checkpoint in the same step as an evaluation: the step goes to the
+// one that grew most) or were too short to be slow. Below 10 steps,
+// multiples with their jitter would fit most gaps, recurring or not.
+inline constexpr int64_t kMinPeriodForMultiples = 10;
+inline constexpr int64_t kMaxPeriodMultiple = 3;
 // A nested phase wins over its parent when its growth is at least this
 // fraction of the parent's.
 inline constexpr double kNestedTolerance = 0.9;

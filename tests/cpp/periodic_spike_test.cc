@@ -25,11 +25,11 @@ using ::testing::HasSubstr;
 using testing::Ids;
 using testing::kMs;
 
-// `steps` steps of 50 ms (data 20 ms, forward 30 ms) on a session whose
-// window holds them all; extra(i, session) adds to step i.
+// `steps` steps of 50 ms (data 20 ms, forward 30 ms) on a session with a
+// window of `window` steps; extra(i, session) adds to step i.
 template <typename Extra>
-Summary Loop(int steps, Extra extra) {
-  ClockedSession s(Options{.window = 64});
+Summary Loop(int steps, Extra extra, int window = 64) {
+  ClockedSession s(Options{.window = window});
   for (int i = 0; i < steps; ++i) {
     StepScope step(*s);
     s.Phase(Phase::kData, 20 * kMs);
@@ -123,6 +123,43 @@ TEST(PeriodicSpikeTest, AStepOffThePeriodAndASpikeOverTwoStepsStillRecur) {
   EXPECT_EQ(s.periodic_spikes[0].period_steps, 10);
   EXPECT_EQ(s.periodic_spikes[0].occurrences, 5);
   EXPECT_DOUBLE_EQ(s.periodic_spikes[0].excess, 1.0);
+}
+
+TEST(PeriodicSpikeTest, AnEvaluationInTheSameStepAsACheckpointDoesNotHideEither) {
+  // Evaluation (250 ms) every 50 steps, a checkpoint (2 s) every 200, right
+  // after an evaluation; 600 steps through a window of 512 (steps 88-599).
+  // The three steps with both go to the checkpoint, which grew most: the
+  // evaluations left are 50 or 100 steps apart, still every 50 steps.
+  const Summary s = Loop(
+      600,
+      [](int i, ClockedSession& session) {
+        if (i % 50 == 49) session.Phase(Phase::kEval, 250 * kMs);
+        if (i % 200 == 199) session.Phase(Phase::kCheckpoint, 2000 * kMs);
+      },
+      512);
+  ASSERT_EQ(s.periodic_spikes.size(), 2u);
+  // 512 x 50 ms + 11 evaluations x 250 ms + 3 checkpoints x 2 s = 34.35 s.
+  const PeriodicSpike& save = s.periodic_spikes[0];
+  EXPECT_EQ(save.phase, "checkpoint");
+  EXPECT_EQ(save.period_steps, 200);
+  EXPECT_EQ(save.occurrences, 3);
+  EXPECT_DOUBLE_EQ(save.excess, 2.25);
+  EXPECT_DOUBLE_EQ(save.share, 6.75 / 34.35);
+  const PeriodicSpike& eval = s.periodic_spikes[1];
+  EXPECT_EQ(eval.phase, "eval");
+  EXPECT_EQ(eval.period_steps, 50);
+  EXPECT_EQ(eval.occurrences, 8);
+  EXPECT_DOUBLE_EQ(eval.share, 2.0 / 34.35);
+
+  // One finding, for the larger; the other's fix comes with it (5.8 %).
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "periodic-spike");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kModerate);
+  EXPECT_THAT(f->title, HasSubstr("Every 200 steps, phase \"checkpoint\" adds 2.25 s: 20%"));
+  EXPECT_THAT(f->recommendation,
+              HasSubstr("Also every 50 steps, phase \"eval\" adds 250 ms (6% of step time)"));
+  EXPECT_THAT(f->recommendation, HasSubstr("Evaluate less often"));
 }
 
 TEST(PeriodicSpikeTest, AWindowThatHasMovedOnCountsTheSpikesStillInIt) {
