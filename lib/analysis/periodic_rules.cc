@@ -35,7 +35,7 @@ std::string Seconds(double seconds) {
   return fmt(seconds * 1e6, "us");
 }
 
-enum class Kind { kCheckpoint, kEval, kUntimed, kOther };
+enum class Kind { kCheckpoint, kEval, kData, kAccumulation, kUntimed, kOther };
 
 // What kind of work a phase name says it is (case-insensitive): the fix
 // depends on it.
@@ -47,6 +47,12 @@ Kind KindOf(std::string_view phase) {
   }
   for (const char* word : {"eval", "valid"}) {
     if (absl::StrContains(name, word)) return Kind::kEval;
+  }
+  if (phase == PhaseName(Phase::kData)) return Kind::kData;
+  // What runs once per optimizer step: every N steps when the steps are
+  // micro-batches of gradient accumulation.
+  if (phase == PhaseName(Phase::kOptimizer) || phase == PhaseName(Phase::kComm)) {
+    return Kind::kAccumulation;
   }
   return Kind::kOther;
 }
@@ -74,6 +80,23 @@ std::string Fix(const PeriodicSpike& p) {
           "fewer batches (eval_iters, a fixed validation subset), under torch.inference_mode() "
           "with a larger batch, or off the training step: in another process or on another GPU "
           "from saved checkpoints.");
+    case Kind::kData:
+      return absl::StrCat(
+          "The next batch takes much longer ", every,
+          ": with as many DataLoader workers as that, one worker (or the shard it reads) is "
+          "slower than the others; otherwise something in the dataset runs every N batches "
+          "(opening a file, a cache refill). Raise prefetch_factor so batches are ready ahead, "
+          "balance the shards, or move that work out of __getitem__.");
+    case Kind::kAccumulation:
+      return absl::StrCat(
+          "Phase \"", p.phase, "\" runs much longer ", every,
+          ". If each step is a micro-batch of gradient accumulation, this is the optimizer step "
+          "(and its gradient all-reduce) every ",
+          p.period_steps,
+          " micro-batches, not waste: count a step per optimizer step (a StepScope around the "
+          "accumulation; gpuscope run does) to see the loop's real step time. Otherwise find "
+          "what it does then (logging, a scheduler or EMA update) and make it cheaper or less "
+          "frequent.");
     case Kind::kUntimed:
       return absl::StrCat(
           "Something outside every phase runs ", every,

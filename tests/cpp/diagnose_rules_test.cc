@@ -343,6 +343,13 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{"periodic_checkpoint", [](Summary& s) { Spike(s, "save_ckpt", 0.25); },
                  [](Summary& s) { Spike(s, "save_ckpt", 0.04); }, "periodic-spike", Severity::kHigh,
                  "phase \"save_ckpt\"", "async_save"},
+        RuleCase{"periodic_loader", [](Summary& s) { Spike(s, "data", 0.08); },
+                 [](Summary& s) { Spike(s, "data", 0.04); }, "periodic-spike", Severity::kModerate,
+                 "phase \"data\"", "prefetch_factor"},
+        // Micro-batches as steps: the optimizer step every N of them.
+        RuleCase{"periodic_accumulation", [](Summary& s) { Spike(s, "optimizer", 0.30); },
+                 [](Summary& s) { Spike(s, "optimizer", 0.04); }, "periodic-spike", Severity::kHigh,
+                 "phase \"optimizer\"", "gradient accumulation"},
         RuleCase{"periodic_untimed", [](Summary& s) { Spike(s, "other", 0.06); },
                  [](Summary& s) { Spike(s, "other", 0.04); }, "periodic-spike", Severity::kModerate,
                  "untimed work", "logging that calls .item()"},
