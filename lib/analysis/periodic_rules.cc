@@ -4,6 +4,7 @@
 // phase, period and cost, with the fix for that kind of work. Declared in
 // rules.h; Diagnose() runs it.
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -117,7 +118,11 @@ std::string Fix(const PeriodicSpike& p) {
 // phase, period and share of step time (Summary::periodic_spikes).
 void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
   if (s.periodic_spikes.empty()) return;
-  const PeriodicSpike& p = s.periodic_spikes.front();  // the largest share
+  // The largest share (the first, in a summary a session made).
+  const auto largest = std::max_element(
+      s.periodic_spikes.begin(), s.periodic_spikes.end(),
+      [](const PeriodicSpike& a, const PeriodicSpike& b) { return a.share < b.share; });
+  const PeriodicSpike& p = *largest;
   if (!(p.share >= o.periodic_spike_moderate)) return;
   Finding f;
   f.id = "periodic-spike";
@@ -140,11 +145,10 @@ void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<F
   }
   f.recommendation = Fix(p);
   // Other periodic work that is worth fixing too.
-  for (size_t i = 1; i < s.periodic_spikes.size(); ++i) {
-    const PeriodicSpike& q = s.periodic_spikes[i];
-    if (!(q.share >= o.periodic_spike_moderate)) continue;
-    absl::StrAppend(&f.recommendation, " Also every ", q.period_steps, " steps, ", What(q),
-                    " adds ", Seconds(q.excess), " (", Pct(q.share), " of step time): ", Fix(q));
+  for (auto q = s.periodic_spikes.begin(); q != s.periodic_spikes.end(); ++q) {
+    if (q == largest || !(q->share >= o.periodic_spike_moderate)) continue;
+    absl::StrAppend(&f.recommendation, " Also every ", q->period_steps, " steps, ", What(*q),
+                    " adds ", Seconds(q->excess), " (", Pct(q->share), " of step time): ", Fix(*q));
   }
   if (p.phase == kOtherPhaseName) {
     f.confidence = absl::StrCat(
@@ -152,10 +156,10 @@ void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<F
         " steps, but their extra time is outside every phase, so what it is is not measured");
   } else if (p.occurrences < 5) {
     f.confidence = absl::StrCat("medium: only ", p.occurrences,
-                                " slow steps in the window; a longer window (Options::window) "
+                                " spikes in the window; a longer window (Options::window) "
                                 "would show more of them");
   } else {
-    f.confidence = absl::StrCat("high: ", p.occurrences, " slow steps, every ", p.period_steps,
+    f.confidence = absl::StrCat("high: ", p.occurrences, " spikes, every ", p.period_steps,
                                 " steps, in which phase \"", p.phase, "\" grew the most");
   }
   f.source = "host";  // step times are host times, whatever the GPU source

@@ -4,7 +4,7 @@
 // view of the window, run by SummarizeWindow() outside the session's locks
 // (docs/definitions.md states the rules for users).
 //
-// 1. A step is slow (a spike) when its time exceeds the window's median
+// 1. A step is slow when its time exceeds the window's median
 //    step by more than both kSpikeModifiedZ robust deviations (the
 //    modified z-score of Iglewicz and Hoaglin: 0.6745 (x - median) / MAD,
 //    whose 3.5 is their outlier line) and kSpikeFloor of the median. The
@@ -33,8 +33,10 @@
 // Cost: nothing past a look at the summary's step quantiles when no step is
 // kSpikeFloor over the median (a steady loop); one pass over the window's
 // steps when fewer than kMinSpikeOccurrences are (a loop with a rare
-// hiccup); otherwise also a selection for the MAD, and per phase that could
-// explain a spike one walk over the slow steps only.
+// hiccup); otherwise also a selection for the MAD when half the steps or
+// more deviate enough for it to raise the line above the floor, and per
+// phase that could explain a spike one walk over the slow steps only. A
+// window with half its steps slow or more has no typical step: no spikes.
 
 #ifndef GPUSCOPE_LIB_CORE_SPIKES_H_
 #define GPUSCOPE_LIB_CORE_SPIKES_H_

@@ -453,6 +453,27 @@ TEST(DiagnoseRulesTest, APowerCapIsJudgedByTheClocksOfTheStepsItCapped) {
   EXPECT_EQ(Find(fs, "throttling")->severity, Severity::kModerate);
 }
 
+TEST(DiagnoseRulesTest, APeriodicSpikeFindingNamesTheLargestAndAddsTheOthersFixes) {
+  // A saved summary may list them in any order; one under the moderate line
+  // is left out of the advice.
+  Summary s = Healthy();
+  s.periodic_spikes = {
+      PeriodicSpike{
+          .phase = "eval", .period_steps = 50, .occurrences = 4, .excess = 1.2, .share = 0.08},
+      PeriodicSpike{
+          .phase = "checkpoint", .period_steps = 200, .occurrences = 3, .excess = 9, .share = 0.3},
+      PeriodicSpike{
+          .phase = "other", .period_steps = 10, .occurrences = 20, .excess = 0.01, .share = 0.02}};
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "periodic-spike");
+  ASSERT_NE(f, nullptr) << Ids(fs);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+  EXPECT_DOUBLE_EQ(f->share, 0.3);
+  EXPECT_THAT(f->title, HasSubstr("Every 200 steps, phase \"checkpoint\" adds 9.00 s: 30%"));
+  EXPECT_THAT(f->recommendation, HasSubstr("Also every 50 steps, phase \"eval\" adds 1.20 s"));
+  EXPECT_THAT(f->recommendation, Not(HasSubstr("untimed")));
+}
+
 TEST(DiagnoseRulesTest, EventsCannotShowAGpuBusyEnoughToCallItGpuBound) {
   Summary s = Healthy();
   s.source = Source::kEvents;  // idle 5 % is only a lower bound
