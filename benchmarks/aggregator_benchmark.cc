@@ -14,6 +14,9 @@
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
+#include "core/spikes.h"
+#include "core/step_window.h"
+#include "core/summarize.h"
 #include "gpuscope/gpuscope.h"
 
 namespace gpuscope {
@@ -88,10 +91,14 @@ double HeapBytes() {
 // manual clock, filled with `window` steps of `phases` top-level phases
 // (the first has one nested "attention" scope), timed with a spread of
 // durations. Flushed as it goes, so nothing is dropped.
+// With `spike_every_steps` > 0, every that many steps also has an "eval" phase of
+// 10 ms, far longer than a step: the summary then looks for periodic spikes
+// past its first check.
 struct FilledSession {
-  FilledSession(int window, int phases)
+  FilledSession(int window, int phases, int spike_every_steps = 0)
       : clock(std::make_shared<ManualClock>()),
-        session(Options{.window = window, .clock = clock, .max_phases = phases + 64}) {
+        session(Options{.window = window, .clock = clock, .max_phases = phases + 64}),
+        spike_every(spike_every_steps) {
     for (int p = 0; p < phases; ++p) ids.push_back(*session.RegisterPhase("p" + std::to_string(p)));
     nested = *session.RegisterPhase("attention");
     AddSteps(window);
@@ -108,12 +115,17 @@ struct FilledSession {
           clock->Advance(30'000);
         }
       }
+      if (spike_every > 0 && steps % spike_every == spike_every - 1) {
+        PhaseScope eval(session, Phase::kEval);
+        clock->Advance(10'000'000);
+      }
       if (steps % 64 == 63) session.Flush();
     }
     session.Flush();
   }
   std::shared_ptr<ManualClock> clock;
   Session session;
+  int spike_every = 0;
   std::vector<PhaseId> ids;
   PhaseId nested{Phase{}};  // set in the constructor
   int64_t steps = 0;
@@ -182,6 +194,82 @@ void BM_SummarizeLive(benchmark::State& state) {
     state.SkipWithError("window not filled: numbers invalid");
 }
 BENCHMARK(BM_SummarizeLive)->Args({4096, 5})->Args({65536, 100})->Unit(benchmark::kMillisecond);
+
+// Summarize() over a full window of `range(0)` steps of `range(1)` phases
+// with an evaluation every `range(2)` steps: what finding the periodic
+// spikes adds to BM_Summarize (where no step is slow enough to look).
+// Every 3 steps is the most slow steps a window can have for them.
+void BM_SummarizeWithSpikes(benchmark::State& state) {
+  const int window = static_cast<int>(state.range(0));
+  const int phases = static_cast<int>(state.range(1));
+  FilledSession filled(window, phases, static_cast<int>(state.range(2)));
+  (void)filled.session.Summarize();  // as in BM_Summarize: the chunks keep what it found
+  for (auto _ : state) benchmark::DoNotOptimize(filled.session.Summarize());
+  const Summary s = filled.session.Summarize();
+  if (s.steps != window || s.periodic_spikes.size() != 1 ||
+      s.periodic_spikes[0].period_steps != state.range(2))
+    state.SkipWithError("no periodic spike found: numbers invalid");
+}
+BENCHMARK(BM_SummarizeWithSpikes)
+    ->Args({512, 5, 50})
+    ->Args({4096, 5, 50})
+    ->Args({4096, 100, 50})
+    ->Args({65536, 100, 50})
+    ->Args({65536, 100, 3})
+    ->Unit(benchmark::kMillisecond);
+
+// FindPeriodicSpikes() alone, the part of a summary that looks for work
+// every N steps: a window of `range(0)` steps of `range(1)` phases (as
+// FilledSession's) with a 10 ms evaluation every `range(2)` steps (0: none,
+// a steady loop, which it leaves after a look at the step quantiles).
+void BM_FindPeriodicSpikes(benchmark::State& state) {
+  const int window = static_cast<int>(state.range(0));
+  const int phases = static_cast<int>(state.range(1));
+  const int64_t every = state.range(2);
+  internal::StepWindow steps(window, phases + 1);
+  std::vector<std::string> names;
+  for (int p = 0; p < phases; ++p) names.push_back("p" + std::to_string(p));
+  names.emplace_back("eval");
+  std::vector<std::pair<uint16_t, internal::PhaseSample>> samples;
+  int64_t t = 0;
+  for (int64_t k = 0; k < window; ++k) {
+    samples.clear();
+    const auto add = [&](int id, int64_t ns) {
+      samples.emplace_back(static_cast<uint16_t>(id),
+                           internal::PhaseSample{.total_ns = ns, .top_ns = ns, .count = 1});
+      samples.back().second.top_level = true;
+      return ns;
+    };
+    internal::StepRecord r;
+    for (int p = 0; p < phases; ++p) {
+      r.top_level_ns += add(p, 100'000 + (k * 7919 + static_cast<int64_t>(p) * 104729) % 50'000);
+    }
+    if (every > 0 && k % every == every - 1) r.top_level_ns += add(phases, 10'000'000);
+    r.begin_ns = t;
+    r.end_ns = t + r.top_level_ns + 30'000;
+    t = r.end_ns;
+    steps.Append(r, samples);
+  }
+  internal::WindowSnapshot snapshot;
+  snapshot.window = steps.Snapshot();
+  snapshot.phase_names = names;
+  internal::SessionFacts facts;
+  facts.window = window;
+  const Summary s = internal::SummarizeWindow(snapshot, facts);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(internal::FindPeriodicSpikes(snapshot.window, names, s));
+  }
+  if (s.periodic_spikes.size() != (every > 0 ? 1u : 0u))
+    state.SkipWithError("periodic spikes not as built: numbers invalid");
+}
+BENCHMARK(BM_FindPeriodicSpikes)
+    ->Args({4096, 5, 0})
+    ->Args({4096, 5, 50})
+    ->Args({4096, 100, 50})
+    ->Args({65536, 100, 0})
+    ->Args({65536, 100, 50})
+    ->Args({65536, 100, 3})
+    ->Unit(benchmark::kMicrosecond);
 
 // StepSeries() (the per-step plot data, C++ side) over the same windows.
 void BM_StepSeries(benchmark::State& state) {

@@ -125,6 +125,13 @@ constexpr char kRanksStatsDoc[] =
     "``age`` (s since the last), and ``straggler_exchanges`` of the ``recent_exchanges`` that "
     "found the first straggler's rank slow (chronic when most).";
 
+constexpr char kPeriodicSpikeDoc[] =
+    "Slow steps that recur every ``period_steps`` steps (``Summary.periodic_spikes``): "
+    "``phase`` (the phase that grew most in them; ``\"other\"``: time outside every phase), "
+    "``period_steps``, ``occurrences`` (in the window; consecutive slow steps count once), "
+    "``last_step`` (the completed-step number where the last began), ``excess`` (s each adds "
+    "over the median step, mean) and ``share`` (of the window's step time).";
+
 constexpr char kSummaryDoc[] =
     "What a session knows at one moment (``Session.summary()``).\n\n"
     "``steps``: completed steps in the window; ``total_steps``: steps measured since the start "
@@ -142,7 +149,8 @@ constexpr char kSummaryDoc[] =
     "numbers come from gpuscope's simulated device (``simulated_device=``, "
     "``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job "
     "(``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks "
-    "(``RanksStats``) or None.\n\n"
+    "(``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps "
+    "far slower (``PeriodicSpike``, largest share first).\n\n"
     "``Summary(json_text)`` is ``Summary.from_json(json_text)``.";
 
 // The public types live in the package's namespace, as before (and pickle
@@ -229,6 +237,9 @@ void AddSummaryParts(py::module_& m) {
     return py::str("TelemetryStats(source={!r}, steps={})")
         .format(self.attr("source"), self.attr("steps"));
   });
+
+  auto spike = Part<PeriodicSpike>(m, "PeriodicSpike", kPeriodicSpikeDoc);
+  AddValueMethods(spike, DefineFields(spike), /*hashable=*/true);
 
   auto identity = Part<RankIdentity>(m, "RankIdentity", kRankIdentityDoc);
   AddValueMethods(identity, DefineFields(identity), /*hashable=*/true);

@@ -12,7 +12,8 @@
 // gaps, copies, syncs and kernel names. Rules cover the troubleshooting
 // playbook: input-bound (told apart as storage- or CPU-bound), H2D-bound,
 // sync-bound, launch-bound, precision, throttling, PCIe link, communication,
-// GPU-bound, and nvidia-smi's utilization against true busy time.
+// work every N steps (periodic spikes), GPU-bound, and nvidia-smi's
+// utilization against true busy time.
 //
 // Every threshold is a field of `DiagnoseOptions`, whose defaults are listed,
 // with their origins, in docs/diagnosis.md.
@@ -118,6 +119,13 @@ struct DiagnoseOptions {
   // time.
   double comm_bound_moderate = 0.10;
   double comm_bound_high = 0.15;
+
+  // periodic-spike: the step time that work every N steps inside the step
+  // adds (evaluation, a checkpoint: Summary::periodic_spikes). As
+  // input-bound (XProf's 5 % and 20 %): a training step stopped for a save
+  // costs what one stopped for the loader does.
+  double periodic_spike_moderate = 0.05;
+  double periodic_spike_high = 0.20;
 
   // input-bound.cpu: the process and its loader's worker processes use at
   // least this share of the CPUs available to them (0..1: their affinity cut

@@ -286,6 +286,29 @@ struct TelemetryStats {
   bool operator==(const TelemetryStats&) const = default;
 };
 
+// PeriodicSpike
+//
+// Steps far slower than the window's median step that recur every
+// `period_steps` steps: evaluation, a checkpoint, logging every N steps.
+// Each is charged to the phase whose time grew most in those steps
+// (docs/definitions.md says how spikes, their phase and their period are
+// found).
+struct PeriodicSpike {
+  // The phase that grew most in the slow steps; "other": step time outside
+  // every top-level phase (work no phase names).
+  std::string phase;
+  int64_t period_steps = 0;  // steps from one spike to the next
+  int64_t occurrences = 0;   // spikes in the window (consecutive slow steps count once)
+  int64_t last_step = 0;     // completed-step number (0-based) where the last one began
+  double excess = 0;         // seconds: step time each adds over the median step (mean)
+  double share = 0;          // that time over the window's step time, 0..1
+
+  bool operator==(const PeriodicSpike&) const = default;
+};
+
+// Periodic spikes a summary keeps.
+inline constexpr int kMaxPeriodicSpikes = 8;
+
 // ---- Ranks of a distributed job (gpuscope/ranks.h compares them).
 
 // Phases a rank record keeps: the largest by share of step time ("other" is
@@ -435,6 +458,10 @@ struct Summary {
   std::optional<ActivityStats> activity;
   // With telemetry (Options::telemetry_interval_ms > 0 and NVML or /proc).
   std::optional<TelemetryStats> telemetry;
+
+  // Slow steps that recur with a period, largest share first (at most
+  // kMaxPeriodicSpikes).
+  std::vector<PeriodicSpike> periodic_spikes;
 
   MisuseCounts misuse;
   OverheadStats overhead;

@@ -1,6 +1,7 @@
 // Diagnose(): checks the thresholds it was given, runs the rules (rules.h;
-// host_rules.cc, gpu_rules.cc) in a fixed order, makes every finding's
-// numbers safe to print and compare, and ranks the findings. Also
+// host_rules.cc, gpu_rules.cc, rank_rules.cc, periodic_rules.cc) in a fixed
+// order, makes every finding's numbers safe to print and compare, and ranks
+// the findings. Also
 // DiagnoseOptions::Validate() and SeverityName(). FindingsToJson() is in the
 // export layer (lib/export/findings_json.cc).
 
@@ -49,6 +50,8 @@ constexpr Field kFields[] = {
     {"tiny_kernel_seconds", &DiagnoseOptions::tiny_kernel_seconds, 0, kUnbounded},
     {"comm_bound_moderate", &DiagnoseOptions::comm_bound_moderate, 0, 1},
     {"comm_bound_high", &DiagnoseOptions::comm_bound_high, 0, 1},
+    {"periodic_spike_moderate", &DiagnoseOptions::periodic_spike_moderate, 0, 1},
+    {"periodic_spike_high", &DiagnoseOptions::periodic_spike_high, 0, 1},
     {"cpu_saturated_share", &DiagnoseOptions::cpu_saturated_share, 0, 1},
     {"cpu_saturated_pct", &DiagnoseOptions::cpu_saturated_pct, 0, 100},
     {"cpu_contention_moderate", &DiagnoseOptions::cpu_contention_moderate, 0, 1},
@@ -80,6 +83,7 @@ constexpr Pair kPairs[] = {
     {&DiagnoseOptions::sync_bound_moderate, &DiagnoseOptions::sync_bound_high},
     {&DiagnoseOptions::launch_bound_moderate, &DiagnoseOptions::launch_bound_high},
     {&DiagnoseOptions::comm_bound_moderate, &DiagnoseOptions::comm_bound_high},
+    {&DiagnoseOptions::periodic_spike_moderate, &DiagnoseOptions::periodic_spike_high},
 };
 
 const char* NameOf(double DiagnoseOptions::* member) {
@@ -179,6 +183,7 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
     internal::Precision(summary, o, &findings);
     internal::CommBound(summary, o, &findings);
     internal::StragglerRule(summary, o, &findings);
+    internal::PeriodicSpikeRule(summary, o, &findings);
     internal::Throttling(summary, o, &findings);
     internal::PcieLink(summary, o, &findings);
     internal::UtilizationLies(summary, o, &findings);

@@ -1,6 +1,6 @@
 // The diagnosis rules, one function per playbook entry, and the small helpers
 // they share. Diagnose() (diagnose.cc) runs them in a fixed order and ranks
-// what they find; the rules live in two files by family:
+// what they find; the rules live in files by family:
 //
 //   host_rules.cc  what the host makes the GPU wait for (the loader, copies,
 //                  syncs) and the notices about the recording itself (misused
@@ -9,6 +9,8 @@
 //                  collectives, throttling, the PCIe link, nvidia-smi's
 //                  utilization, and the healthy GPU-bound verdict)
 //   rank_rules.cc  the other ranks of a distributed job (a straggler)
+//   periodic_rules.cc  work every N steps inside the step (evaluation,
+//                  a checkpoint): the summary's periodic spikes
 //
 // Each rule appends at most one finding to `out` and reads its thresholds
 // from `o`, which Diagnose() has already made valid.
@@ -87,6 +89,9 @@ void StragglerRule(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
 // another rank (the last exchange's), 0 when none: what CommBound() leaves
 // out.
 double StragglerWaitShare(const Summary& s);
+
+// periodic_rules.cc
+void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 
 // Runs last among the step rules: it reads the findings `found` so far, and
 // stays silent when any of them is moderate or high.

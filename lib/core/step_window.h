@@ -258,6 +258,13 @@ class WindowView {
   template <typename F>
   void ForEachPhaseTime(uint16_t id, F f) const;
 
+  // Calls f(size_t k, int64_t total_ns) for each k such that phase `id`
+  // occurred in window step `indices[k]` (completed-step numbers in the
+  // view, ascending): a phase's times in a few steps, in one walk of the
+  // chunks and `indices`.
+  template <typename F>
+  void ForEachPhaseTimeAt(uint16_t id, const std::vector<uint64_t>& indices, F f) const;
+
   // Puts into `sink` the time of each window step phase `id` occurred in
   // whose time has a nonzero tag in `t`: the collector SelectQuantiles()
   // takes. A chunk whose steps are all in the view is read from what it
@@ -441,6 +448,20 @@ void WindowView::ForEachPhaseTime(uint16_t id, F f) const {
       } else if (v == PhaseColumn::kWide) {
         f(col->TotalAt(i));
       }
+    }
+  });
+}
+
+template <typename F>
+void WindowView::ForEachPhaseTimeAt(uint16_t id, const std::vector<uint64_t>& indices, F f) const {
+  size_t k = 0;
+  ForEachChunkRange([&](const step_window_internal::Chunk& c, size_t lo, size_t hi) {
+    const uint64_t end = c.first_index + hi;
+    const step_window_internal::PhaseColumn* col = c.column(id);
+    for (; k < indices.size() && indices[k] < end; ++k) {
+      if (col == nullptr || indices[k] < c.first_index + lo) continue;
+      const auto slot = static_cast<size_t>(indices[k] - c.first_index);
+      if (col->Has(slot)) f(k, col->TotalAt(slot));
     }
   });
 }

@@ -1,6 +1,7 @@
 #include "core/summarize.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/spikes.h"
 #include "core/telemetry_window.h"
 #include "core/window_stats.h"
 #include "gpuscope/version.h"
@@ -16,6 +17,7 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& fact
   WindowTotals totals = FillStepStats(window, &s);
   const int64_t gpu_window_ns = FillDeviceStats(window, snapshot.activity_dropped, &s);
   FillPhaseStats(window, snapshot.phase_names, &totals, gpu_window_ns, &s);
+  s.periodic_spikes = FindPeriodicSpikes(window, snapshot.phase_names, s);
   if (snapshot.telemetry.has_value()) {
     s.telemetry = snapshot.telemetry;
     AddStepTelemetry(window, &*s.telemetry);

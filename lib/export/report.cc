@@ -18,6 +18,7 @@
 #include "base/strings.h"
 #include "base/text.h"
 #include "gpuscope/diagnose.h"
+#include "gpuscope/phase.h"
 
 namespace gpuscope {
 namespace {
@@ -123,6 +124,7 @@ Summary TerminalSafeCopy(const Summary& s) {
       clean(x.phase);
     }
   }
+  for (PeriodicSpike& p : safe.periodic_spikes) clean(p.phase);
   if (safe.telemetry.has_value()) {
     clean(safe.telemetry->source);
     for (std::string& r : safe.telemetry->clocks_event_reasons) clean(r);
@@ -319,6 +321,18 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         absl::StrAppend(&rates, rates.empty() ? "" : ", ", Rate(*s.tokens_per_second, "tokens"));
       }
       absl::StrAppend(&out, "throughput  ", rates, "\n");
+    }
+    for (const PeriodicSpike& p : s.periodic_spikes) {
+      const std::string what = p.phase == kOtherPhaseName
+                                   ? std::string("untimed work (outside every phase)")
+                                   : absl::StrCat("phase ", p.phase);
+      internal::AppendHanging(
+          &out, "spikes      ",
+          absl::StrFormat("every %d steps, %s adds %s: %.1f%% of step time (%d in the window, "
+                          "the last at step %d)",
+                          p.period_steps, what, Duration(p.excess), 100 * p.share, p.occurrences,
+                          p.last_step),
+          12);
     }
     if (s.gpu_idle_pct.has_value()) {
       absl::StrAppendFormat(

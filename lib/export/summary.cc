@@ -404,6 +404,17 @@ absl::Status CheckConsistency(const Summary& s) {
       return fail("activity copy counts are inconsistent (pageable H2D <= pageable <= copies)");
     }
   }
+  if (s.periodic_spikes.size() > static_cast<size_t>(kMaxPeriodicSpikes)) {
+    return fail(absl::StrCat("periodic_spikes has more than ", kMaxPeriodicSpikes, " entries"));
+  }
+  double spike_shares = 0;
+  for (const PeriodicSpike& p : s.periodic_spikes) {
+    if (p.occurrences > s.steps || p.period_steps < 1) {
+      return fail("periodic_spikes: a spike with more occurrences than steps, or no period");
+    }
+    spike_shares += p.share;
+  }
+  if (spike_shares > 1 + 1e-6) return fail("periodic_spikes: shares sum to more than 1");
   if (s.rank.has_value() && (s.rank->rank >= s.rank->world_size || s.rank->host.size() > 63)) {
     return fail("rank is not below world_size, or its host name is over 63 bytes");
   }
@@ -484,6 +495,8 @@ template std::string internal::PartToJson<GpuTelemetry>(const GpuTelemetry&);
 template absl::StatusOr<GpuTelemetry> internal::PartFromJson<GpuTelemetry>(std::string_view);
 template std::string internal::PartToJson<TelemetryStats>(const TelemetryStats&);
 template absl::StatusOr<TelemetryStats> internal::PartFromJson<TelemetryStats>(std::string_view);
+template std::string internal::PartToJson<PeriodicSpike>(const PeriodicSpike&);
+template absl::StatusOr<PeriodicSpike> internal::PartFromJson<PeriodicSpike>(std::string_view);
 template std::string internal::PartToJson<RankIdentity>(const RankIdentity&);
 template absl::StatusOr<RankIdentity> internal::PartFromJson<RankIdentity>(std::string_view);
 template std::string internal::PartToJson<RankPhase>(const RankPhase&);

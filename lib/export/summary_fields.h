@@ -267,6 +267,16 @@ void RanksFields(V& v, R& r) {
   v.Int("straggler_exchanges", r.straggler_exchanges, kCount);
 }
 
+template <typename V, typename P>
+void PeriodicSpikeFields(V& v, P& p) {
+  v.PhaseName("phase", p.phase);
+  v.Int("period_steps", p.period_steps, kCount);
+  v.Int("occurrences", p.occurrences, kCount);
+  v.Int("last_step", p.last_step, kCount);
+  v.Number("excess", p.excess, kSeconds);
+  v.Number("share", p.share, kFraction);
+}
+
 template <typename V, typename S>
 void SummaryFields(V& v, S& s) {
   v.String("version", s.version);
@@ -298,6 +308,9 @@ void SummaryFields(V& v, S& s) {
   v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
   v.Object("overhead", s.overhead, [](auto& sub, auto& o) { OverheadFields(sub, o); }, kOptional);
+  v.Array(
+      "periodic_spikes", s.periodic_spikes, [](auto& sub, auto& p) { PeriodicSpikeFields(sub, p); },
+      kOptional);
   v.OptionalObject("rank", s.rank, [](auto& sub, auto& r) { RankIdentityFields(sub, r); });
   v.OptionalObject("ranks", s.ranks, [](auto& sub, auto& r) { RanksFields(sub, r); });
 }
@@ -346,6 +359,10 @@ template <typename V, Is<TelemetryStats> T>
 void FieldsOf(V& v, T& x) {
   TelemetryFields(v, x);
 }
+template <typename V, Is<PeriodicSpike> T>
+void FieldsOf(V& v, T& x) {
+  PeriodicSpikeFields(v, x);
+}
 template <typename V, Is<RankIdentity> T>
 void FieldsOf(V& v, T& x) {
   RankIdentityFields(v, x);
@@ -374,7 +391,7 @@ void FieldsOf(V& v, T& x) {
 // PartToJson() / PartFromJson()
 //
 // One part of a summary (Quantiles, PhaseStats, DeviceStats, ActivityStats,
-// GpuTelemetry or TelemetryStats) as a JSON object and back, written and
+// GpuTelemetry, TelemetryStats, PeriodicSpike, ...) as a JSON object and back, written and
 // read as inside a summary (each field checked against its range; relations
 // between fields are the whole summary's to check). What pickling the
 // Python views uses.

@@ -151,6 +151,17 @@ void Data(Summary& s, double share) {
   s.gpu_idle_pct = 100 * share + 3;
 }
 
+// Work every 50 steps in `phase` (4 times in the window, 1.2 s each) that
+// costs `share` of step time.
+void Spike(Summary& s, const std::string& phase, double share) {
+  s.periodic_spikes = {PeriodicSpike{.phase = phase,
+                                     .period_steps = 50,
+                                     .occurrences = 4,
+                                     .last_step = 190,
+                                     .excess = 1.2,
+                                     .share = share}};
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Rules, DiagnoseRuleTest,
     ::testing::Values(
@@ -378,6 +389,23 @@ INSTANTIATE_TEST_SUITE_P(
                    SetPhase(s, "comm", 0.08);
                  },
                  "comm-bound", Severity::kModerate, "12%", "straggler"},
+        // Evaluation every 50 steps adding 1.2 s, 18 % of step time.
+        RuleCase{"periodic_eval", [](Summary& s) { Spike(s, "eval", 0.18); },
+                 [](Summary& s) { Spike(s, "eval", 0.04); }, "periodic-spike", Severity::kModerate,
+                 "Every 50 steps, phase \"eval\" adds 1.20 s: 18%", "eval_iters"},
+        RuleCase{"periodic_checkpoint", [](Summary& s) { Spike(s, "save_ckpt", 0.25); },
+                 [](Summary& s) { Spike(s, "save_ckpt", 0.04); }, "periodic-spike", Severity::kHigh,
+                 "phase \"save_ckpt\"", "async_save"},
+        RuleCase{"periodic_loader", [](Summary& s) { Spike(s, "data", 0.08); },
+                 [](Summary& s) { Spike(s, "data", 0.04); }, "periodic-spike", Severity::kModerate,
+                 "phase \"data\"", "prefetch_factor"},
+        // Micro-batches as steps: the optimizer step every N of them.
+        RuleCase{"periodic_accumulation", [](Summary& s) { Spike(s, "optimizer", 0.30); },
+                 [](Summary& s) { Spike(s, "optimizer", 0.04); }, "periodic-spike", Severity::kHigh,
+                 "phase \"optimizer\"", "gradient accumulation"},
+        RuleCase{"periodic_untimed", [](Summary& s) { Spike(s, "other", 0.06); },
+                 [](Summary& s) { Spike(s, "other", 0.04); }, "periodic-spike", Severity::kModerate,
+                 "untimed work", "logging that calls .item()"},
         RuleCase{"throttling_power",
                  [](Summary& s) {
                    s.telemetry->throttled_steps = 0.5;
@@ -478,6 +506,27 @@ TEST(DiagnoseRulesTest, APowerCapIsJudgedByTheClocksOfTheStepsItCapped) {
   EXPECT_EQ(Find(fs, "throttling")->severity, Severity::kModerate);
 }
 
+TEST(DiagnoseRulesTest, APeriodicSpikeFindingNamesTheLargestAndAddsTheOthersFixes) {
+  // A saved summary may list them in any order; one under the moderate line
+  // is left out of the advice.
+  Summary s = Healthy();
+  s.periodic_spikes = {
+      PeriodicSpike{
+          .phase = "eval", .period_steps = 50, .occurrences = 4, .excess = 1.2, .share = 0.08},
+      PeriodicSpike{
+          .phase = "checkpoint", .period_steps = 200, .occurrences = 3, .excess = 9, .share = 0.3},
+      PeriodicSpike{
+          .phase = "other", .period_steps = 10, .occurrences = 20, .excess = 0.01, .share = 0.02}};
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "periodic-spike");
+  ASSERT_NE(f, nullptr) << Ids(fs);
+  EXPECT_EQ(f->severity, Severity::kHigh);
+  EXPECT_DOUBLE_EQ(f->share, 0.3);
+  EXPECT_THAT(f->title, HasSubstr("Every 200 steps, phase \"checkpoint\" adds 9.00 s: 30%"));
+  EXPECT_THAT(f->recommendation, HasSubstr("Also every 50 steps, phase \"eval\" adds 1.20 s"));
+  EXPECT_THAT(f->recommendation, Not(HasSubstr("untimed")));
+}
+
 TEST(DiagnoseRulesTest, EventsCannotShowAGpuBusyEnoughToCallItGpuBound) {
   Summary s = Healthy();
   s.source = Source::kEvents;  // idle 5 % is only a lower bound
@@ -564,7 +613,7 @@ constexpr auto kHigh = Severity::kHigh;
 constexpr auto kInfo = Severity::kInfo;
 
 // Every field has a case: a field added without one fails here.
-static_assert(sizeof(DiagnoseOptions) == 27 * sizeof(double),
+static_assert(sizeof(DiagnoseOptions) == 29 * sizeof(double),
               "add the new DiagnoseOptions field to kThresholds");
 
 std::optional<Severity> SeverityOf(const std::vector<Finding>& fs, const std::string& id) {
@@ -619,6 +668,10 @@ const ThresholdCase kThresholds[] = {
        s.activity->collective_time_per_step = s.activity->exposed_collective_time_per_step = 0.012;
      },
      "comm-bound", kModerate, kHigh},
+    {"periodic_spike_moderate", &DiagnoseOptions::periodic_spike_moderate, 1, 0.10,
+     [](Summary& s) { Spike(s, "eval", 0.08); }, "periodic-spike", kModerate, std::nullopt},
+    {"periodic_spike_high", &DiagnoseOptions::periodic_spike_high, 1, 0.07,
+     [](Summary& s) { Spike(s, "eval", 0.08); }, "periodic-spike", kModerate, kHigh},
     // 13 of 16 CPUs in use.
     {"cpu_saturated_share", &DiagnoseOptions::cpu_saturated_share, 1, 0.80,
      [](Summary& s) {
