@@ -140,7 +140,9 @@ struct OverheadStats {
   // started: scope_ns times this is the host time a step spends recording.
   double records_per_step = 0;
   // The background worker's CPU time, in seconds, and its share of one core
-  // since it started (process-wide: one worker serves every session).
+  // since it started (process-wide: one worker serves every session), as of
+  // the last time this session's records came in (so that summaries change
+  // only when something was recorded).
   double worker_cpu_s = 0;
   double worker_cpu_share = 0;
   // CUPTI activity buffers read since the session started (0 without CUPTI).

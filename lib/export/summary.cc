@@ -483,6 +483,8 @@ absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
 // The parts the Python views pickle.
 template std::string internal::PartToJson<Quantiles>(const Quantiles&);
 template absl::StatusOr<Quantiles> internal::PartFromJson<Quantiles>(std::string_view);
+template std::string internal::PartToJson<OverheadStats>(const OverheadStats&);
+template absl::StatusOr<OverheadStats> internal::PartFromJson<OverheadStats>(std::string_view);
 template std::string internal::PartToJson<WarmupStats>(const WarmupStats&);
 template absl::StatusOr<WarmupStats> internal::PartFromJson<WarmupStats>(std::string_view);
 template std::string internal::PartToJson<PhaseStats>(const PhaseStats&);

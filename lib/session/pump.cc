@@ -58,7 +58,16 @@ void SessionImpl::PumpLocked() {
   if (timer_ != nullptr && events_on_.load(std::memory_order_relaxed)) {
     if (absl::Status healthy = timer_->Maintain(); !healthy.ok()) LowerToHost(healthy);
   }
+  const int64_t consumed_before = records_consumed_;
   DrainQueueLocked();
+  if (records_consumed_ != consumed_before) {
+    // The worker's cost as of the latest records: a summary changes only
+    // when something was recorded.
+    const Worker& worker = Worker::Get();
+    worker_cpu_s_ = worker.cpu_seconds();
+    const double alive = worker.alive_seconds();
+    worker_cpu_share_ = alive > 0 ? std::min(1.0, worker_cpu_s_ / alive) : 0.0;
+  }
   if (timer_ != nullptr) {
     orphaned_markers_.Drain([this](uint32_t slot) { timer_->Release(slot); });
     if (aggregator_.ResolvePending() == Aggregator::Resolution::kMarkerLost) {
@@ -192,12 +201,10 @@ Summary SessionImpl::Summarize() {
                                                     : 0.0;
     if (activity_ != nullptr)
       overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
+    overhead.worker_cpu_s = worker_cpu_s_;
+    overhead.worker_cpu_share = worker_cpu_share_;
   }
   Summary summary = SummarizeWindow(snapshot, facts);
-  const Worker& worker = Worker::Get();
-  overhead.worker_cpu_s = worker.cpu_seconds();
-  const double alive = worker.alive_seconds();
-  overhead.worker_cpu_share = alive > 0 ? std::min(1.0, overhead.worker_cpu_s / alive) : 0.0;
   overhead.scope_ns = MeasuredScopeNs();
   summary.overhead = overhead;
   std::lock_guard<std::mutex> lock(ranks_mu_);

@@ -282,6 +282,8 @@ class SessionImpl final : public Pumpable {
   size_t last_drained_ = 0;       // records the last drain took from the queue itself (agg_mu_)
   int64_t records_consumed_ = 0;  // records taken in since the session started (agg_mu_)
   int64_t steps_consumed_ = 0;    // ... of them steps (warm-up and reset ones too)
+  double worker_cpu_s_ = 0;       // the worker's CPU when records last came in (agg_mu_)
+  double worker_cpu_share_ = 0;   // ... and its share of one core then
 
   // ---- Aggregator. Protects aggregator_ and reported_. Taken by the worker
   // (after its own lock) and by readers; never by the recording thread.

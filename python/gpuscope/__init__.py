@@ -58,6 +58,7 @@ from ._summary import (  # noqa: E402
     DeviceStats,
     Finding,
     GpuTelemetry,
+    OverheadStats,
     PeriodicSpike,
     PhaseStats,
     Quantiles,
@@ -72,6 +73,7 @@ from ._summary import (  # noqa: E402
     diagnose_summary,
 )
 from ._ranks import ExchangeResult  # noqa: E402
+from ._loader import add_loader_workers  # noqa: E402
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -82,6 +84,7 @@ __all__ = [
     "Finding",
     "GpuTelemetry",
     "GpuscopeError",
+    "OverheadStats",
     "PeriodicSpike",
     "PhaseStats",
     "ExchangeResult",
@@ -96,6 +99,7 @@ __all__ = [
     "TelemetryStats",
     "WarmupStats",
     "__version__",
+    "add_loader_workers",
     "default_session",
     "diagnose",
     "phase",

@@ -13,9 +13,21 @@ tell it both, through ``note_loader``.
 from __future__ import annotations
 
 import sys
-from typing import Any, List
+from typing import Any, Iterable, List
 
 from . import _gpuscope
+
+
+def add_loader_workers(pids: Iterable[int]) -> None:
+    """Names your data loader's worker processes (pids; ``[]`` for a loader
+    whose work runs in the training process), for loaders gpuscope does not
+    know: their CPU then counts as the loader's (``telemetry.worker_cores``,
+    which the input-bound rules judge the loader by) and the process's other
+    child processes apart (``telemetry.child_cores``). A torch DataLoader
+    needs nothing: ``s.steps(loader)`` and ``gpuscope run`` name its workers,
+    and torch's workers are found by their name anywhere in the process tree.
+    Process-wide and additive; pids that exit count for nothing."""
+    _gpuscope._add_loader_workers([int(p) for p in pids])
 
 
 def worker_pids(loader: Any, iterator: Any) -> "List[int] | None":

@@ -18,6 +18,7 @@ ActivityStats = _gpuscope.ActivityStats
 DeviceStats = _gpuscope.DeviceStats
 Finding = _gpuscope.Finding
 GpuTelemetry = _gpuscope.GpuTelemetry
+OverheadStats = _gpuscope.OverheadStats
 PeriodicSpike = _gpuscope.PeriodicSpike
 PhaseStats = _gpuscope.PhaseStats
 Quantiles = _gpuscope.Quantiles

@@ -88,3 +88,29 @@ def test_cpu_contention_is_named_with_its_share():
     assert "training thread waited for a CPU" in found[0]["title"]
     assert found[0]["share"] >= r["cpu_wait_share"] - 1e-9
     assert "dedicated cores" in found[0]["recommendation"]
+
+
+def test_a_loader_gpuscope_does_not_know_names_its_workers():
+    # A loader of one's own (a process pool): its worker, a child of this
+    # process, counts as the loader's once named; before, as another child.
+    import time
+
+    import gpuscope as gs
+
+    worker = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+    try:
+        gs.add_loader_workers([worker.pid])
+        s = gs.Session(telemetry_interval_ms=20)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            with s.step():
+                with s.phase("data"):
+                    time.sleep(0.01)
+        t = s.summary().telemetry
+        s.close()
+    finally:
+        worker.kill()
+        worker.wait()
+    assert t.worker_cores is not None and t.worker_cores > 0.3, t
+    with pytest.raises((TypeError, ValueError)):
+        gs.add_loader_workers(["not a pid"])
