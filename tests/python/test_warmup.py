@@ -194,12 +194,15 @@ def test_compare_says_when_the_runs_warmed_up_differently(clock, tmp_path):
         assert len(caught) == (1 if steps <= warmup else 0)  # only the run without steps warns
 
     def compare(a, b):
-        return subprocess.run([sys.executable, "-m", "gpuscope", "compare", paths[a], paths[b]],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run([sys.executable, "-m", "gpuscope", "compare", paths[a], paths[b],
+                               "--min-steps", "2"], capture_output=True, text=True, timeout=120)
 
     p = compare("base", "new")
     assert "warm-up steps excluded: 1 -> 0 (the runs' start-up is not counted alike)" in p.stdout
-    assert p.returncode == 1  # the new run counts its start-up: p95 grew
+    # The new run counts its start-up step; the median step is the same, so
+    # the noise-aware test (p50 by default) calls no regression: the line
+    # above is what tells the runs apart.
+    assert p.returncode == 0, p.stdout + p.stderr
     p = compare("warm", "base")
     assert p.returncode == 2
     assert "the baseline has no completed steps: nothing to compare (its 3 steps were all warm-up" \
