@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/host/clock.h"
 #include "base/log.h"
+#include "core/efficiency.h"
 #include "core/step_series.h"
 #include "core/summarize.h"
 #include "gpuscope/version.h"
@@ -194,6 +195,7 @@ Summary SessionImpl::Summarize() {
       overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
   }
   Summary summary = SummarizeWindow(snapshot, facts);
+  summary.efficiency = ComputeEfficiency(summary, options_);
   const Worker& worker = Worker::Get();
   overhead.worker_cpu_s = worker.cpu_seconds();
   const double alive = worker.alive_seconds();
