@@ -34,7 +34,8 @@ std::string Duration(double seconds) {
   for (const Unit& u : kUnits) {
     if (ns >= u.scale || u.scale == 1) {
       const double v = ns / u.scale;
-      if (v >= 10) return absl::StrFormat("%.1f %s", v, u.name);  // 989.5: as the table says
+      if (v >= 100) return absl::StrFormat("%.0f %s", v, u.name);
+      if (v >= 10) return absl::StrFormat("%.1f %s", v, u.name);
       return absl::StrFormat("%.2f %s", v, u.name);
     }
   }
