@@ -56,6 +56,7 @@ from ._session import Session, _decorate, _loop_range, _torch_stream  # noqa: E4
 from ._summary import (  # noqa: E402
     ActivityStats,
     DeviceStats,
+    EfficiencyStats,
     Finding,
     GpuTelemetry,
     PeriodicSpike,
@@ -72,6 +73,7 @@ from ._summary import (  # noqa: E402
     diagnose_summary,
 )
 from ._ranks import ExchangeResult  # noqa: E402
+from ._flops import count_flops  # noqa: E402
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -79,6 +81,7 @@ GpuscopeError = _gpuscope.GpuscopeError
 __all__ = [
     "ActivityStats",
     "DeviceStats",
+    "EfficiencyStats",
     "Finding",
     "GpuTelemetry",
     "GpuscopeError",
@@ -96,6 +99,7 @@ __all__ = [
     "TelemetryStats",
     "WarmupStats",
     "__version__",
+    "count_flops",
     "default_session",
     "diagnose",
     "phase",

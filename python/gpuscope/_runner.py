@@ -161,9 +161,18 @@ def _print_script_traceback(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb, file=sys.stderr)
 
 
+def _rate(per_second: float, unit: str) -> str:
+    """1234.5 -> "1.23k samples/s"."""
+    for scale, prefix in ((1e6, "M"), (1e3, "k")):
+        if per_second >= scale:
+            return f"{per_second / scale:.2f}{prefix} {unit}/s"
+    return f"{per_second:.1f} {unit}/s"
+
+
 def status_line(session: object) -> Optional[str]:
-    """One line on where the run stands: steps, p95 step time, GPU idle and
-    its largest cause, the top finding. None before the first step."""
+    """One line on where the run stands: steps, p95 step time, throughput
+    and MFU (when known), GPU idle and its largest cause, the top finding.
+    None before the first step."""
     import gpuscope as gs
 
     s: gs.Session = session  # type: ignore[assignment]
@@ -171,6 +180,13 @@ def status_line(session: object) -> Optional[str]:
     if sm.steps == 0:
         return None
     line = f"gpuscope: step {sm.total_steps} | p95 {sm.step_time.p95 * 1e3:.1f} ms"
+    rates = [_rate(v, unit) for v, unit in ((sm.samples_per_second, "samples"),
+                                             (sm.tokens_per_second, "tokens")) if v is not None]
+    if rates:
+        line += " | " + ", ".join(rates)
+    eff = sm.efficiency
+    if eff is not None and eff.mfu is not None:
+        line += f" | MFU {eff.mfu * 100:.1f}%"
     if sm.gpu_idle_pct is not None:
         line += f" | GPU idle {sm.gpu_idle_pct:.0f}%"
         if sm.idle_by_cause:
