@@ -110,3 +110,32 @@ def test_status_line_shows_throughput_and_mfu():
     line = status_line(s)
     assert "| 640.0 samples/s, 655.36k tokens/s | MFU 98.3%" in line, line
     s.close()
+
+
+def test_device_name_comes_from_torch(monkeypatch):
+    """With FLOPs given and no device_name, the session asks torch for the
+    current GPU's name (here a stand-in for torch.cuda on an H100 SXM)."""
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name",
+                        lambda device=None: asked.append(device) or "NVIDIA H100 80GB HBM3")
+    clock = gs.testing.ManualClock()
+    s = gs.Session(clock=clock, telemetry_interval_ms=0, flops_per_step=989.5e12)
+    with s.step():
+        clock.advance(1000 * MS)
+    e = s.summary().efficiency
+    assert asked == [None]
+    assert e.peak_source == "table: H100 SXM, bf16 dense" and e.mfu == pytest.approx(1.0)
+    s.close()
+    # Without FLOPs it is not asked (nothing needs it); a failing torch is no MFU, not an error.
+    gs.Session(telemetry_interval_ms=0).close()
+    assert asked == [None]
+
+    def broken(device=None):
+        raise RuntimeError("CUDA driver initialization failed")
+    monkeypatch.setattr(torch.cuda, "get_device_name", broken)
+    s = gs.Session(clock=clock, telemetry_interval_ms=0, flops_per_step=1e12)
+    with s.step():
+        clock.advance(1000 * MS)
+    assert s.summary().efficiency.mfu is None
+    s.close()
