@@ -139,3 +139,28 @@ def test_device_name_comes_from_torch(monkeypatch):
         clock.advance(1000 * MS)
     assert s.summary().efficiency.mfu is None
     s.close()
+
+
+def test_runner_options():
+    from gpuscope._runner import _parse
+
+    o, error = _parse(["--flops-per-step", "3.2e15", "--peak-flops=989.5e12", "--peak-precision",
+                       "fp8", "train.py", "--flops-per-step", "x"])
+    assert error is None and o.script == "train.py" and o.args == ["--flops-per-step", "x"]
+    assert o.session_options == {"flops_per_step": 3.2e15, "peak_flops": 989.5e12,
+                                 "peak_precision": "fp8"}
+    for bad in (["--flops-per-step", "-1"], ["--peak-flops", "nan"], ["--peak-flops", "lots"],
+                ["--peak-precision", "int8"]):
+        o, error = _parse([*bad, "train.py"])
+        assert o is None and bad[0] in error, error
+
+
+def test_runner_status_line_shows_mfu(tmp_path):
+    from test_runner import SCRIPT, run
+
+    p = run(["--out", str(tmp_path), "--no-html", "--status", "0.2", "--flops-per-step", "1e9",
+             "--peak-flops", "1e12", str(SCRIPT)])
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [line for line in p.stderr.splitlines() if line.startswith("gpuscope: step ")]
+    assert lines and "| MFU " in lines[-1], p.stderr[-3000:]
+    assert "efficiency  model FLOPs" in p.stderr
