@@ -89,6 +89,8 @@ const PeakEntry& Row(std::string_view model) {
 
 }  // namespace
 
+std::span<const PeakEntry> PeakTable() { return kPeaks; }
+
 const PeakEntry* LookupPeak(std::string_view device_name) {
   const std::vector<std::string> w = Words(device_name);
   const bool nvl = Has(w, "NVL");

@@ -6,6 +6,7 @@
 #define GPUSCOPE_LIB_CORE_EFFICIENCY_H_
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,9 @@ struct PeakEntry {
   // path on this GPU (or not in its datasheet).
   double bf16, fp16, tf32, fp32, fp8;
 };
+
+// Every row of the table (docs/mfu.md lists the same; mfu_test checks it).
+std::span<const PeakEntry> PeakTable();
 
 // LookupPeak()
 //

@@ -6,11 +6,19 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/efficiency.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
@@ -219,6 +227,40 @@ TEST(MfuTest, ReportLineAndJsonRoundTrip) {
   const absl::StatusOr<Summary> old_back = SummaryFromJson(json);
   ASSERT_TRUE(old_back.ok()) << old_back.status();
   EXPECT_FALSE(old_back->efficiency.has_value());
+}
+
+TEST(MfuTest, DocsListTheTableTheLibraryUses) {
+  std::ifstream in(std::string(DOCS_DIR) + "/mfu.md");
+  ASSERT_TRUE(in) << DOCS_DIR << "/mfu.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  std::set<std::string> documented;
+  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+    if (!absl::ConsumePrefix(&line, "| ")) continue;
+    const std::vector<std::string> cells = absl::StrSplit(line, " | ");
+    if (cells.size() != 7) continue;
+    std::vector<double> tflops;  // bf16, fp16, tf32, fp32, fp8; "–": none
+    for (size_t i = 1; i <= 5; ++i) {
+      double v = 0;
+      if (cells[i] != "–" && !absl::SimpleAtod(cells[i], &v)) v = -1;
+      tflops.push_back(v);
+    }
+    if (tflops[0] < 0) continue;  // the header or the rule
+    for (absl::string_view model : absl::StrSplit(cells[0], ", ")) {
+      const std::string name(model);
+      const internal::PeakEntry* row = nullptr;
+      for (const internal::PeakEntry& e : internal::PeakTable()) {
+        if (name == e.model) row = &e;
+      }
+      ASSERT_NE(row, nullptr) << "docs/mfu.md lists " << name << ", the library does not";
+      documented.insert(name);
+      const double lib[] = {row->bf16, row->fp16, row->tf32, row->fp32, row->fp8};
+      for (size_t i = 0; i < 5; ++i) EXPECT_DOUBLE_EQ(tflops[i] * 1e12, lib[i]) << name << " " << i;
+    }
+  }
+  for (const internal::PeakEntry& e : internal::PeakTable()) {
+    EXPECT_TRUE(documented.count(e.model)) << e.model << " is not in docs/mfu.md";
+  }
 }
 
 }  // namespace
