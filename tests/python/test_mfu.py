@@ -164,3 +164,17 @@ def test_runner_status_line_shows_mfu(tmp_path):
     lines = [line for line in p.stderr.splitlines() if line.startswith("gpuscope: step ")]
     assert lines and "| MFU " in lines[-1], p.stderr[-3000:]
     assert "efficiency  model FLOPs" in p.stderr
+
+
+def test_efficiency_pickles_and_compares_by_value():
+    import pickle
+
+    clock = gs.testing.ManualClock()
+    s = gs.Session(clock=clock, telemetry_interval_ms=0, flops_per_step=1e12, peak_flops=4e12)
+    with s.step():
+        clock.advance(1000 * MS)
+    e = s.summary().efficiency
+    assert isinstance(e, gs.EfficiencyStats)
+    back = pickle.loads(pickle.dumps(e))
+    assert back == e and hash(back) == hash(e) and back.mfu == 0.25
+    s.close()
