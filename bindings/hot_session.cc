@@ -62,6 +62,18 @@ PyObject* SessionNew(PyTypeObject* type, PyObject*, PyObject*) {
   return self;
 }
 
+// "bf16" ... as PrecisionName() spells them.
+bool PrecisionFromName(std::string_view name, Precision* out) {
+  for (Precision p :
+       {Precision::kBf16, Precision::kFp16, Precision::kTf32, Precision::kFp32, Precision::kFp8}) {
+    if (name == PrecisionName(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
 int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   auto* s = reinterpret_cast<SessionObject*>(self);
   if (s->core != nullptr) {
@@ -80,6 +92,11 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
                                     "telemetry_interval_ms",
                                     "trace_steps",
                                     "warmup",
+                                    "flops_per_step",
+                                    "flops_per_sample",
+                                    "peak_flops",
+                                    "peak_precision",
+                                    "device_name",
                                     nullptr};
   Options options;
   int enabled = 1;
@@ -87,13 +104,25 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* stream = Py_None;
   PyObject* simulated = Py_None;
   PyObject* cupti = Py_None;
+  const char* precision = "bf16";
+  const char* device_name = nullptr;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "|i$piiiOOOOiii:Session", const_cast<char**>(kKeywords), &options.window,
-          &enabled, &options.max_phases, &options.queue_capacity, &options.flush_interval_ms,
-          &clock, &stream, &simulated, &cupti, &options.telemetry_interval_ms, &options.trace_steps,
-          &options.warmup_steps)) {
+          args, kwargs, "|i$piiiOOOOiiidddsz:Session", const_cast<char**>(kKeywords),
+          &options.window, &enabled, &options.max_phases, &options.queue_capacity,
+          &options.flush_interval_ms, &clock, &stream, &simulated, &cupti,
+          &options.telemetry_interval_ms, &options.trace_steps, &options.warmup_steps,
+          &options.flops_per_step, &options.flops_per_sample, &options.peak_flops, &precision,
+          &device_name)) {
     return -1;
   }
+  if (!PrecisionFromName(precision, &options.peak_precision)) {
+    PyErr_Format(PyExc_ValueError,
+                 "peak_precision='%.40s': use \"bf16\", \"fp16\", \"tf32\", \"fp32\" or "
+                 "\"fp8\" (the precision the model's matrix multiplies run in)",
+                 precision);
+    return -1;
+  }
+  if (device_name != nullptr) options.device_name = device_name;
   options.enabled = enabled != 0;
   if (cupti == Py_True) {
     options.cupti = Cupti::kOn;

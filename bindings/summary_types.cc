@@ -44,6 +44,13 @@ constexpr char kPhaseStatsDoc[] =
     "(``Quantiles``) with a GPU source, else None; ``backlog_p50``: the median GPU lag when the "
     "phase began, else None.";
 
+constexpr char kEfficiencyStatsDoc[] =
+    "Model FLOPs utilization over the window for this process (``Summary.efficiency``, present "
+    "with ``Session(flops_per_step=...)`` or ``flops_per_sample=...``; docs/mfu.md): "
+    "``flops_per_second`` (model FLOPs this rank executed per second of step time), "
+    "``peak_flops`` (one GPU's dense peak), ``peak_source`` (\"options\" or the table row), "
+    "``precision``, ``mfu`` (0..1; None when the FLOPs or the peak are unknown) and ``reason`` "
+    "(why ``mfu`` is None).";
 constexpr char kWarmupStatsDoc[] =
     "The warm-up steps (``Session(warmup=N)``, ``s.reset(warmup=N)``) since the session started "
     "or was last reset (``Summary.warmup``): ``steps`` (how many so far), ``total`` and ``max`` "
@@ -145,6 +152,7 @@ constexpr char kSummaryDoc[] =
     "mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; "
     "``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; "
     "``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; "
+    "``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; "
     "``source``: ``\"cupti\"``, ``\"events\"`` or ``\"host\"``; ``simulated``: True when the GPU "
     "numbers come from gpuscope's simulated device (``simulated_device=``, "
     "``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job "
@@ -214,6 +222,9 @@ void AddSummaryParts(py::module_& m) {
 
   auto warmup = Part<WarmupStats>(m, "WarmupStats", kWarmupStatsDoc);
   AddValueMethods(warmup, DefineFields(warmup), /*hashable=*/true);
+
+  auto efficiency = Part<EfficiencyStats>(m, "EfficiencyStats", kEfficiencyStatsDoc);
+  AddValueMethods(efficiency, DefineFields(efficiency), /*hashable=*/true);
 
   auto device = Part<DeviceStats>(m, "DeviceStats", kDeviceStatsDoc);
   AddValueMethods(device, DefineFields(device), /*hashable=*/true);

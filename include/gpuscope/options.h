@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "gpuscope/clock.h"
@@ -46,6 +47,24 @@ enum class Cupti : uint8_t {
               // events while this session holds it (release with Close())
   kOff = 2,   // never: CUDA events at best
 };
+
+// Precision
+//
+// The arithmetic a model's matrix multiplies run in, for the peak FLOP/s
+// that model FLOPs utilization (MFU) is taken against: the GPU's dense
+// (not 2:4 sparse) tensor-core peak in that precision (docs/mfu.md has
+// the table). kFp32 is plain FP32 on CUDA cores; kTf32 is FP32 matmuls on
+// tensor cores (torch.backends.cuda.matmul.allow_tf32).
+enum class Precision : uint8_t {
+  kBf16 = 0,
+  kFp16 = 1,
+  kTf32 = 2,
+  kFp32 = 3,
+  kFp8 = 4,
+};
+
+// "bf16", "fp16", "tf32", "fp32" or "fp8".
+const char* PrecisionName(Precision precision);
 
 // Stream
 //
@@ -162,6 +181,29 @@ struct Options {
   // or fewer, p95: set 1 (or the steps your warm-up takes, e.g.
   // 5 with torch.compile or cudnn.benchmark) for short runs and baselines.
   int warmup_steps = 0;
+
+  // ---- Model FLOPs utilization (docs/mfu.md).
+  //
+  // The model FLOPs THIS process executes (this rank: its share of a data-
+  // parallel batch), forward and backward, for MFU: per optimizer step
+  // (`flops_per_step`, a step being one optimizer step, all its gradient
+  // accumulation micro-batches included) or per sample (`flops_per_sample`,
+  // times the samples each step gave in StepOptions::samples). At most one;
+  // 0: not given (no MFU). Finite and >= 0. Summary::efficiency has the
+  // achieved FLOP/s and MFU over the window.
+  double flops_per_step = 0;
+  double flops_per_sample = 0;
+
+  // One GPU's peak FLOP/s that MFU is taken against; 0: the dense peak of
+  // `device_name` in `peak_precision` from the table in docs/mfu.md. Finite
+  // and >= 0.
+  double peak_flops = 0;
+  Precision peak_precision = Precision::kBf16;
+
+  // The GPU's model name as NVML or torch.cuda.get_device_name() spell it
+  // ("NVIDIA H100 80GB HBM3"), for the peak table; empty: unknown (the
+  // Python package passes torch's name of the current device).
+  std::string device_name = {};
 
   // Options::Validate()
   //

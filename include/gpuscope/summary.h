@@ -308,6 +308,30 @@ struct PeriodicSpike {
   bool operator==(const PeriodicSpike&) const = default;
 };
 
+// EfficiencyStats
+//
+// Model FLOPs utilization over the window, for this process (one rank, one
+// GPU): present when Options::flops_per_step or flops_per_sample is given.
+// docs/mfu.md defines it.
+struct EfficiencyStats {
+  // Model FLOPs this process executed per second of step time over the
+  // window (flops_per_step: steps x flops / window time; flops_per_sample:
+  // samples x flops over the time of the steps that gave a count). nullopt:
+  // no step gave a sample count.
+  std::optional<double> flops_per_second;
+  // One GPU's peak FLOP/s MFU is taken against; nullopt: unknown.
+  std::optional<double> peak_flops;
+  // "options" (Options::peak_flops), or "table: H100 SXM, bf16 dense".
+  std::string peak_source;
+  std::string precision;  // "bf16", ... (Options::peak_precision)
+  // flops_per_second / peak_flops; nullopt when either is unknown. Above 1
+  // means the FLOPs given are more than the GPU can execute.
+  std::optional<double> mfu;
+  std::string reason;  // why mfu is nullopt; empty when it is known
+
+  bool operator==(const EfficiencyStats&) const = default;
+};
+
 // Periodic spikes a summary keeps.
 inline constexpr int kMaxPeriodicSpikes = 8;
 
@@ -445,6 +469,8 @@ struct Summary {
   // Over the window's steps that carried a count (nullopt when none did).
   std::optional<double> samples_per_second;
   std::optional<double> tokens_per_second;
+  // Model FLOP/s and MFU (with Options::flops_per_step or flops_per_sample).
+  std::optional<EfficiencyStats> efficiency;
 
   // GPU idle percentage of step time over the `gpu_steps` steps, 0..100;
   // nullopt with Source::kHost. With Source::kEvents it is a lower bound.

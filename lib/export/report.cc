@@ -48,6 +48,39 @@ std::string Rate(double per_second, const char* what) {
   return absl::StrFormat("%.1f %s/s", per_second, what);
 }
 
+// FLOP/s with a decimal unit: "312.0 TFLOP/s", "1.98 PFLOP/s", "45.0 GFLOP/s".
+std::string FlopRate(double flops) {
+  constexpr struct {
+    double scale;
+    const char* name;
+  } kUnits[] = {{1e15, "PFLOP/s"}, {1e12, "TFLOP/s"}, {1e9, "GFLOP/s"}, {1e6, "MFLOP/s"}};
+  for (const auto& u : kUnits) {
+    if (flops >= u.scale) {
+      const double v = flops / u.scale;
+      if (v >= 10) return absl::StrFormat("%.1f %s", v, u.name);  // 989.5: as the table says
+      return absl::StrFormat("%.2f %s", v, u.name);
+    }
+  }
+  return absl::StrFormat("%.0f FLOP/s", flops);
+}
+
+// The efficiency line: "model FLOPs 243.8 TFLOP/s = 24.6% MFU of 989.5 TFLOP/s
+// (table: H100 SXM, bf16 dense)", or why the MFU is unknown.
+std::string EfficiencyLine(const EfficiencyStats& e) {
+  std::string line = e.flops_per_second.has_value()
+                         ? absl::StrCat("model FLOPs ", FlopRate(*e.flops_per_second))
+                         : std::string("model FLOPs unknown");
+  if (e.mfu.has_value() && e.peak_flops.has_value()) {
+    absl::StrAppend(&line, absl::StrFormat(" = %.1f%% MFU of %s (%s", 100 * *e.mfu,
+                                           FlopRate(*e.peak_flops), e.peak_source));
+    if (e.peak_source == "options") absl::StrAppend(&line, ", ", e.precision);
+    absl::StrAppend(&line, ", per GPU)");
+  } else {
+    absl::StrAppend(&line, "; MFU unknown: ", e.reason);
+  }
+  return line;
+}
+
 // A byte count with a binary unit: "4 B", "64.0 MiB".
 std::string Bytes(double bytes) {
   constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -321,6 +354,9 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         absl::StrAppend(&rates, rates.empty() ? "" : ", ", Rate(*s.tokens_per_second, "tokens"));
       }
       absl::StrAppend(&out, "throughput  ", rates, "\n");
+    }
+    if (s.efficiency.has_value()) {
+      internal::AppendHanging(&out, "efficiency  ", EfficiencyLine(*s.efficiency), 12);
     }
     for (const PeriodicSpike& p : s.periodic_spikes) {
       const std::string what = p.phase == kOtherPhaseName
@@ -709,6 +745,13 @@ std::string PrometheusText(const Summary& s) {
           "Samples per second over the window's steps that gave a count.", s.samples_per_second);
   e.Gauge("throughput_tokens_per_second",
           "Tokens per second over the window's steps that gave a count.", s.tokens_per_second);
+  if (s.efficiency.has_value()) {
+    e.Gauge("model_flops_per_second",
+            "Model FLOPs this process executed per second of step time over the window.",
+            s.efficiency->flops_per_second);
+    e.Gauge("mfu_ratio", "Model FLOPs utilization: model FLOP/s over one GPU's dense peak, 0..1.",
+            s.efficiency->mfu);
+  }
   e.Gauge("self_scope_seconds",
           "Host time one gpuscope scope (begin and end) costs on this machine.",
           s.overhead.scope_ns.has_value() ? std::optional<double>(*s.overhead.scope_ns * 1e-9)

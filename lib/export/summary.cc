@@ -489,6 +489,8 @@ template std::string internal::PartToJson<WarmupStats>(const WarmupStats&);
 template absl::StatusOr<WarmupStats> internal::PartFromJson<WarmupStats>(std::string_view);
 template std::string internal::PartToJson<PhaseStats>(const PhaseStats&);
 template absl::StatusOr<PhaseStats> internal::PartFromJson<PhaseStats>(std::string_view);
+template std::string internal::PartToJson<EfficiencyStats>(const EfficiencyStats&);
+template absl::StatusOr<EfficiencyStats> internal::PartFromJson<EfficiencyStats>(std::string_view);
 template std::string internal::PartToJson<DeviceStats>(const DeviceStats&);
 template absl::StatusOr<DeviceStats> internal::PartFromJson<DeviceStats>(std::string_view);
 template std::string internal::PartToJson<ActivityStats>(const ActivityStats&);

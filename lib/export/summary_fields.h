@@ -66,6 +66,7 @@ inline constexpr Range kRate{0, kHuge};    // per second, per step, bytes
 inline constexpr Range kRatio{0, 100};     // clocks over their maximum
 inline constexpr Range kState{-1, kHuge};  // NVML state, -1: not available
 inline constexpr Range kCelsius{-273.15, 1000};
+inline constexpr Range kFlops{0, 1e24};             // FLOP/s (kHuge is below an FP8 peak)
 inline constexpr Range kAnyInteger{-kHuge, kHuge};  // checked by the caller
 
 template <typename V, typename Q>
@@ -277,6 +278,16 @@ void PeriodicSpikeFields(V& v, P& p) {
   v.Number("share", p.share, kFraction);
 }
 
+template <typename V, typename E>
+void EfficiencyFields(V& v, E& e) {
+  v.Optional("flops_per_second", e.flops_per_second, kFlops);
+  v.Optional("peak_flops", e.peak_flops, kFlops);
+  v.String("peak_source", e.peak_source);
+  v.String("precision", e.precision);
+  v.Optional("mfu", e.mfu, kRate);
+  v.String("reason", e.reason);
+}
+
 template <typename V, typename S>
 void SummaryFields(V& v, S& s) {
   v.String("version", s.version);
@@ -301,6 +312,9 @@ void SummaryFields(V& v, S& s) {
   v.Array("phases", s.phases, [](auto& sub, auto& p) { PhaseFields(sub, p); });
   v.Optional("samples_per_second", s.samples_per_second, kRate);
   v.Optional("tokens_per_second", s.tokens_per_second, kRate);
+  // Added after version 2 (optional on read, like every OptionalObject).
+  v.OptionalObject("efficiency", s.efficiency,
+                   [](auto& sub, auto& e) { EfficiencyFields(sub, e); });
   v.Optional("gpu_idle_pct", s.gpu_idle_pct, kPercent);
   v.NumberMap("idle_by_cause", s.idle_by_cause, kPercent);
   v.Array("devices", s.devices, [](auto& sub, auto& d) { DeviceFields(sub, d); }, kOptional);
@@ -342,6 +356,10 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<PhaseStats> T>
 void FieldsOf(V& v, T& x) {
   PhaseFields(v, x);
+}
+template <typename V, Is<EfficiencyStats> T>
+void FieldsOf(V& v, T& x) {
+  EfficiencyFields(v, x);
 }
 template <typename V, Is<DeviceStats> T>
 void FieldsOf(V& v, T& x) {

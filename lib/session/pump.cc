@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/host/clock.h"
 #include "base/log.h"
+#include "core/efficiency.h"
 #include "core/step_series.h"
 #include "core/summarize.h"
 #include "gpuscope/version.h"
@@ -205,6 +206,7 @@ Summary SessionImpl::Summarize() {
     overhead.worker_cpu_share = worker_cpu_share_;
   }
   Summary summary = SummarizeWindow(snapshot, facts);
+  summary.efficiency = ComputeEfficiency(summary, options_);
   overhead.scope_ns = MeasuredScopeNs();
   summary.overhead = overhead;
   std::lock_guard<std::mutex> lock(ranks_mu_);

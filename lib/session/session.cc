@@ -8,6 +8,7 @@
 #include "gpuscope/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,29 @@ absl::Status Options::Validate() const {
   if (trace_steps < 0 || trace_steps > 4096) return RangeError("trace_steps", trace_steps, 0, 4096);
   if (warmup_steps < 0 || warmup_steps > kMaxWarmupSteps) {
     return RangeError("warmup_steps", warmup_steps, 0, kMaxWarmupSteps);
+  }
+  const struct {
+    const char* name;
+    double value;
+  } flops[] = {{"flops_per_step", flops_per_step},
+               {"flops_per_sample", flops_per_sample},
+               {"peak_flops", peak_flops}};
+  for (const auto& f : flops) {
+    if (!std::isfinite(f.value) || f.value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Options::", f.name, " = ", f.value,
+          " is invalid: use a finite number >= 0 (FLOPs, or FLOP/s for peak_flops; 0: not given)"));
+    }
+  }
+  if (flops_per_step > 0 && flops_per_sample > 0) {
+    return absl::InvalidArgumentError(
+        "Options::flops_per_step and flops_per_sample are both set: give one (per optimizer step, "
+        "or per sample with each step's sample count)");
+  }
+  if (static_cast<int>(peak_precision) > static_cast<int>(Precision::kFp8)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Options::peak_precision = ", static_cast<int>(peak_precision),
+                     " is not a Precision: use kBf16, kFp16, kTf32, kFp32 or kFp8"));
   }
   return absl::OkStatus();
 }

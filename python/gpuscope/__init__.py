@@ -56,6 +56,7 @@ from ._session import Session, _decorate, _loop_range, _torch_stream  # noqa: E4
 from ._summary import (  # noqa: E402
     ActivityStats,
     DeviceStats,
+    EfficiencyStats,
     Finding,
     GpuTelemetry,
     OverheadStats,
@@ -74,6 +75,7 @@ from ._summary import (  # noqa: E402
 )
 from ._ranks import ExchangeResult  # noqa: E402
 from ._loader import add_loader_workers  # noqa: E402
+from ._flops import count_flops  # noqa: E402
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -81,6 +83,7 @@ GpuscopeError = _gpuscope.GpuscopeError
 __all__ = [
     "ActivityStats",
     "DeviceStats",
+    "EfficiencyStats",
     "Finding",
     "GpuTelemetry",
     "GpuscopeError",
@@ -100,6 +103,7 @@ __all__ = [
     "WarmupStats",
     "__version__",
     "add_loader_workers",
+    "count_flops",
     "default_session",
     "diagnose",
     "phase",

@@ -524,6 +524,10 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
     st = summary.step_time
     idle = "not measured (source host)" if summary.gpu_idle_pct is None else f"{summary.gpu_idle_pct:.1f}%"
     throughput = "" if summary.throughput is None else f"{summary.throughput:.1f} samples/s"
+    eff = summary.efficiency
+    if eff is not None and eff.mfu is not None:
+        throughput += (f"{'; ' if throughput else ''}MFU {100 * eff.mfu:.1f}% "
+                       f"({eff.peak_source})")
     w = summary.warmup
     warmup = "" if w.steps == 0 else (
         f" &middot; {w.steps} warm-up step{'s' if w.steps > 1 else ''} excluded ({_ms(w.total)})")

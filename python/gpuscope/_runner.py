@@ -14,8 +14,11 @@ frames, and the status is 1. Steps and phases come from torch's hooks
 record into the same session.
 
 While it runs, a status line goes to stderr every ``--status`` seconds
-(default 10; 0: none; rank 0 only under a job): step, p95 step time, GPU
-idle and its largest cause, the top finding. ``--prometheus PORT`` serves
+(default 10; 0: none; rank 0 only under a job): step, p95 step time,
+samples/s and tokens/s when steps carry counts, MFU with
+``--flops-per-step`` (this rank's model FLOPs per optimizer step;
+``--peak-flops``, ``--peak-precision`` as ``Session()`` takes them;
+docs/mfu.md), GPU idle and its largest cause, the top finding. ``--prometheus PORT`` serves
 the metrics (under a job on PORT + local rank). At exit (normal, an
 exception, ``sys.exit()`` or Ctrl-C), under a job the ranks exchange their
 records (at most 5 s), the report goes to stderr, ``--out DIR`` (default ``gpuscope-<date>-<time>``, or under
@@ -35,12 +38,15 @@ import runpy
 import sys
 import time
 import traceback
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 USAGE = ("usage: gpuscope run [--out DIR] [--no-report] [--no-html] [--status SECONDS] "
-         "[--prometheus PORT] [--baseline FILE [--max-regression PCT] [--statistic STAT] [--min-steps N]] "
+         "[--prometheus PORT] [--flops-per-step FLOPS [--peak-flops FLOPS] [--peak-precision P]] [--baseline FILE [--max-regression PCT] [--statistic STAT] [--min-steps N]] "
          "(script.py | -m module) "
          "[args...]")
+
+
+PRECISIONS = ("bf16", "fp16", "tf32", "fp32", "fp8")
 
 
 class _Options:
@@ -53,6 +59,7 @@ class _Options:
         self.baseline: Optional[str] = None
         self.max_regression: Optional[str] = None
         self.compare_options: List[str] = []  # --statistic, --min-steps: checked by compare
+        self.session_options: Dict[str, Any] = {}  # --flops-per-step, --peak-flops, --peak-precision
         self.module: Optional[str] = None
         self.script: Optional[str] = None
         self.args: List[str] = []
@@ -70,13 +77,25 @@ def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
             return None, None
         name, eq, inline = a.partition("=")
         if name in ("--out", "--status", "--prometheus", "--baseline", "--max-regression", "--statistic",
-                    "--min-steps"):
+                    "--min-steps", "--flops-per-step", "--peak-flops", "--peak-precision"):
             if not eq and i + 1 >= len(argv):
                 return None, f"gpuscope run: {name} needs a value"
             value = inline if eq else argv[i + 1]
             i += 1 if eq else 2
             if name == "--out":
                 o.out = value
+            elif name in ("--flops-per-step", "--peak-flops"):
+                try:
+                    flops = float(value)
+                except ValueError:
+                    flops = -1.0
+                if not (0 <= flops < float("inf")):
+                    return None, f"gpuscope run: {name} takes a number of FLOPs (0 or more, e.g. 3.2e15), not {value!r}"
+                o.session_options[name[2:].replace("-", "_")] = flops
+            elif name == "--peak-precision":
+                if value not in PRECISIONS:
+                    return None, f"gpuscope run: --peak-precision takes one of {', '.join(PRECISIONS)}, not {value!r}"
+                o.session_options["peak_precision"] = value
             elif name == "--baseline":
                 o.baseline = value
             elif name == "--max-regression":
@@ -161,9 +180,18 @@ def _print_script_traceback(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb, file=sys.stderr)
 
 
+def _rate(per_second: float, unit: str) -> str:
+    """1234.5 -> "1.23k samples/s"."""
+    for scale, prefix in ((1e6, "M"), (1e3, "k")):
+        if per_second >= scale:
+            return f"{per_second / scale:.2f}{prefix} {unit}/s"
+    return f"{per_second:.1f} {unit}/s"
+
+
 def status_line(session: object) -> Optional[str]:
-    """One line on where the run stands: steps, p95 step time, GPU idle and
-    its largest cause, the top finding. None before the first step."""
+    """One line on where the run stands: steps, p95 step time, throughput
+    and MFU (when known), GPU idle and its largest cause, the top finding.
+    None before the first step."""
     import gpuscope as gs
 
     s: gs.Session = session  # type: ignore[assignment]
@@ -171,6 +199,13 @@ def status_line(session: object) -> Optional[str]:
     if sm.steps == 0:
         return None
     line = f"gpuscope: step {sm.total_steps} | p95 {sm.step_time.p95 * 1e3:.1f} ms"
+    rates = [_rate(v, unit) for v, unit in ((sm.samples_per_second, "samples"),
+                                             (sm.tokens_per_second, "tokens")) if v is not None]
+    if rates:
+        line += " | " + ", ".join(rates)
+    eff = sm.efficiency
+    if eff is not None and eff.mfu is not None:
+        line += f" | MFU {eff.mfu * 100:.1f}%"
     if sm.gpu_idle_pct is not None:
         line += f" | GPU idle {sm.gpu_idle_pct:.0f}%"
         if sm.idle_by_cause:
@@ -220,9 +255,14 @@ def run(argv: Sequence[str]) -> int:
     # (cupti=True), and hands it to torch.profiler if the script starts one.
     # It is the default session, so that gs.phase() in the script records
     # into it.
+    if o.session_options.get("flops_per_step"):
+        try:  # so that the session can read the GPU's name for the peak table
+            import torch  # noqa: F401
+        except ImportError:
+            pass
     with gs._default_lock:
         if gs._default is None:
-            gs._default = gs.Session(cupti=True)
+            gs._default = gs.Session(cupti=True, **o.session_options)
         session = gs._default
     auto: Optional[AutoInstrument] = None
     unguard = None

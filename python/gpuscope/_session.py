@@ -52,13 +52,38 @@ def _series_from_columns(cols: Dict[str, Any]) -> List[Dict[str, Any]]:
     return out
 
 
+def _flops_arg(name: str, value: Any) -> float:
+    """None -> 0 (not given); a number as a float (the C++ options check it)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number or None, not {type(value).__name__}")
+    return float(value)
+
+
+def _torch_device_name() -> Optional[str]:
+    """torch.cuda.get_device_name() of the current device, when torch is
+    already imported and sees a GPU; None otherwise (never raises)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        return str(torch.cuda.get_device_name())
+    except Exception:  # noqa: BLE001 - no GPU name is no MFU, never an error in a training job
+        return None
+
+
 class Session(_gpuscope._Session):
     """Records the steps and phases of one training loop.
 
     ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=131072,
     flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
     cupti=None, telemetry_interval_ms=100, trace_steps=16, warmup=0,
-    rank_interval=30.0, rank_timeout_s=None)``. Every argument has a default;
+    rank_interval=30.0, rank_timeout_s=None, flops_per_step=0,
+    flops_per_sample=0, peak_flops=0, peak_precision="bf16",
+    device_name=None)``. Every argument has a default;
     only ``window`` may be given by position. Invalid values raise
     ``ValueError`` (saying the accepted range), values of the wrong type
     ``TypeError``; ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
@@ -104,6 +129,22 @@ class Session(_gpuscope._Session):
       one-time costs (DataLoader workers starting, cuDNN autotuning,
       torch.compile): ``warmup=1`` or more keeps them out of short runs and
       baselines.
+    * ``flops_per_step``: the model FLOPs THIS process (this rank) executes,
+      forward and backward, per optimizer step (every gradient accumulation
+      micro-batch of it); 0 (default): not given. ``summary().efficiency``
+      then has the achieved FLOP/s and the MFU (docs/mfu.md).
+    * ``flops_per_sample``: the same per sample, times each step's
+      ``samples=`` (the samples this rank processed in the optimizer step);
+      at most one of the two. ``gpuscope.count_flops()`` counts them once
+      with torch.
+    * ``peak_flops``: one GPU's peak FLOP/s for MFU; 0 (default): the dense
+      peak of the GPU in ``peak_precision`` from the table in docs/mfu.md.
+    * ``peak_precision``: the precision the matmuls run in, for that table:
+      ``"bf16"`` (default), ``"fp16"``, ``"tf32"``, ``"fp32"`` or ``"fp8"``.
+    * ``device_name``: the GPU's model name for that table; None: with FLOPs
+      given, ``torch.cuda.get_device_name()`` of the current device when
+      torch is imported and sees a GPU (else MFU is None and
+      ``efficiency.reason`` says why).
     * ``rank_interval``: in a distributed job, seconds between exchanges of
       rank records (default 30, at least 0.1; None: only in ``sync_ranks()``).
     * ``rank_timeout_s``: how long each exchange waits for the other ranks
@@ -141,15 +182,23 @@ class Session(_gpuscope._Session):
                  stream: Any = None, simulated_device: Any = None, cupti: Optional[bool] = None,
                  telemetry_interval_ms: int = 100, trace_steps: int = 16, warmup: int = 0,
                  rank_interval: Optional[float] = 30.0,
-                 rank_timeout_s: Optional[float] = None) -> None:
+                 rank_timeout_s: Optional[float] = None,
+                 flops_per_step: float = 0.0, flops_per_sample: float = 0.0,
+                 peak_flops: float = 0.0, peak_precision: str = "bf16",
+                 device_name: Optional[str] = None) -> None:
         from . import _ranks
 
         _ranks.check_options(rank_interval, rank_timeout_s)
+        if device_name is None and not peak_flops and (flops_per_step or flops_per_sample):
+            device_name = _torch_device_name()
         super().__init__(window, enabled=enabled, max_phases=max_phases,
                          queue_capacity=queue_capacity, flush_interval_ms=flush_interval_ms,
                          clock=clock, stream=stream, simulated_device=simulated_device, cupti=cupti,
                          telemetry_interval_ms=telemetry_interval_ms, trace_steps=trace_steps,
-                         warmup=warmup)
+                         warmup=warmup, flops_per_step=_flops_arg("flops_per_step", flops_per_step),
+                         flops_per_sample=_flops_arg("flops_per_sample", flops_per_sample),
+                         peak_flops=_flops_arg("peak_flops", peak_flops),
+                         peak_precision=peak_precision, device_name=device_name)
         _RANK_OPTIONS[self] = (rank_interval, rank_timeout_s)
         self._join_job()
 

@@ -16,6 +16,7 @@ from . import _gpuscope
 
 ActivityStats = _gpuscope.ActivityStats
 DeviceStats = _gpuscope.DeviceStats
+EfficiencyStats = _gpuscope.EfficiencyStats
 Finding = _gpuscope.Finding
 GpuTelemetry = _gpuscope.GpuTelemetry
 OverheadStats = _gpuscope.OverheadStats

@@ -79,7 +79,8 @@ def parse_exposition(text):
 @pytest.fixture
 def starved(clock):
     gpu = gs.testing.SimulatedDevice(activity=True)
-    s = gs.Session(clock=clock, simulated_device=gpu, stream=0)
+    # FLOPs and a peak given: the MFU families are exposed too.
+    s = gs.Session(clock=clock, simulated_device=gpu, stream=0, flops_per_sample=1e9, peak_flops=1e12)
     for _ in range(20):
         with s.step(samples=32, tokens=4096):
             with s.phase("data"):

@@ -150,7 +150,7 @@ def test_the_stubs_declare_every_attribute_the_extension_defines():
     for name in ("Summary", "Quantiles", "PhaseStats", "DeviceStats", "ActivityStats", "GpuTelemetry",
                  "TelemetryStats", "Finding", "DoctorCheck", "DoctorReport", "RankIdentity", "RankPhase",
                  "RankRecord", "Straggler", "RanksStats", "WarmupStats", "PeriodicSpike",
-                 "OverheadStats"):
+                 "OverheadStats", "EfficiencyStats"):
         cls = getattr(_gpuscope, name)
         public = {a for a, v in vars(cls).items() if not a.startswith(("__", "_pybind11"))
                   and (isinstance(v, property) or callable(v) or isinstance(v, staticmethod))}
