@@ -441,6 +441,18 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                           Bytes(a.h2d_bytes_per_step), Bytes(a.d2h_bytes_per_step));
     absl::StrAppendFormat(&out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
                           Duration(a.sync_time_per_step));
+    if (a.device_share_idle.has_value()) {
+      // By priority: kernels hide the copies, memsets and collectives they
+      // overlap (docs/definitions.md "Device time by category").
+      internal::AppendHanging(
+          &out, "  device time: ",
+          absl::StrFormat("kernels %.1f%%, memcpy %.1f%%, memset %.1f%%, comm %.1f%%, idle %.1f%%",
+                          100 * a.device_share_kernel.value_or(0),
+                          100 * a.device_share_memcpy.value_or(0),
+                          100 * a.device_share_memset.value_or(0),
+                          100 * a.device_share_comm.value_or(0), 100 * *a.device_share_idle),
+          15);
+    }
     if (a.dropped_records > 0) {
       internal::AppendWrapped(
           &out,
