@@ -28,12 +28,27 @@ struct Edge {
   uint8_t category;
 };
 
-// Splits the time covered by `edges` (one device's) among the categories:
-// each piece goes to the highest-priority category running over it.
+// Splits the time covered by `edges` (one device's, whose union within the
+// window is d->busy_ns) among the categories: each piece goes to the
+// highest-priority category running over it.
 void SplitByCategory(std::vector<Edge>& edges, ActivityDeviceResult* d) {
+  std::array<int64_t, kNumCategories> time{};
+  const auto assign = [&] {
+    d->kernel_ns = time[kCatKernel];
+    d->memcpy_ns = time[kCatMemcpy];
+    d->memset_ns = time[kCatMemset];
+    d->comm_ns = time[kCatComm];
+  };
+  // One category only (compute kernels alone, the common step): all of the
+  // busy time, no sort.
+  if (std::all_of(edges.begin(), edges.end(),
+                  [&](const Edge& e) { return e.category == edges.front().category; })) {
+    if (!edges.empty()) time[edges.front().category] = d->busy_ns;
+    assign();
+    return;
+  }
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
   std::array<int, kNumCategories> running{};
-  std::array<int64_t, kNumCategories> time{};
   int64_t prev = 0;
   for (const Edge& e : edges) {
     for (int c = 0; c < kNumCategories; ++c) {
@@ -45,10 +60,7 @@ void SplitByCategory(std::vector<Edge>& edges, ActivityDeviceResult* d) {
     running[e.category] += e.delta;
     prev = e.t;
   }
-  d->kernel_ns = time[kCatKernel];
-  d->memcpy_ns = time[kCatMemcpy];
-  d->memset_ns = time[kCatMemset];
-  d->comm_ns = time[kCatComm];
+  assign();
 }
 
 }  // namespace
