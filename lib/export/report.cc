@@ -737,6 +737,17 @@ std::string PrometheusText(const Summary& s) {
              "to gpu_idle_ratio.");
     for (const auto& [cause, pct] : s.idle_by_cause) e.Sample(pct / 100, {{"cause", cause}});
   }
+  if (s.activity.has_value() && s.activity->device_share_idle.has_value()) {
+    const ActivityStats& a = *s.activity;
+    e.Family("gpu_device_time_ratio", "gauge",
+             "Share of the GPUs' step time by category, each instant to the highest running: "
+             "kernel > memcpy > memset > comm > idle (cupti only); sums to 1.");
+    e.Sample(a.device_share_kernel.value_or(0), {{"category", "kernel"}});
+    e.Sample(a.device_share_memcpy.value_or(0), {{"category", "memcpy"}});
+    e.Sample(a.device_share_memset.value_or(0), {{"category", "memset"}});
+    e.Sample(a.device_share_comm.value_or(0), {{"category", "comm"}});
+    e.Sample(*a.device_share_idle, {{"category", "idle"}});
+  }
   if (s.telemetry.has_value()) {
     const TelemetryStats& t = *s.telemetry;
     const auto ratio = [](const std::optional<double>& pct) {
