@@ -325,6 +325,51 @@ void BM_ActivityStep(benchmark::State& state) {
 }
 BENCHMARK(BM_ActivityStep)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
+// The same step with every kind the device-time split tells apart: every
+// third kernel an NCCL collective on a third stream, every fourth record a
+// copy on a fourth, every seventh a memset, overlapping the kernels (the
+// split sorts each device's activity edges once per step).
+void BM_ActivityStepMixed(benchmark::State& state) {
+  const int kernels = static_cast<int>(state.range(0));
+  std::vector<gpuscope::internal::DeviceInterval> acts;
+  int64_t t = 0;
+  for (int i = 0; i < 3 * kernels; ++i) {
+    gpuscope::internal::DeviceInterval a;
+    a.begin_ns = t;
+    a.end_ns = t + 20'000;
+    a.launch_ns = t - 3'000;
+    a.stream = static_cast<uint32_t>(i % 2);
+    if (i % 3 == 0) {
+      a.kernel_class = gpuscope::internal::KernelClass::kCollective;
+      a.stream = 2;
+      a.end_ns = t + 40'000;  // runs under the next kernels
+    } else if (i % 4 == 0) {
+      a.kind = gpuscope::internal::ActivityKind::kMemcpyH2D;
+      a.stream = 3;
+      a.end_ns = t + 30'000;
+    } else if (i % 7 == 0) {
+      a.kind = gpuscope::internal::ActivityKind::kMemset;
+    }
+    acts.push_back(a);
+    t += 25'000;
+  }
+  gpuscope::internal::ActivityStepInput in;
+  in.begin_ns = static_cast<int64_t>(kernels) * 25'000;
+  in.end_ns = 2 * in.begin_ns;
+  const int64_t q = (in.end_ns - in.begin_ns) / 4;
+  for (int p = 0; p < 4; ++p)
+    in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
+  in.activity = acts;
+  for (auto _ : state) {
+    gpuscope::internal::ActivityStepResult r = gpuscope::internal::AnalyzeActivityStep(in);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["ns_per_record"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kernels,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ActivityStepMixed)->Arg(100)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
 // CompareRanks() over one exchange of `range(0)` ranks' records of 16
 // phases each, one rank 3x slow in one phase: the scoring's cost as the
 // world grows (decoding included, as a rank receiving the records pays it).

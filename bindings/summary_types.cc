@@ -70,7 +70,14 @@ constexpr char kActivityStatsDoc[] =
     "``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and "
     "``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no "
     "other work on its GPU overlapped), all in s per GPU, from kernel names; "
-    "``pageable_h2d_copies_per_step``; ``dropped_records``.";
+    "``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a "
+    "GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: "
+    "``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, "
+    "``device_time_comm``, ``device_time_idle`` (s per step and GPU) and "
+    "``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, "
+    "``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to "
+    "1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; "
+    "``dropped_records``.";
 
 constexpr char kOverheadStatsDoc[] =
     "What gpuscope itself cost (``Summary.overhead``): ``scope_ns`` (host ns one scope, begin "

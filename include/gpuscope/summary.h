@@ -207,6 +207,24 @@ struct ActivityStats {
   double fp32_gemm_time_per_step = 0;
   double collective_time_per_step = 0;
   double exposed_collective_time_per_step = 0;
+  // Device time by category (docs/definitions.md "Device time by
+  // category"): every instant of a step on a GPU goes to one of compute
+  // kernels > memcpy > memset > communication (collective kernels) > idle, by
+  // priority over the work running then (comm: collectives not hidden under
+  // compute, copies or memsets). Seconds per step and GPU (the window's sum
+  // over steps and their GPUs, divided by the step-GPU pairs), and shares of
+  // the GPUs' step time: the five sum to 1, and idle is gpu_idle_pct / 100.
+  // nullopt in summaries saved before they existed.
+  std::optional<double> device_time_kernel;
+  std::optional<double> device_time_memcpy;
+  std::optional<double> device_time_memset;
+  std::optional<double> device_time_comm;
+  std::optional<double> device_time_idle;
+  std::optional<double> device_share_kernel;
+  std::optional<double> device_share_memcpy;
+  std::optional<double> device_share_memset;
+  std::optional<double> device_share_comm;
+  std::optional<double> device_share_idle;
   int64_t dropped_records = 0;  // activity records lost to full buffers
 
   bool operator==(const ActivityStats&) const = default;

@@ -1,6 +1,7 @@
 #include "core/activity_timeline.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -8,6 +9,61 @@
 #include "core/intervals.h"
 
 namespace gpuscope::internal {
+namespace {
+
+// Device-time categories, highest priority first.
+enum Category : uint8_t { kCatKernel = 0, kCatMemcpy, kCatMemset, kCatComm, kNumCategories };
+
+Category CategoryOf(const DeviceInterval& a) {
+  if (a.kind == ActivityKind::kKernel) {
+    return a.kernel_class == KernelClass::kCollective ? kCatComm : kCatKernel;
+  }
+  return IsCopy(a.kind) ? kCatMemcpy : kCatMemset;
+}
+
+// One end of an activity interval, clipped to the window.
+struct Edge {
+  int64_t t;
+  int8_t delta;  // +1 begins, -1 ends
+  uint8_t category;
+};
+
+// Splits the time covered by `edges` (one device's, whose union within the
+// window is d->busy_ns) among the categories: each piece goes to the
+// highest-priority category running over it.
+void SplitByCategory(std::vector<Edge>& edges, ActivityDeviceResult* d) {
+  std::array<int64_t, kNumCategories> time{};
+  const auto assign = [&] {
+    d->kernel_ns = time[kCatKernel];
+    d->memcpy_ns = time[kCatMemcpy];
+    d->memset_ns = time[kCatMemset];
+    d->comm_ns = time[kCatComm];
+  };
+  // One category only (compute kernels alone, the common step): all of the
+  // busy time, no sort.
+  if (std::all_of(edges.begin(), edges.end(),
+                  [&](const Edge& e) { return e.category == edges.front().category; })) {
+    if (!edges.empty()) time[edges.front().category] = d->busy_ns;
+    assign();
+    return;
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  std::array<int, kNumCategories> running{};
+  int64_t prev = 0;
+  for (const Edge& e : edges) {
+    for (int c = 0; c < kNumCategories; ++c) {
+      if (running[static_cast<size_t>(c)] > 0) {
+        time[static_cast<size_t>(c)] += e.t - prev;
+        break;
+      }
+    }
+    running[e.category] += e.delta;
+    prev = e.t;
+  }
+  assign();
+}
+
+}  // namespace
 
 ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   ActivityStepResult out;
@@ -20,10 +76,17 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   // Device activity per device; devices take part when some of it overlaps
   // the window.
   std::map<int, std::vector<Interval>> per_device;
+  std::map<int, std::vector<Edge>> edges;  // by category, clipped to the window
   for (const int device : in.known_devices) per_device[device];
   for (const DeviceInterval& a : acts) {
     if (!IsDeviceActivity(a.kind)) continue;
     per_device[static_cast<int>(a.device)].push_back({a.begin_ns, a.end_ns});
+    const int64_t lo = std::max(a.begin_ns, wb), hi = std::min(a.end_ns, we);
+    if (hi <= lo) continue;
+    const auto category = static_cast<uint8_t>(CategoryOf(a));
+    std::vector<Edge>& e = edges[static_cast<int>(a.device)];
+    e.push_back({lo, 1, category});
+    e.push_back({hi, -1, category});
   }
   std::vector<PhaseRange> ranges;
   ranges.reserve(in.phases.size());
@@ -66,6 +129,11 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
       continue;
     }
     d.idle_ns = out.window_ns - d.busy_ns;
+    if (auto it = edges.find(device); it != edges.end()) SplitByCategory(it->second, &d);
+    out.counts.busy_kernel_ns += d.kernel_ns;
+    out.counts.busy_memcpy_ns += d.memcpy_ns;
+    out.counts.busy_memset_ns += d.memset_ns;
+    out.counts.busy_comm_ns += d.comm_ns;
     std::fill(phase_idle.begin(), phase_idle.end(), 0);
     ChargeToInnermost(idle, ranges, &phase_idle, &d.idle_other_ns);
     for (size_t i = 0; i < phase_idle.size(); ++i) out.phases[i].idle_ns += phase_idle[i];

@@ -15,6 +15,10 @@
 //     intervals whose launch call began inside one of its occurrences.
 //   * Synchronizations (host calls that block on the device) are counted with
 //     the host time they blocked; they are not device activity.
+//   * Device time by category: each instant of a device's busy time in the
+//     window goes to one category, by priority over the activity running
+//     then: compute kernel > memcpy > memset > communication (collective
+//     kernels). The categories sum to the busy time; idle is the rest.
 
 #ifndef GPUSCOPE_LIB_CORE_ACTIVITY_TIMELINE_H_
 #define GPUSCOPE_LIB_CORE_ACTIVITY_TIMELINE_H_
@@ -58,6 +62,11 @@ struct ActivityDeviceResult {
   int64_t idle_ns = 0;
   int64_t idle_launch_ns = 0;  // gaps shorter than the launch threshold
   int64_t idle_other_ns = 0;   // idle with no phase open
+  // Busy time by category (they sum to busy_ns).
+  int64_t kernel_ns = 0;  // a compute (non-collective) kernel ran
+  int64_t memcpy_ns = 0;  // else a copy
+  int64_t memset_ns = 0;  // else a memset
+  int64_t comm_ns = 0;    // else only collectives
 };
 
 // Per-step counts (kernels, copies and syncs whose begin lies in the window).
@@ -81,6 +90,12 @@ struct ActivityCounts {
   // overlapped, summed over devices.
   int64_t collective_exposed_ns = 0;
   int64_t pageable_h2d_copies = 0;
+  // Busy time in the window by category (ActivityDeviceResult), summed over
+  // devices: with idle, they sum to the window times the devices.
+  int64_t busy_kernel_ns = 0;
+  int64_t busy_memcpy_ns = 0;
+  int64_t busy_memset_ns = 0;
+  int64_t busy_comm_ns = 0;
 };
 
 struct ActivityStepResult {

@@ -383,6 +383,11 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
       t->activity.push_back(a);
     }
     t->has_activity = true;
+    t->device_time.clear();
+    for (const ActivityDeviceResult& d : r.devices) {
+      t->device_time.push_back({static_cast<uint32_t>(d.device), d.kernel_ns, d.memcpy_ns,
+                                d.memset_ns, d.comm_ns, d.idle_ns});
+    }
   }
   StepRecord* s = window->MutableStep(p.index);
   if (s == nullptr || r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;

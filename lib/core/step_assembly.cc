@@ -149,6 +149,7 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
     t.activity.clear();
     t.has_activity = false;
     t.activity_dropped = 0;
+    t.device_time.clear();
     for (const Record& r : scratch_) {
       TraceSpan span;
       span.id = r.name_id;

@@ -24,6 +24,17 @@ struct TraceSpan {
   int device = 0;
 };
 
+// Source cupti: one device's time in a step by category (as
+// ActivityDeviceResult splits it), for the step's slice.
+struct TraceDeviceTime {
+  uint32_t device = 0;
+  int64_t kernel_ns = 0;
+  int64_t memcpy_ns = 0;
+  int64_t memset_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t idle_ns = 0;
+};
+
 struct TraceStep {
   uint64_t index = 0;
   int64_t begin_ns = 0;
@@ -32,7 +43,8 @@ struct TraceStep {
   // Source cupti: activity overlapping the step (syncs included).
   std::vector<DeviceInterval> activity;
   bool has_activity = false;
-  uint64_t activity_dropped = 0;  // records past kMaxTraceActivityPerStep
+  uint64_t activity_dropped = 0;             // records past kMaxTraceActivityPerStep
+  std::vector<TraceDeviceTime> device_time;  // by device ordinal
 };
 
 // Activity records a kept step holds at most (a 48-byte record each): a

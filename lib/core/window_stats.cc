@@ -75,6 +75,10 @@ int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activit
   double kernel_ns_sum = 0, gemm_ns_sum = 0, gemm_fp32_ns_sum = 0, collective_ns_sum = 0,
          collective_exposed_ns_sum = 0;
   std::map<int, PerDevice> per_device;
+  // Device time by category, summed over steps and their devices, and the
+  // step-device pairs and their time (cupti).
+  int64_t cat_kernel_ns = 0, cat_memcpy_ns = 0, cat_memset_ns = 0, cat_comm_ns = 0,
+          cat_window_ns = 0, cat_pairs = 0;
   window.ForEachStep([&](const StepRecord& s, const StepDevices* devices) {
     if (s.device_busy_ns < 0 || devices == nullptr) return;
     ++gpu_steps;
@@ -104,6 +108,13 @@ int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activit
       // exposed part exceed the total.
       collective_exposed_ns_sum +=
           static_cast<double>(std::min(c.collective_exposed_ns, c.collective_ns)) * share;
+      cat_kernel_ns += c.busy_kernel_ns;
+      cat_memcpy_ns += c.busy_memcpy_ns;
+      cat_memset_ns += c.busy_memset_ns;
+      cat_comm_ns += c.busy_comm_ns;
+      const int64_t pairs = std::max<int64_t>(1, s.num_devices);
+      cat_window_ns += s.duration_ns() * pairs;
+      cat_pairs += pairs;
     }
     const int64_t device_window = s.duration_ns() * std::max<int64_t>(1, s.num_devices);
     gpu_window_ns += device_window;
@@ -148,6 +159,27 @@ int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activit
     a.fp32_gemm_time_per_step = gemm_fp32_ns_sum * kNsToSeconds / n;
     a.collective_time_per_step = collective_ns_sum * kNsToSeconds / n;
     a.exposed_collective_time_per_step = collective_exposed_ns_sum * kNsToSeconds / n;
+    if (cat_window_ns > 0) {
+      // Idle is what the categories leave: the busy time gpu_idle_pct uses.
+      const int64_t cat_idle_ns = std::max<int64_t>(
+          0, cat_window_ns - cat_kernel_ns - cat_memcpy_ns - cat_memset_ns - cat_comm_ns);
+      const double pairs = static_cast<double>(cat_pairs);
+      const double window_ns = static_cast<double>(cat_window_ns);
+      const auto per_step = [&](int64_t ns) {
+        return static_cast<double>(ns) * kNsToSeconds / pairs;
+      };
+      const auto share = [&](int64_t ns) { return static_cast<double>(ns) / window_ns; };
+      a.device_time_kernel = per_step(cat_kernel_ns);
+      a.device_time_memcpy = per_step(cat_memcpy_ns);
+      a.device_time_memset = per_step(cat_memset_ns);
+      a.device_time_comm = per_step(cat_comm_ns);
+      a.device_time_idle = per_step(cat_idle_ns);
+      a.device_share_kernel = share(cat_kernel_ns);
+      a.device_share_memcpy = share(cat_memcpy_ns);
+      a.device_share_memset = share(cat_memset_ns);
+      a.device_share_comm = share(cat_comm_ns);
+      a.device_share_idle = share(cat_idle_ns);
+    }
     a.dropped_records = *activity_dropped;
     out->activity = a;
   }

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -267,6 +268,27 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
               if (s->activity_dropped > 0) {
                 w.Key("activity_records_not_kept");
                 w.Int(static_cast<int64_t>(s->activity_dropped));
+              }
+              // Each GPU's step time by category (docs/definitions.md "Device
+              // time by category"), in ms: they sum to the step's time.
+              if (!s->device_time.empty()) {
+                w.Key("device_time_ms");
+                w.BeginObject();
+                for (const TraceDeviceTime& d : s->device_time) {
+                  w.Key(absl::StrCat("gpu ", d.device));
+                  w.BeginObject();
+                  const std::pair<const char*, int64_t> parts[] = {{"kernel", d.kernel_ns},
+                                                                   {"memcpy", d.memcpy_ns},
+                                                                   {"memset", d.memset_ns},
+                                                                   {"comm", d.comm_ns},
+                                                                   {"idle", d.idle_ns}};
+                  for (const auto& [key, ns] : parts) {
+                    w.Key(key);
+                    w.Number(static_cast<double>(ns) / 1e6);
+                  }
+                  w.EndObject();
+                }
+                w.EndObject();
               }
             });
     // Outer phases first, so that viewers nest them under the step.

@@ -477,6 +477,18 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
                           Bytes(a.h2d_bytes_per_step), Bytes(a.d2h_bytes_per_step));
     absl::StrAppendFormat(&out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
                           Duration(a.sync_time_per_step));
+    if (a.device_share_idle.has_value()) {
+      // By priority: kernels hide the copies, memsets and collectives they
+      // overlap (docs/definitions.md "Device time by category").
+      internal::AppendHanging(
+          &out, "  device time: ",
+          absl::StrFormat("kernels %.1f%%, memcpy %.1f%%, memset %.1f%%, comm %.1f%%, idle %.1f%%",
+                          100 * a.device_share_kernel.value_or(0),
+                          100 * a.device_share_memcpy.value_or(0),
+                          100 * a.device_share_memset.value_or(0),
+                          100 * a.device_share_comm.value_or(0), 100 * *a.device_share_idle),
+          15);
+    }
     if (a.dropped_records > 0) {
       internal::AppendWrapped(
           &out,
@@ -767,6 +779,17 @@ std::string PrometheusText(const Summary& s) {
              "Share of step time the GPU was idle, by the host phase open (or launch gaps); sums "
              "to gpu_idle_ratio.");
     for (const auto& [cause, pct] : s.idle_by_cause) e.Sample(pct / 100, {{"cause", cause}});
+  }
+  if (s.activity.has_value() && s.activity->device_share_idle.has_value()) {
+    const ActivityStats& a = *s.activity;
+    e.Family("gpu_device_time_ratio", "gauge",
+             "Share of the GPUs' step time by category, each instant to the highest running: "
+             "kernel > memcpy > memset > comm > idle (cupti only); sums to 1.");
+    e.Sample(a.device_share_kernel.value_or(0), {{"category", "kernel"}});
+    e.Sample(a.device_share_memcpy.value_or(0), {{"category", "memcpy"}});
+    e.Sample(a.device_share_memset.value_or(0), {{"category", "memset"}});
+    e.Sample(a.device_share_comm.value_or(0), {{"category", "comm"}});
+    e.Sample(*a.device_share_idle, {{"category", "idle"}});
   }
   if (s.telemetry.has_value()) {
     const TelemetryStats& t = *s.telemetry;

@@ -403,6 +403,23 @@ absl::Status CheckConsistency(const Summary& s) {
         !within(a.pageable_copies_per_step, a.copies_per_step)) {
       return fail("activity copy counts are inconsistent (pageable H2D <= pageable <= copies)");
     }
+    const std::optional<double> category_shares[] = {a.device_share_kernel, a.device_share_memcpy,
+                                                     a.device_share_memset, a.device_share_comm,
+                                                     a.device_share_idle};
+    const std::optional<double> category_times[] = {a.device_time_kernel, a.device_time_memcpy,
+                                                    a.device_time_memset, a.device_time_comm,
+                                                    a.device_time_idle};
+    int present = 0;
+    double share_sum = 0;
+    for (int i = 0; i < 5; ++i) {
+      present += category_shares[i].has_value() + category_times[i].has_value();
+      if (category_shares[i].has_value()) share_sum += *category_shares[i];
+    }
+    if (present != 0 && (present != 10 || std::abs(share_sum - 1) > 1e-6)) {
+      return fail(
+          "activity device time by category is inconsistent (all ten fields or none, the five "
+          "shares summing to 1)");
+    }
   }
   if (s.periodic_spikes.size() > static_cast<size_t>(kMaxPeriodicSpikes)) {
     return fail(absl::StrCat("periodic_spikes has more than ", kMaxPeriodicSpikes, " entries"));
@@ -495,6 +512,8 @@ template std::string internal::PartToJson<DeviceStats>(const DeviceStats&);
 template absl::StatusOr<DeviceStats> internal::PartFromJson<DeviceStats>(std::string_view);
 template std::string internal::PartToJson<ActivityStats>(const ActivityStats&);
 template absl::StatusOr<ActivityStats> internal::PartFromJson<ActivityStats>(std::string_view);
+template std::string internal::PartToJson<OverheadStats>(const OverheadStats&);
+template absl::StatusOr<OverheadStats> internal::PartFromJson<OverheadStats>(std::string_view);
 template std::string internal::PartToJson<GpuTelemetry>(const GpuTelemetry&);
 template absl::StatusOr<GpuTelemetry> internal::PartFromJson<GpuTelemetry>(std::string_view);
 template std::string internal::PartToJson<TelemetryStats>(const TelemetryStats&);

@@ -153,6 +153,16 @@ void ActivityFields(V& v, A& a) {
   v.Number("exposed_collective_time_per_step", a.exposed_collective_time_per_step, kSeconds,
            kOptional);
   v.Number("pageable_h2d_copies_per_step", a.pageable_h2d_copies_per_step, kRate, kOptional);
+  v.Optional("device_time_kernel", a.device_time_kernel, kSeconds, kOptional);
+  v.Optional("device_time_memcpy", a.device_time_memcpy, kSeconds, kOptional);
+  v.Optional("device_time_memset", a.device_time_memset, kSeconds, kOptional);
+  v.Optional("device_time_comm", a.device_time_comm, kSeconds, kOptional);
+  v.Optional("device_time_idle", a.device_time_idle, kSeconds, kOptional);
+  v.Optional("device_share_kernel", a.device_share_kernel, kFraction, kOptional);
+  v.Optional("device_share_memcpy", a.device_share_memcpy, kFraction, kOptional);
+  v.Optional("device_share_memset", a.device_share_memset, kFraction, kOptional);
+  v.Optional("device_share_comm", a.device_share_comm, kFraction, kOptional);
+  v.Optional("device_share_idle", a.device_share_idle, kFraction, kOptional);
   v.Int("dropped_records", a.dropped_records, kCount);
 }
 

@@ -194,6 +194,98 @@ TEST(ActivityTest, OnlyCollectiveTimeNothingElseOverlapsIsExposed) {
   EXPECT_NEAR(s.activity->exposed_collective_time_per_step, 0.002, 1e-12);
 }
 
+// Device time by category, by hand. Each 11 ms step, from its begin (ms):
+// a 4 ms kernel [0, 4]; a 2 ms copy [3, 5] on a copy stream, its first half
+// under the kernel; a 1 ms memset alone [6, 7]; a 2 ms NCCL kernel [8, 10]
+// with a 1 ms compute kernel [8, 9] over its first half; idle [5, 6],
+// [7, 8], [10, 11]. So kernels 5 ms, memcpy 1, memset 1, comm 1, idle 3.
+TEST(ActivityTest, DeviceTimeByCategoryGoesToTheHighestPriorityRunning) {
+  ActivityLoop loop;
+  constexpr uint64_t kCompute = 0, kCopy = 1, kNccl = 2, kMemset = 3;
+  for (int i = 0; i < 3; ++i) {
+    loop.Step([&] {
+      loop.gpu->Launch(4 * kMs, kCompute, "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_tn");
+      loop.clock->Advance(3 * kMs);
+      loop.gpu->LaunchCopy(SimulatedDevice::Copy::kHostToDevice, 1 << 20, 2 * kMs,
+                           /*pageable=*/false, kCopy);
+      loop.clock->Advance(3 * kMs);
+      loop.gpu->LaunchMemset(1 << 20, kMs, kMemset);
+      loop.clock->Advance(2 * kMs);
+      loop.gpu->Launch(2 * kMs, kNccl, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+      loop.gpu->Launch(kMs, kCompute, "void at::native::vectorized_elementwise_kernel<4>()");
+      loop.clock->Advance(3 * kMs);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_EQ(s.gpu_steps, 3);
+  ASSERT_TRUE(s.activity.has_value());
+  const ActivityStats& a = *s.activity;
+  ASSERT_TRUE(a.device_time_kernel.has_value());
+  EXPECT_NEAR(*a.device_time_kernel, 0.005, 1e-12);
+  EXPECT_NEAR(*a.device_time_memcpy, 0.001, 1e-12);
+  EXPECT_NEAR(*a.device_time_memset, 0.001, 1e-12);
+  EXPECT_NEAR(*a.device_time_comm, 0.001, 1e-12);
+  EXPECT_NEAR(*a.device_time_idle, 0.003, 1e-12);
+  EXPECT_NEAR(*a.device_time_kernel + *a.device_time_memcpy + *a.device_time_memset +
+                  *a.device_time_comm + *a.device_time_idle,
+              s.step_time.mean, 1e-12);
+  EXPECT_NEAR(*a.device_share_kernel, 5.0 / 11, 1e-12);
+  EXPECT_NEAR(*a.device_share_memcpy, 1.0 / 11, 1e-12);
+  EXPECT_NEAR(*a.device_share_memset, 1.0 / 11, 1e-12);
+  EXPECT_NEAR(*a.device_share_comm, 1.0 / 11, 1e-12);
+  EXPECT_NEAR(*a.device_share_idle, 3.0 / 11, 1e-12);
+  EXPECT_NEAR(100 * *a.device_share_idle, *s.gpu_idle_pct, 1e-9);
+  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-9);
+  // The collective's exposed part is the comm category's.
+  EXPECT_NEAR(a.exposed_collective_time_per_step, *a.device_time_comm, 1e-12);
+  EXPECT_THAT(FormatReport(s), HasSubstr("device time: kernels 45.5%, memcpy 9.1%, memset 9.1%, "
+                                         "comm 9.1%, idle 27.3%"));
+  // The trace gives each step's split on the step's slice.
+  EXPECT_THAT(loop.session->TraceJson(),
+              HasSubstr(R"("device_time_ms":{"gpu 0":{"kernel":5,"memcpy":1,"memset":1,)"
+                        R"("comm":1,"idle":3}})"));
+}
+
+// Two GPUs: per device, then as gpu_idle_pct counts them (each step once
+// per device).
+TEST(ActivityTest, DeviceTimeByCategoryAveragesDevicesAsGpuIdleDoes) {
+  ActivityLoop loop;
+  loop.gpu->PlaceStream(7, /*device=*/1);
+  for (int i = 0; i < 4; ++i) {
+    loop.Step([&] {
+      loop.gpu->Launch(6 * kMs, 0);                                              // device 0
+      loop.gpu->Launch(2 * kMs, 7, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL");  // device 1
+      loop.clock->Advance(10 * kMs);
+    });
+  }
+  const Summary s = loop.DrainAndSummarize();
+  ASSERT_TRUE(s.activity.has_value() && s.activity->device_share_idle.has_value());
+  const ActivityStats& a = *s.activity;
+  EXPECT_NEAR(*a.device_time_kernel, 0.003, 1e-12);  // (6 + 0) / 2
+  EXPECT_NEAR(*a.device_time_comm, 0.001, 1e-12);    // (0 + 2) / 2
+  EXPECT_NEAR(*a.device_time_idle, 0.006, 1e-12);    // (4 + 8) / 2
+  EXPECT_NEAR(*a.device_share_idle, 0.6, 1e-12);
+  EXPECT_NEAR(100 * *a.device_share_idle, *s.gpu_idle_pct, 1e-9);
+}
+
+// Only activity records see kernels: with events the split is absent.
+TEST(ActivityTest, DeviceTimeByCategoryNeedsActivityRecords) {
+  auto clock = std::make_shared<ManualClock>();
+  auto gpu = std::make_shared<SimulatedDevice>();  // no activity: source events
+  Session session(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(session);
+    gpu->Launch(5 * kMs);
+    clock->Advance(gpu->Synchronize());
+  }
+  clock->Advance(1000 * kMs);
+  const Summary s = session.Summarize();
+  EXPECT_EQ(s.source, Source::kEvents);
+  EXPECT_FALSE(s.activity.has_value());
+  EXPECT_THAT(FormatReport(s), ::testing::Not(HasSubstr("device time:")));
+  EXPECT_THAT(session.TraceJson(), ::testing::Not(HasSubstr("device_time_ms")));
+}
+
 TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {

@@ -150,6 +150,10 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
       DeviceInterval a =
           Kernel(b, b + d, b, static_cast<uint32_t>(rng() % 2), static_cast<uint32_t>(rng() % 2));
       if (rng() % 5 == 0) a.kind = ActivityKind::kMemcpyH2D;
+      if (rng() % 6 == 0) a.kind = ActivityKind::kMemset;
+      if (a.kind == ActivityKind::kKernel && rng() % 3 == 0) {
+        a.kernel_class = KernelClass::kCollective;
+      }
       if (rng() % 7 == 0) a.kind = ActivityKind::kSync;
       acts.push_back(a);
     }
@@ -166,18 +170,30 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
     const ActivityStepResult got = AnalyzeActivityStep(in);
     for (const ActivityDeviceResult& d : got.devices) {
       int64_t busy = 0, launch = 0, other = 0;
+      // Per cell, the highest-priority category running: kernel, memcpy,
+      // memset, comm.
+      int64_t by_category[4] = {0, 0, 0, 0};
       for (int64_t t = in.begin_ns; t < in.end_ns; t += kUs) {
         bool covered = false;
+        int category = 4;
         int64_t prev_end = -1, next_begin = -1;
         for (const DeviceInterval& a : acts) {
           if (a.kind == ActivityKind::kSync || static_cast<int>(a.device) != d.device) continue;
-          if (a.begin_ns <= t && t < a.end_ns) covered = true;
+          if (a.begin_ns <= t && t < a.end_ns) {
+            covered = true;
+            const int c = a.kind == ActivityKind::kMemset              ? 2
+                          : a.kind != ActivityKind::kKernel            ? 1
+                          : a.kernel_class == KernelClass::kCollective ? 3
+                                                                       : 0;
+            category = std::min(category, c);
+          }
           if (a.end_ns <= t) prev_end = std::max(prev_end, a.end_ns);
           if (a.begin_ns > t && (next_begin < 0 || a.begin_ns < next_begin))
             next_begin = a.begin_ns;
         }
         if (covered) {
           ++busy;
+          ++by_category[category];
         } else if (prev_end >= 0 && next_begin >= 0 &&
                    next_begin - prev_end < in.launch_threshold_ns) {
           ++launch;
@@ -197,6 +213,10 @@ TEST(ActivityTimelineTest, MatchesABruteForceReferenceOnRandomActivity) {
       ASSERT_EQ(d.idle_launch_ns, launch * kUs) << "trial " << trial;
       ASSERT_EQ(d.idle_other_ns, other * kUs) << "trial " << trial;
       ASSERT_EQ(d.busy_ns + d.idle_ns, in.end_ns - in.begin_ns) << "trial " << trial;
+      ASSERT_EQ(d.kernel_ns, by_category[0] * kUs) << "trial " << trial;
+      ASSERT_EQ(d.memcpy_ns, by_category[1] * kUs) << "trial " << trial;
+      ASSERT_EQ(d.memset_ns, by_category[2] * kUs) << "trial " << trial;
+      ASSERT_EQ(d.comm_ns, by_category[3] * kUs) << "trial " << trial;
     }
     int64_t phase_idle = 0;
     for (const auto& p : got.phases) phase_idle += p.idle_ns;

@@ -1,7 +1,9 @@
 // The versioned JSON encoding round-trips exactly and rejects bad input with
 // a message that says what is wrong.
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
@@ -82,6 +84,84 @@ TEST(SummaryJsonTest, VersionOneFilesStillRead) {
   const absl::StatusOr<Summary> r = SummaryFromJson(json);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->telemetry.has_value());
+}
+
+Summary WithDeviceTimeByCategory() {
+  Summary s;
+  s.source = Source::kCupti;
+  s.window = 8;
+  s.steps = s.total_steps = s.gpu_steps = 4;
+  s.step_time = {.count = 4,
+                 .mean = 0.012,
+                 .min = 0.012,
+                 .max = 0.012,
+                 .p50 = 0.012,
+                 .p90 = 0.012,
+                 .p95 = 0.012,
+                 .p99 = 0.012};
+  s.lifetime_step_time = s.step_time;
+  s.window_time = 0.048;
+  s.gpu_idle_pct = 25;
+  ActivityStats a;
+  a.kernels_per_step = 3;
+  a.kernel_time_per_step = 0.007;
+  a.device_time_kernel = 0.006;
+  a.device_time_memcpy = 0.001;
+  a.device_time_memset = 0.0005;
+  a.device_time_comm = 0.0005;
+  a.device_time_idle = 0.004;
+  a.device_share_kernel = 0.5;
+  a.device_share_memcpy = 1.0 / 12;
+  a.device_share_memset = 1.0 / 24;
+  a.device_share_comm = 1.0 / 24;
+  a.device_share_idle = 1.0 / 3;
+  s.activity = a;
+  return s;
+}
+
+// Drops every line of `json` that holds `key` (the encoding puts one field
+// per line).
+std::string WithoutLinesHolding(const std::string& json, std::string_view key) {
+  std::string out;
+  size_t at = 0;
+  while (at < json.size()) {
+    const size_t end = std::min(json.find('\n', at), json.size());
+    const std::string_view line = std::string_view(json).substr(at, end - at);
+    if (line.find(key) == std::string_view::npos) {
+      out.append(line);
+      out += '\n';
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
+TEST(SummaryJsonTest, DeviceTimeByCategoryRoundTripsAndOlderFilesStillRead) {
+  const Summary s = WithDeviceTimeByCategory();
+  const std::string json = ToJson(s);
+  const absl::StatusOr<Summary> back = SummaryFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+  // Written before the split existed: the activity object without it.
+  const std::string older =
+      WithoutLinesHolding(WithoutLinesHolding(json, "\"device_time_"), "\"device_share_");
+  ASSERT_EQ(older.find("device_share"), std::string::npos);
+  const absl::StatusOr<Summary> old = SummaryFromJson(older);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(old->activity.has_value());
+  EXPECT_FALSE(old->activity->device_time_kernel.has_value());
+  EXPECT_FALSE(old->activity->device_share_idle.has_value());
+  EXPECT_DOUBLE_EQ(old->activity->kernels_per_step, 3);
+}
+
+TEST(SummaryJsonTest, DeviceTimeByCategoryMustBeWholeAndSumToOne) {
+  Summary partial = WithDeviceTimeByCategory();
+  partial.activity->device_time_comm.reset();
+  EXPECT_FALSE(SummaryFromJson(ToJson(partial)).ok());
+  Summary off = WithDeviceTimeByCategory();
+  off.activity->device_share_idle = 0.5;  // the shares sum to 7/6
+  const absl::Status st = SummaryFromJson(ToJson(off)).status();
+  EXPECT_NE(st.message().find("device time by category"), std::string_view::npos) << st;
 }
 
 TEST(SummaryJsonTest, TelemetryRoundTrips) {

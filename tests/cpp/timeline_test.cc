@@ -242,10 +242,26 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
     absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
     ASSERT_TRUE(doc.ok()) << doc.status();
     std::map<int64_t, std::map<std::string, double>> traced;  // step -> cause -> s
+    std::map<int64_t, double> traced_idle_ms;                 // step -> its device_time_ms idle
     for (const internal::JsonValue* e : Events(*doc)) {
       if (Str(*e, "ph") != "X") continue;
       EXPECT_GE(e->Find("ts")->as_number(), 0) << "seed " << seed;
-      if (Str(*e, "cat") == "step") traced[*e->Find("args")->Find("index")->as_int64()];
+      if (Str(*e, "cat") == "step") {
+        const int64_t step = *e->Find("args")->Find("index")->as_int64();
+        traced[step];
+        // The step's device time by category sums to its duration, and its
+        // idle is the idle slices' (checked below).
+        const internal::JsonValue* by_category = e->Find("args")->Find("device_time_ms");
+        ASSERT_NE(by_category, nullptr) << "seed " << seed;
+        const internal::JsonValue* gpu0 = by_category->Find("gpu 0");
+        ASSERT_NE(gpu0, nullptr) << "seed " << seed;
+        double sum = 0;
+        for (const char* key : {"kernel", "memcpy", "memset", "comm", "idle"}) {
+          sum += gpu0->Find(key)->as_number();
+        }
+        EXPECT_NEAR(sum, e->Find("dur")->as_number() / 1e3, 1e-6) << "seed " << seed;
+        traced_idle_ms[step] = gpu0->Find("idle")->as_number();
+      }
       if (Str(*e, "cat") != "idle") continue;
       const int64_t step = *e->Find("args")->Find("step")->as_int64();
       traced[step][e->Find("args")->Find("cause")->as_string()] +=
@@ -255,6 +271,9 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
     for (const auto& [step, causes] : traced) {
       const StepPoint& p = series[static_cast<size_t>(step)];
       ASSERT_EQ(p.index, static_cast<uint64_t>(step));
+      double idle_s = 0;
+      for (const auto& [cause, seconds] : causes) idle_s += seconds;
+      EXPECT_NEAR(traced_idle_ms[step] * 1e-3, idle_s, 1e-8) << "seed " << seed << " step " << step;
       for (const auto& [cause, seconds] : p.idle_by_cause) {
         const auto it = causes.find(cause);
         EXPECT_NEAR(it != causes.end() ? it->second : 0.0, seconds, 1e-8)

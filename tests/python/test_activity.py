@@ -48,6 +48,17 @@ def test_exact_idle_pageable_copy_and_item_sync(clock, gpu):
     assert isinstance(a, gs.ActivityStats)
     assert a.kernels_per_step == 100 and a.kernel_time_p50 == pytest.approx(50e-6)
     assert a.pageable_copies_per_step == 1 and a.h2d_bytes_per_step == 64 << 20
+    # Device time by category: nothing overlaps here, so each is its own
+    # busy time; the shares sum to 1 and idle is gpu_idle_pct.
+    assert a.device_time_kernel == pytest.approx(100 * 50e-6)
+    assert a.device_time_memcpy == pytest.approx(5e-3 + 10e-6)
+    assert a.device_time_memset == 0 and a.device_time_comm == 0
+    assert a.device_time_idle == pytest.approx((31 * MS + 10 * US - busy) * 1e-9)
+    shares = (a.device_share_kernel, a.device_share_memcpy, a.device_share_memset,
+              a.device_share_comm, a.device_share_idle)
+    assert sum(shares) == pytest.approx(1)
+    assert 100 * a.device_share_idle == pytest.approx(sm.gpu_idle_pct)
+    assert "device time: kernels" in sm.report()
     assert a.d2h_bytes_per_step == 4 and a.syncs_per_step == 2
     assert a.host_wait_gaps_per_step == pytest.approx(99, abs=1)
     assert a.dropped_records == 0

@@ -212,6 +212,10 @@ def test_every_documented_family_is_exposed_as_documented(starved):
     assert sum(shares) == pytest.approx(1)  # as documented
     by_cause = [v for (name, _), v in samples.items() if name == "gpuscope_gpu_idle_by_cause_ratio"]
     assert sum(by_cause) == pytest.approx(samples[("gpuscope_gpu_idle_ratio", ())])
+    by_category = {dict(labels)["category"]: v for (name, labels), v in samples.items()
+                   if name == "gpuscope_gpu_device_time_ratio"}
+    assert sum(by_category.values()) == pytest.approx(1)
+    assert by_category["idle"] == pytest.approx(samples[("gpuscope_gpu_idle_ratio", ())])
 
 
 def test_rank_families_and_labels_are_exposed_as_documented(starved):
