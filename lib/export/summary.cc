@@ -512,8 +512,6 @@ template std::string internal::PartToJson<DeviceStats>(const DeviceStats&);
 template absl::StatusOr<DeviceStats> internal::PartFromJson<DeviceStats>(std::string_view);
 template std::string internal::PartToJson<ActivityStats>(const ActivityStats&);
 template absl::StatusOr<ActivityStats> internal::PartFromJson<ActivityStats>(std::string_view);
-template std::string internal::PartToJson<OverheadStats>(const OverheadStats&);
-template absl::StatusOr<OverheadStats> internal::PartFromJson<OverheadStats>(std::string_view);
 template std::string internal::PartToJson<GpuTelemetry>(const GpuTelemetry&);
 template absl::StatusOr<GpuTelemetry> internal::PartFromJson<GpuTelemetry>(std::string_view);
 template std::string internal::PartToJson<TelemetryStats>(const TelemetryStats&);
