@@ -45,12 +45,23 @@ std::optional<double> LoaderCores(const TelemetryStats& t) {
   return t.process_cores.value_or(0) + children;
 }
 
+// The share of the time the loader's workers were ready to run (running or
+// waiting for a CPU) that they waited; nullopt without workers ready.
+std::optional<double> WorkerWaitShare(const TelemetryStats& t) {
+  if (!t.worker_cores.has_value() || !t.worker_cpu_wait_cores.has_value()) return std::nullopt;
+  const double ready = *t.worker_cores + *t.worker_cpu_wait_cores;
+  if (ready <= 0) return std::nullopt;
+  return *t.worker_cpu_wait_cores / ready;
+}
+
 // The loader's workers waited for a CPU at least a fifth of the time they
 // were ready to run (or, without workers, the training thread, which then
 // loads the data, a tenth of all time).
 bool LoaderContended(const TelemetryStats& t) {
-  if (t.worker_cores.has_value() && *t.worker_cores > 0 && t.worker_cpu_wait_cores.has_value()) {
-    return *t.worker_cpu_wait_cores >= 0.25 * *t.worker_cores;
+  if (t.worker_cores.value_or(0) > 0) {
+    if (const std::optional<double> wait = WorkerWaitShare(t); wait.has_value()) {
+      return *wait >= 0.20;
+    }
   }
   return t.cpu_wait_share.value_or(0) >= 0.10;
 }
@@ -183,15 +194,9 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
   if (!s.telemetry.has_value()) return;
   const TelemetryStats& t = *s.telemetry;
   const double train = t.cpu_wait_share.value_or(0);
-  double loader = 0, worker_wait = 0;
-  if (t.worker_cores.has_value() && t.worker_cpu_wait_cores.has_value()) {
-    const double ready = *t.worker_cores + *t.worker_cpu_wait_cores;
-    if (ready > 0) {
-      worker_wait = *t.worker_cpu_wait_cores / ready;
-      bool measured = false;
-      loader = InputShare(s, &measured) * worker_wait;
-    }
-  }
+  const double worker_wait = WorkerWaitShare(t).value_or(0);
+  bool measured = false;
+  const double loader = worker_wait > 0 ? InputShare(s, &measured) * worker_wait : 0.0;
   const double share = std::min(1.0, train + loader);
   if (share < o.cpu_contention_moderate || !std::isfinite(share)) return;
   const double own =
