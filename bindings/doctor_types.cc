@@ -12,6 +12,7 @@
 
 #include "bound_types.h"
 #include "field_properties.h"
+#include "gil_released.h"
 #include "gpuscope/doctor.h"
 #include "value_or_throw.h"
 
@@ -84,7 +85,7 @@ void AddDoctorTypes(py::module_& m) {
   m.def(
       "run_doctor",
       []() {
-        py::gil_scoped_release release;  // it reads NVML and /proc: other threads may run meanwhile
+        GilReleased released;  // it reads NVML and /proc: other threads may run meanwhile
         return RunDoctor();
       },
       "Runs gpuscope doctor's checks now (read-only); a DoctorReport.");

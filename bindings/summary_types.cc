@@ -18,6 +18,7 @@
 #include "bound_types.h"
 #include "export/summary_fields.h"
 #include "field_properties.h"
+#include "gil_released.h"
 #include "gpuscope/ranks.h"
 #include "gpuscope/report.h"
 #include "gpuscope/session.h"
@@ -397,7 +398,7 @@ void AddSummaryTypes(py::module_& m) {
         {
           // Other threads (a training loop, when a monitor asks) run while
           // the session computes; the caller's reference keeps it alive.
-          py::gil_scoped_release release;
+          GilReleased released;
           summary = s->Summarize();
         }
         return summary;
@@ -450,7 +451,7 @@ void AddSummaryTypes(py::module_& m) {
         }
         absl::Status status;
         {
-          py::gil_scoped_release release;
+          GilReleased released;
           status =
               s->SetRankRecords(std::move(decoded), RankOptions{straggler_score, min_excess_share});
         }

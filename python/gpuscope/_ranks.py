@@ -39,6 +39,7 @@ job are never read as this one's.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import socket
@@ -53,6 +54,16 @@ from . import _gpuscope
 
 _MIN_INTERVAL = 0.1  # seconds; a shorter rank_interval is refused
 _POLL_FIRST, _POLL_MAX = 0.005, 0.2
+# At interpreter exit: how long the exchange threads are waited for (one
+# store call in flight; the exchanges themselves stop polling at once).
+_EXIT_WAIT = 5.0
+
+# Set at interpreter exit (before CPython ends daemon threads): no exchange
+# starts, and one in flight stops waiting for the other ranks. A daemon thread
+# still inside a store call when CPython finalizes is ended from inside
+# torch's pybind11 binding, whose GIL guard cannot be unwound through: the
+# process would abort with "terminate called without an active exception".
+_closing = threading.Event()
 
 
 class ExchangeResult(NamedTuple):
@@ -203,7 +214,7 @@ def _exchange(session: Any, state: _State, name: str, kind: str, timeout: float,
     delay = _POLL_FIRST
     while count < job.world_size:
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or _closing.is_set():
             break
         time.sleep(min(delay, left))
         delay = min(2 * delay, _POLL_MAX)
@@ -277,12 +288,18 @@ class _Exchanger:
             return self._sessions.get(session)
 
     def _run(self) -> None:
-        while True:
+        while not _closing.is_set():
             try:
                 self._pass()
             except Exception as e:  # never let the thread die: the next pass tries again
                 _say_once(f"thread:{type(e).__name__}", f"the rank exchange thread hit {_short(e)}")
-                time.sleep(1.0)
+                _closing.wait(1.0)
+
+    def stop(self) -> Optional[threading.Thread]:
+        """Wakes the thread to see ``_closing``; returns it (None: none)."""
+        with self._cv:
+            self._cv.notify_all()
+            return self._thread if self._pid == os.getpid() else None
 
     def _pass(self) -> None:
         """Sleeps until a session's exchange is due, then runs the due ones."""
@@ -296,6 +313,8 @@ class _Exchanger:
                 self._cv.wait(timeout=min(3600.0, max(0.001, wake - now)))
                 return
         for session, st in due:
+            if _closing.is_set():
+                return
             round_ = math.floor(time.time() / st.interval)
             first = st.last_round < 0
             st.last_round = round_
@@ -312,6 +331,19 @@ class _Exchanger:
 
 
 _EXCHANGER = _Exchanger()
+_SYNC_THREADS: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()  # sync_ranks() workers
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """Stops the exchanges and waits (at most _EXIT_WAIT s in all) for the
+    threads still inside one, while CPython still lets them finish."""
+    _closing.set()
+    threads = [t for t in [_EXCHANGER.stop(), *list(_SYNC_THREADS)]
+               if t is not None and t is not threading.current_thread()]
+    end = time.monotonic() + _EXIT_WAIT
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
 
 
 def attach(session: Any, interval: Optional[float], timeout: Optional[float]) -> bool:
@@ -382,6 +414,7 @@ def sync(session: Any, timeout: float) -> Optional[ExchangeResult]:
     started = time.monotonic()
     worker = threading.Thread(target=run, name="gpuscope-sync-ranks", daemon=True)
     worker.start()
+    _SYNC_THREADS.add(worker)
     # The exchange bounds its own wait; the margin covers this rank's summary
     # and a store call in flight. A store that hangs past it is left behind.
     worker.join(timeout + 2.0)
