@@ -106,6 +106,7 @@ constexpr char kTelemetryStatsDoc[] =
     "processes; None until a loader names them), ``child_cores`` (other descendant processes), "
     "``cpu_wait_share`` (share of time the training thread waited for a CPU), "
     "``worker_cpu_wait_cores``, ``cpu_pressure_pct`` (PSI), ``steal_pct``, "
+    "``cpu_throttled_pct`` (share of a container CPU limit's periods it was throttled in), "
     "``memory_available_bytes``, ``memory_pressure_pct`` (PSI), ``swap_pages_per_s``, "
     "``load1``, ``cpus_available`` (affinity cut by a container limit), "
     "``throttled_sm_clock_ratio`` (the clock ratio over the throttled steps only) and ``gpus`` "

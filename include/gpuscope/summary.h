@@ -301,6 +301,11 @@ struct TelemetryStats {
   std::optional<double> worker_cpu_wait_cores;
   std::optional<double> cpu_pressure_pct;  // PSI "some avg10": % of time a task waited for a CPU
   std::optional<double> steal_pct;         // of all CPUs, taken by the hypervisor
+  // The share (%) of a container CPU limit's enforcement periods (cgroup
+  // cpu.stat; typically 100 ms each) in which the process's cgroup used up
+  // its quota and was throttled: its threads then wait until the next period.
+  // Absent without a limit.
+  std::optional<double> cpu_throttled_pct;
   std::vector<GpuTelemetry> gpus;
 
   bool operator==(const TelemetryStats&) const = default;

@@ -185,7 +185,9 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
 
 // CPU contention: the training thread, or the loader's workers, ready to
 // run but waiting for a CPU (schedstat's run-queue wait), whoever takes the
-// CPUs: other jobs on a shared host, the hypervisor (steal), or the job's
+// CPUs: a container's CPU limit (its cgroup throttled in at least 5 % of the
+// limit's periods: a throttled thread waits on the run queue until the next
+// period), other jobs on a shared host, the hypervisor (steal), or the job's
 // own threads and processes when they outnumber its CPUs. What it costs:
 // the training thread's wait, as a share of wall time, stretches the step
 // by as much; the workers' wait, as a share of their time ready to run,
@@ -204,6 +206,7 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
   const bool self_inflicted = t.cpus_available.has_value() && *t.cpus_available > 0 &&
                               own >= o.cpu_saturated_share * *t.cpus_available;
   const bool steal = t.steal_pct.value_or(0) >= 5.0;
+  const bool throttled = t.cpu_throttled_pct.value_or(0) >= 5.0;
   Finding f;
   f.id = "cpu-contention";
   f.severity = Grade(share, o.cpu_contention_moderate, o.cpu_contention_high);
@@ -217,7 +220,13 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
                                   Pct(worker_wait)));
   }
   std::string why;
-  if (self_inflicted) {
+  if (throttled) {
+    why =
+        absl::StrFormat("; the container's CPU limit throttled it in %.0f%% of the limit's periods",
+                        *t.cpu_throttled_pct);
+    if (t.cpus_available.has_value())
+      absl::StrAppendFormat(&why, " (%.1f CPUs available)", *t.cpus_available);
+  } else if (self_inflicted) {
     why = absl::StrFormat("; the job's own processes use %.1f of its %.1f CPUs", own,
                           *t.cpus_available);
   } else if (t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct) {
@@ -240,7 +249,17 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
   AddIf(f, "load1", t.load1);
   AddIf(f, "cpu_pressure_pct", t.cpu_pressure_pct);
   AddIf(f, "steal_pct", t.steal_pct);
-  if (self_inflicted) {
+  AddIf(f, "cpu_throttled_pct", t.cpu_throttled_pct);
+  if (throttled) {
+    f.recommendation =
+        "The container's CPU limit (a CFS quota: Kubernetes resources.limits.cpu, Docker --cpus) "
+        "stops the job's threads whenever they use up a period's quota, until the next period; "
+        "many threads use it up early in the period. Raise the limit (or drop it and keep the "
+        "request), or fit the job in it: cap the CPU threads (torch.set_num_threads, "
+        "OMP_NUM_THREADS) and DataLoader num_workers so that together they stay within the "
+        "limit's CPUs. With Guaranteed QoS and whole CPUs, the static CPU manager gives the "
+        "container dedicated cores instead of a quota.";
+  } else if (self_inflicted) {
     f.recommendation =
         "The job's own threads and processes outnumber its CPUs: cap the CPU threads per process "
         "(torch.set_num_threads, OMP_NUM_THREADS, e.g. cores / processes), keep DataLoader "

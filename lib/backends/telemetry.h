@@ -60,6 +60,9 @@ struct TelemetrySample {
   double worker_cpu_wait_cores = kNotSampled;
   double cpu_pressure_pct = kNotSampled;  // PSI "some avg10" of /proc/pressure/cpu
   double steal_pct = kNotSampled;         // of all CPUs, taken by the hypervisor
+  // The share (%) of a container CPU limit's periods (cgroup cpu.stat) in
+  // which the process's cgroup used up its quota and was throttled.
+  double cpu_throttled_pct = kNotSampled;
   double memory_available_bytes = kNotSampled;
   double memory_pressure_pct = kNotSampled;  // PSI "some avg10"
   double swap_pages_per_s = kNotSampled;

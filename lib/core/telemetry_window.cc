@@ -162,7 +162,7 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
   if (!window.empty()) {
     const int64_t from = window.Find(window.first_index())->begin_ns;
     const int64_t to = window.Find(window.completed() - 1)->end_ns;
-    Mean avail, pressure, swap, load, cpus, worker_wait, cpu_pressure, steal;
+    Mean avail, pressure, swap, load, cpus, worker_wait, cpu_pressure, steal, throttled;
     struct GpuMeans {
       GpuTelemetry latest;
       Mean util, sm, sm_max, mem, mem_max, power, limit, temp, used, total, rx, tx;
@@ -178,6 +178,7 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
       worker_wait.Add(s.worker_cpu_wait_cores, rate);
       cpu_pressure.Add(s.cpu_pressure_pct, w);
       steal.Add(s.steal_pct, rate);
+      throttled.Add(s.cpu_throttled_pct, rate);
       for (int g = 0; g < s.gpu_count; ++g) {
         const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
         GpuMeans& m = per_gpu[gs.index];
@@ -216,6 +217,7 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
     ts.worker_cpu_wait_cores = worker_wait.Get();
     ts.cpu_pressure_pct = cpu_pressure.Get();
     ts.steal_pct = steal.Get();
+    ts.cpu_throttled_pct = throttled.Get();
     const auto value = [](const Mean& m) {
       return m.Get().value_or(std::numeric_limits<double>::quiet_NaN());
     };

@@ -534,6 +534,11 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
             *t.child_cores);
       if (t.cpus_available.has_value())
         absl::StrAppendFormat(&line, " (%.1f available)", *t.cpus_available);
+      if (t.cpu_throttled_pct.has_value() && *t.cpu_throttled_pct >= 0.5) {
+        absl::StrAppendFormat(&line,
+                              "; the container's CPU limit throttled it in %.0f%% of periods",
+                              *t.cpu_throttled_pct);
+      }
       if (t.cpu_wait_share.has_value() && *t.cpu_wait_share >= 0.005) {
         absl::StrAppendFormat(&line, "; the training thread waited for a CPU %.0f%% of the time",
                               100 * *t.cpu_wait_share);
@@ -824,6 +829,9 @@ std::string PrometheusText(const Summary& s) {
             ratio(t.cpu_pressure_pct));
     e.Gauge("host_cpu_steal_ratio", "Share of the host's CPUs taken by the hypervisor.",
             ratio(t.steal_pct));
+    e.Gauge("container_cpu_throttled_ratio",
+            "Share of the container CPU limit's periods in which it was throttled.",
+            ratio(t.cpu_throttled_pct));
   }
   if (s.ranks.has_value()) {
     const RanksStats& r = *s.ranks;

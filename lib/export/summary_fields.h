@@ -217,6 +217,7 @@ void TelemetryFields(V& v, T& t) {
   v.Optional("worker_cpu_wait_cores", t.worker_cpu_wait_cores, kRate, kOptional);
   v.Optional("cpu_pressure_pct", t.cpu_pressure_pct, kPercent, kOptional);
   v.Optional("steal_pct", t.steal_pct, kPercent, kOptional);
+  v.Optional("cpu_throttled_pct", t.cpu_throttled_pct, kPercent, kOptional);
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
 }
 

@@ -245,6 +245,26 @@ INSTANTIATE_TEST_SUITE_P(
                  },
                  [](Summary& s) { s.telemetry->steal_pct = 12; }, "cpu-contention",
                  Severity::kModerate, "the hypervisor takes 12%", "dedicated or larger instance"},
+        // A container limited to 2 CPUs, throttled in 40 % of its periods:
+        // the training thread waits out the rest of each period. Throttling
+        // that costs the training thread no wait is no finding.
+        RuleCase{"cpu_contention_container_limit",
+                 [](Summary& s) {
+                   s.telemetry->cpu_wait_share = 0.30;
+                   s.telemetry->cpus_available = 2;
+                   s.telemetry->process_cores = 1.9;
+                   s.telemetry->cpu_throttled_pct = 40;
+                 },
+                 [](Summary& s) {
+                   s.telemetry->cpu_wait_share = 0.02;
+                   s.telemetry->cpus_available = 2;
+                   s.telemetry->process_cores = 1.9;
+                   s.telemetry->cpu_throttled_pct = 40;
+                 },
+                 "cpu-contention", Severity::kHigh,
+                 "the container's CPU limit throttled it in 40% of the limit's periods (2.0 CPUs "
+                 "available)",
+                 "Raise the limit"},
         // iowait 20 % while the CPUs are 10 % busy: storage.
         RuleCase{"input_storage",
                  [](Summary& s) {
@@ -561,6 +581,21 @@ TEST(DiagnoseRulesTest, RulesNeedTheirDataSource) {
        {"launch-bound", "precision", "comm-bound", "throttling", "pcie-link", "utilization-lies"}) {
     EXPECT_EQ(Find(fs, id), nullptr) << id;
   }
+}
+
+// Throttled in 3 % of its periods, the container's limit is not what the
+// training thread waits for: other processes keep the host busy.
+TEST(DiagnoseRulesTest, ALittleThrottlingIsNotNamedAsTheCause) {
+  Summary s = Healthy();
+  s.telemetry->cpu_wait_share = 0.25;
+  s.telemetry->host_cpu_pct = 100;
+  s.telemetry->cpu_throttled_pct = 3;
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "cpu-contention");
+  ASSERT_NE(f, nullptr) << Ids(fs);
+  EXPECT_THAT(f->title, Not(HasSubstr("CPU limit")));
+  EXPECT_THAT(f->title, HasSubstr("other processes"));
+  EXPECT_THAT(f->recommendation, Not(HasSubstr("Raise the limit")));
 }
 
 // Issue 17's repro: two other jobs keep a 2-CPU host busy while the loader

@@ -304,6 +304,41 @@ TEST(HostStatsTest, ContainerMemoryReaderFollowsUsageAndNoticesAMoveWhenLookingA
   EXPECT_DOUBLE_EQ(m.available_bytes, 7.0 * (1 << 30));
 }
 
+TEST(HostStatsTest, ContainerCpuReaderGivesTheThrottledShareOfTheTightestLevel) {
+  FakeRoot r;
+  // cgroup v2: a pod with a limit, its container with a tighter one, and a
+  // parent without a limit (no periods); cgroup v1's cpu controller beside.
+  r.Write("proc/self/cgroup", "4:cpu,cpuacct:/docker/abc\n0::/kubepods/pod1/ctr\n");
+  r.Write("cgroup/kubepods/cpu.stat", "usage_usec 9\nnr_periods 0\nnr_throttled 0\n");
+  r.Write("cgroup/kubepods/pod1/cpu.stat", "nr_periods 50\nnr_throttled 0\nthrottled_usec 0\n");
+  r.Write("cgroup/kubepods/pod1/ctr/cpu.stat",
+          "usage_usec 100\nnr_periods 100\nnr_throttled 10\nthrottled_usec 5000\n");
+  r.Write("cgroup/cpu,cpuacct/docker/abc/cpu.stat",
+          "nr_periods 7\nnr_throttled 0\nthrottled_time 0\n");
+  ContainerCpuReader reader(r.Path("cgroup"), r.Path("proc"));
+  bool rebuilt = false;
+  const std::vector<CgroupThrottling> before = reader.Read(false, &rebuilt);
+  EXPECT_TRUE(rebuilt);          // the first read builds the chains
+  ASSERT_EQ(before.size(), 7u);  // ctr, pod1, kubepods, the root (v2); abc, docker, the root (v1)
+  // A second later: the container throttled in 4 of 10 periods, the pod in
+  // 1 of 10, cgroup v1's in 2 of 10.
+  r.Write("cgroup/kubepods/pod1/ctr/cpu.stat",
+          "usage_usec 900\nnr_periods 110\nnr_throttled 14\nthrottled_usec 90000\n");
+  r.Write("cgroup/kubepods/pod1/cpu.stat", "nr_periods 60\nnr_throttled 1\nthrottled_usec 9\n");
+  r.Write("cgroup/cpu,cpuacct/docker/abc/cpu.stat",
+          "nr_periods 17\nnr_throttled 2\nthrottled_time 5\n");
+  std::vector<CgroupThrottling> after = reader.Read(false, &rebuilt);
+  EXPECT_FALSE(rebuilt);
+  EXPECT_DOUBLE_EQ(ThrottledShare(before, after), 0.4);
+  // No period elapsed anywhere (no limit, or no time passed): unknown, not 0.
+  EXPECT_TRUE(std::isnan(ThrottledShare(after, after)));
+  // A process that moved: the reads do not compare.
+  r.Write("proc/self/cgroup", "0::/kubepods/pod1\n");
+  const std::vector<CgroupThrottling> moved = reader.Read(/*look_again=*/true, &rebuilt);
+  EXPECT_TRUE(rebuilt);
+  EXPECT_TRUE(std::isnan(ThrottledShare(after, moved)));
+}
+
 TEST(HostStatsTest, ThisMachinesProcIsReadable) {
   absl::StatusOr<HostSnapshot> s = ReadHost();
   ASSERT_TRUE(s.ok()) << s.status();

@@ -264,6 +264,29 @@ TEST(TelemetryTest, SystemSamplerReadsNvmlProcAndLiveWorkers) {
   EXPECT_DOUBLE_EQ(c.memory_available_bytes, 100.0 * 1024);
 }
 
+TEST(TelemetryTest, AContainersCpuThrottlingIsTheShareOfItsLimitsPeriods) {
+  fake_nvml_set_gpus(nullptr, 0);
+  FakeProc proc;
+  proc.Write("stat", "cpu 100 0 0 800 100 0 0 0\n");
+  proc.Write("self/cgroup", "0::/pod\n");
+  proc.Write("cgroup/pod/cpu.max", "200000 100000\n");  // 2 CPUs
+  proc.Write("cgroup/pod/cpu.stat", "usage_usec 1\nnr_periods 100\nnr_throttled 5\n");
+  std::unique_ptr<internal::Telemetry> t =
+      internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  ASSERT_TRUE(t->Start().ok());
+  internal::TelemetrySample s;
+  t->Sample(0, &s);
+  EXPECT_TRUE(std::isnan(s.cpu_throttled_pct));  // a rate: two samples
+  EXPECT_LE(s.cpus_available, 2.0);
+  // A second: 10 periods, throttled in 6 of them.
+  proc.Write("cgroup/pod/cpu.stat", "usage_usec 2\nnr_periods 110\nnr_throttled 11\n");
+  t->Sample(1'000'000'000, &s);
+  EXPECT_NEAR(s.cpu_throttled_pct, 60.0, 1e-9);
+  // The limit lifted: no period counted, nothing to say.
+  t->Sample(2'000'000'000, &s);
+  EXPECT_TRUE(std::isnan(s.cpu_throttled_pct));
+}
+
 TEST(TelemetryTest, WorkersForkedBetweenRefreshesCountFromTheNextSample) {
   internal::ResetProcessRolesForTest();
   FakeGpu gpu;

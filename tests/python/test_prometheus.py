@@ -150,6 +150,9 @@ HOST_TELEMETRY = {"gpuscope_throttled_steps_ratio", "gpuscope_host_cpu_ratio", "
                   "gpuscope_worker_cpu_wait_cores", "gpuscope_host_cpu_steal_ratio"}
 # Host telemetry only kernels with PSI (Linux 4.20+, psi=1) have.
 PSI_TELEMETRY = {"gpuscope_host_cpu_pressure_ratio"}
+# Host telemetry only a process under a container CPU limit has (checked in
+# test_shared_host.py, in a cgroup with a limit).
+CONTAINER_TELEMETRY = {"gpuscope_container_cpu_throttled_ratio"}
 GPU_TELEMETRY = {"gpuscope_nvidia_smi_utilization_ratio", "gpuscope_sm_clock_ratio"}
 # Families only a distributed job has (once ranks have exchanged records).
 RANK_FAMILIES = {"gpuscope_ranks_compared", "gpuscope_ranks_missing",
@@ -206,7 +209,7 @@ def test_every_documented_family_is_exposed_as_documented(starved):
     text = starved.prometheus()
     present = check_documented(text)
     assert present == (set(documented_families()) - HOST_TELEMETRY - PSI_TELEMETRY - GPU_TELEMETRY
-                       - RANK_FAMILIES)
+                       - CONTAINER_TELEMETRY - RANK_FAMILIES)
     samples = parse_exposition(text)
     shares = [v for (name, _), v in samples.items() if name == "gpuscope_phase_share_ratio"]
     assert sum(shares) == pytest.approx(1)  # as documented

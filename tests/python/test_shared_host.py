@@ -115,3 +115,57 @@ def test_a_loader_gpuscope_does_not_know_names_its_workers():
     assert t.worker_cores is not None and t.worker_cores > 0.3, t
     with pytest.raises((TypeError, ValueError)):
         gs.add_loader_workers(["not a pid"])
+
+
+def _cpu_limited_cgroup(cpus_limit: float):
+    """A new cgroup with a CPU limit of `cpus_limit` CPUs (cgroup v1's cpu
+    controller, or v2's where it is enabled for children), or None where
+    this process may not make one (not root, read-only or no such hierarchy)."""
+    period = 100_000
+    quota = int(cpus_limit * period)
+    name = f"gpuscope-test-{os.getpid()}"
+    candidates = [("/sys/fs/cgroup/cpu", lambda d: Path(d, "cpu.cfs_quota_us").write_text(str(quota)))]
+    try:
+        if "cpu" in Path("/sys/fs/cgroup/cgroup.subtree_control").read_text().split():
+            candidates.append(("/sys/fs/cgroup",
+                               lambda d: Path(d, "cpu.max").write_text(f"{quota} {period}")))
+    except OSError:
+        pass
+    for root, limit in candidates:
+        d = Path(root, name)
+        try:
+            d.mkdir()
+        except OSError:
+            continue
+        try:
+            limit(d)
+            return d
+        except OSError:
+            d.rmdir()
+    return None
+
+
+def test_a_containers_cpu_limit_is_named_when_it_throttles_the_job():
+    # A container limited to 0.3 CPUs (Kubernetes limits.cpu: 300m) and a loop
+    # that needs a whole CPU: the kernel throttles the cgroup in most periods
+    # and the training thread waits out the rest of each. cpu-contention
+    # names the limit, not other processes or the job's own threads.
+    cgroup = _cpu_limited_cgroup(0.3)
+    if cgroup is None:
+        pytest.skip("cannot make a cgroup with a CPU limit here (needs root and a writable "
+                    "cpu controller)")
+    try:
+        r = run("--steps", "60", "--workers", "0", "--item", "sleep:0", "--forward", "busy:10",
+                "--cgroup", str(cgroup))
+    finally:
+        cgroup.rmdir()
+    assert r["cpu_throttled_pct"] is not None and r["cpu_throttled_pct"] > 50, r["report"]
+    assert r["cpus_available"] <= 0.3 + 1e-9, r["report"]
+    f = next((f for f in r["findings"] if f["id"] == "cpu-contention"), None)
+    assert f is not None, r["report"]
+    assert "container's CPU limit throttled it" in f["title"], f["title"]
+    assert "Raise the limit" in f["recommendation"]
+    assert "the container's CPU limit throttled it" in " ".join(r["report"].split())
+    ratio = [line.split()[-1] for line in r["prometheus"].splitlines()
+             if line.startswith("gpuscope_container_cpu_throttled_ratio")]
+    assert ratio and float(ratio[0]) > 0.5, r["prometheus"]

@@ -451,12 +451,33 @@ std::vector<std::string> CgroupChain(const std::string& proc_root, const std::st
   return CgroupChainOf(text, cgroup_root, controller);
 }
 
-ContainerMemoryReader::ContainerMemoryReader(std::string cgroup_root, std::string proc_root)
-    : cgroup_root_(std::move(cgroup_root)),
-      proc_root_(std::move(proc_root)),
-      self_cgroup_(proc_root_ + "/self/cgroup", ProcFile::End::kAtShortRead) {}
+SelfCgroup::SelfCgroup(const std::string& proc_root)
+    : file_(proc_root + "/self/cgroup", ProcFile::End::kAtShortRead) {}
 
-void ContainerMemoryReader::Build(absl::string_view cgroup_text, bool readable) {
+bool SelfCgroup::Changed(bool look_again) {
+  if (built_ && !look_again) return false;
+  absl::string_view text;
+  const bool readable = file_.Read(&text, /*may_open=*/true);
+  if (!readable) text = "";
+  if (built_ && readable == readable_ && text == text_) return false;
+  text_.assign(text.data(), text.size());
+  readable_ = readable;
+  built_ = true;
+  return true;
+}
+
+std::vector<std::string> SelfCgroup::Chain(const std::string& cgroup_root,
+                                           const std::string& controller) const {
+  const absl::string_view text =
+      readable_ ? absl::string_view(text_)
+                : (controller.empty() ? kUnreadableCgroupV2 : absl::string_view());
+  return CgroupChainOf(text, cgroup_root, controller);
+}
+
+ContainerMemoryReader::ContainerMemoryReader(std::string cgroup_root, std::string proc_root)
+    : cgroup_root_(std::move(cgroup_root)), self_(proc_root) {}
+
+void ContainerMemoryReader::Build() {
   levels_.clear();
   const auto add = [this](const std::vector<std::string>& chain, const char* limit,
                           const char* usage, const char* inactive_key) {
@@ -467,23 +488,13 @@ void ContainerMemoryReader::Build(absl::string_view cgroup_text, bool readable) 
                               inactive_key});
     }
   };
-  add(CgroupChainOf(readable ? cgroup_text : kUnreadableCgroupV2, cgroup_root_, ""), "memory.max",
-      "memory.current", "inactive_file");
-  add(CgroupChainOf(readable ? cgroup_text : "", cgroup_root_, "memory"), "memory.limit_in_bytes",
-      "memory.usage_in_bytes", "total_inactive_file");
-  cgroup_text_.assign(cgroup_text.data(), cgroup_text.size());
-  self_cgroup_readable_ = readable;
-  built_ = true;
+  add(self_.Chain(cgroup_root_, ""), "memory.max", "memory.current", "inactive_file");
+  add(self_.Chain(cgroup_root_, "memory"), "memory.limit_in_bytes", "memory.usage_in_bytes",
+      "total_inactive_file");
 }
 
 ContainerMemory ContainerMemoryReader::Read(bool look_again) {
-  if (!built_ || look_again) {
-    // The chains are built again when the process moved.
-    absl::string_view text;
-    const bool readable = self_cgroup_.Read(&text, /*may_open=*/true);
-    if (!readable) text = "";
-    if (!built_ || readable != self_cgroup_readable_ || text != cgroup_text_) Build(text, readable);
-  }
+  if (self_.Changed(look_again)) Build();  // the first read, or the process moved
   ContainerMemory m;
   // The tightest limit along the chains; its usage, less the page cache the
   // kernel reclaims first (inactive files), is what counts against it. The
@@ -509,6 +520,48 @@ ContainerMemory ContainerMemoryReader::Read(bool look_again) {
 
 ContainerMemory ReadContainerMemory(const std::string& cgroup_root, const std::string& proc_root) {
   return ContainerMemoryReader(cgroup_root, proc_root).Read();
+}
+
+ContainerCpuReader::ContainerCpuReader(std::string cgroup_root, std::string proc_root)
+    : cgroup_root_(std::move(cgroup_root)), self_(proc_root) {}
+
+void ContainerCpuReader::Build() {
+  stats_.clear();
+  for (const char* controller : {"", "cpu"}) {
+    for (const std::string& dir : self_.Chain(cgroup_root_, controller))
+      stats_.emplace_back(dir + "/cpu.stat", ProcFile::End::kAtShortRead);
+  }
+  counts_.assign(stats_.size(), CgroupThrottling{});
+}
+
+const std::vector<CgroupThrottling>& ContainerCpuReader::Read(bool look_again, bool* rebuilt) {
+  *rebuilt = self_.Changed(look_again);
+  if (*rebuilt) Build();
+  for (size_t i = 0; i < stats_.size(); ++i) {
+    absl::string_view text;
+    CgroupThrottling& c = counts_[i];
+    c = CgroupThrottling{};
+    if (!stats_[i].Read(&text, look_again)) continue;
+    c.periods = static_cast<uint64_t>(StatValueText(text, "nr_periods"));
+    c.throttled = static_cast<uint64_t>(StatValueText(text, "nr_throttled"));
+  }
+  return counts_;
+}
+
+double ThrottledShare(const std::vector<CgroupThrottling>& before,
+                      const std::vector<CgroupThrottling>& after) {
+  double share = std::numeric_limits<double>::quiet_NaN();
+  if (before.size() != after.size()) return share;
+  for (size_t i = 0; i < after.size(); ++i) {
+    const CgroupThrottling& a = before[i];
+    const CgroupThrottling& b = after[i];
+    // A counter that went back: another cgroup at that path since.
+    if (b.periods <= a.periods || b.throttled < a.throttled) continue;
+    const double level = std::min(1.0, static_cast<double>(b.throttled - a.throttled) /
+                                           static_cast<double>(b.periods - a.periods));
+    if (std::isnan(share) || level > share) share = level;
+  }
+  return share;
 }
 
 std::string CanonicalPciBusId(const std::string& bus_id) {

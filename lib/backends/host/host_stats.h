@@ -187,6 +187,30 @@ HostPlacement ReadPlacement(const std::string& sys_root = "/sys",
 std::vector<std::string> CgroupChain(const std::string& proc_root, const std::string& cgroup_root,
                                      const std::string& controller);
 
+// SelfCgroup
+//
+// `<proc_root>/self/cgroup`, kept open, for a reader that builds its chains
+// from it: Changed() says when they are to be built (again).
+class SelfCgroup {
+ public:
+  explicit SelfCgroup(const std::string& proc_root);
+
+  // True on the first call, and on a `look_again` that finds the file's
+  // text (or whether it is readable) changed since the chains were built.
+  bool Changed(bool look_again);
+
+  // The chain of `controller` (as CgroupChain()) in the text last read; an
+  // unreadable file reads as the root of cgroup v2 and no v1 hierarchy.
+  std::vector<std::string> Chain(const std::string& cgroup_root,
+                                 const std::string& controller) const;
+
+ private:
+  ProcFile file_;
+  bool built_ = false;
+  bool readable_ = false;
+  std::string text_;  // what the chains were built from
+};
+
 // The memory limit a container (or a Slurm job) puts on the process: NaN
 // when there is none.
 struct ContainerMemory {
@@ -226,15 +250,52 @@ class ContainerMemoryReader {
     ProcFile limit, usage, stat;
     const char* inactive_key;  // "inactive_file" (v2), "total_inactive_file" (v1)
   };
-  void Build(absl::string_view cgroup_text, bool readable);
+  void Build();
 
-  std::string cgroup_root_, proc_root_;
-  ProcFile self_cgroup_;
-  bool built_ = false;
-  bool self_cgroup_readable_ = false;
-  std::string cgroup_text_;    // what `levels_` were built from
+  std::string cgroup_root_;
+  SelfCgroup self_;
   std::vector<Level> levels_;  // cgroup v2's chain, then cgroup v1's memory chain
 };
+
+// The CPU bandwidth limit's counters of one cgroup (its cpu.stat): the
+// limit's enforcement periods so far (cgroup v2 and v1 `nr_periods`), those
+// in which the cgroup used up its quota and was throttled (`nr_throttled`).
+struct CgroupThrottling {
+  uint64_t periods = 0;
+  uint64_t throttled = 0;
+};
+
+// ContainerCpuReader
+//
+// For a sampler: the throttling counters of every cgroup along the process's
+// chains (cgroup v2's, then cgroup v1's cpu controller's) whose cpu.stat
+// counts periods: those with a CPU limit (cpu.max, cpu.cfs_quota_us), such
+// as a Kubernetes pod's or container's. Looked up as ContainerMemoryReader's.
+class ContainerCpuReader {
+ public:
+  explicit ContainerCpuReader(std::string cgroup_root = "/sys/fs/cgroup",
+                              std::string proc_root = "/proc");
+
+  // Each level's counters, in chain order; a level without them reads as
+  // zeros. `*rebuilt`: the levels are not those of the last read (the
+  // process moved), so the two reads do not compare.
+  const std::vector<CgroupThrottling>& Read(bool look_again, bool* rebuilt);
+
+ private:
+  void Build();
+
+  std::string cgroup_root_;
+  SelfCgroup self_;
+  std::vector<ProcFile> stats_;  // cpu.stat, by level
+  std::vector<CgroupThrottling> counts_;
+};
+
+// The share of the CPU limit's periods between two reads of the same levels
+// in which the process's cgroup was throttled: the largest of the levels'
+// (a limit binds at whichever level is the tightest). NaN when no level
+// counted a period in between (no limit).
+double ThrottledShare(const std::vector<CgroupThrottling>& before,
+                      const std::vector<CgroupThrottling>& after);
 
 // A PCI bus id as sysfs writes it ("0000:17:00.0": lower case, a domain of
 // at least 4 digits), from NVML's ("00000000:17:00.0") or CUDA's

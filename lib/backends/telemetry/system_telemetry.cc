@@ -263,6 +263,7 @@ class SystemTelemetry final : public Telemetry {
         cgroup_root_(std::move(cgroup_root)),
         host_(proc_root_),
         container_memory_(cgroup_root_, proc_root_),
+        container_cpu_(cgroup_root_, proc_root_),
         descendants_(proc_root_, static_cast<int>(getpid())),
         ticks_per_s_(static_cast<double>(std::max<long>(1, sysconf(_SC_CLK_TCK)))) {
     description_ = Describe();
@@ -421,6 +422,8 @@ class SystemTelemetry final : public Telemetry {
     out->cpu_pressure_pct = snap->cpu_pressure_pct;
     uint64_t train_delay_ns = 0;
     const bool train_read = ReadTrainingThread(&train_delay_ns);
+    bool cgroups_moved = false;
+    const std::vector<CgroupThrottling>& throttling = container_cpu_.Read(refresh, &cgroups_moved);
     if (have_prev_ && now_ns > prev_ns_) {
       const double seconds = static_cast<double>(now_ns - prev_ns_) * 1e-9;
       const HostRates r = RatesBetween(prev_, *snap, seconds);
@@ -445,6 +448,10 @@ class SystemTelemetry final : public Telemetry {
         out->worker_cores = worker_ticks / ticks_per_s_ / seconds;
         out->worker_cpu_wait_cores = worker_delay_ns * 1e-9 / seconds;
       }
+      if (!cgroups_moved) {
+        const double throttled = ThrottledShare(prev_throttling_, throttling);
+        if (!std::isnan(throttled)) out->cpu_throttled_pct = 100 * throttled;
+      }
       if (train_read && have_train_prev_ && train_delay_ns >= prev_train_delay_ns_) {
         out->cpu_wait_share = std::min(
             1.0, static_cast<double>(train_delay_ns - prev_train_delay_ns_) * 1e-9 / seconds);
@@ -452,6 +459,7 @@ class SystemTelemetry final : public Telemetry {
     }
     have_train_prev_ = train_read;
     prev_train_delay_ns_ = train_delay_ns;
+    prev_throttling_ = throttling;
     prev_ = *snap;
     have_prev_ = true;
     prev_ns_ = now_ns;
@@ -486,6 +494,8 @@ class SystemTelemetry final : public Telemetry {
   std::string description_;
   HostReader host_;
   ContainerMemoryReader container_memory_;
+  ContainerCpuReader container_cpu_;
+  std::vector<CgroupThrottling> prev_throttling_;  // at the last sample, by level
   DescendantTicks descendants_;
   std::vector<DescendantTicks::Process> procs_, prev_procs_;
   uint64_t workers_generation_ = 0;

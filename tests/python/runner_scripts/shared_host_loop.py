@@ -4,12 +4,13 @@ optional CPU-burning child processes that are not the loader's. Prints the
 window's host telemetry and findings as one JSON line.
 
     python shared_host_loop.py --steps 150 --workers 2 --context forkserver \
-        --item busy:4 --forward sleep:3 --burn-children 2
+        --item busy:4 --forward sleep:3 --burn-children 2 [--cgroup DIR]
 """
 
 import argparse
 import json
 import multiprocessing as mp
+import os
 import time
 
 import torch  # noqa: F401 - the DataLoader's
@@ -55,7 +56,11 @@ def main() -> None:
     p.add_argument("--item", default="sleep:2")
     p.add_argument("--forward", default="busy:3")
     p.add_argument("--burn-children", type=int, default=0)
+    p.add_argument("--cgroup", default=None, help="a cgroup directory to move into first")
     a = p.parse_args()
+    if a.cgroup:
+        with open(f"{a.cgroup}/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
     burners = [mp.get_context("fork").Process(target=burn, daemon=True)
                for _ in range(a.burn_children)]
     for b in burners:
@@ -70,11 +75,13 @@ def main() -> None:
             break
     t = s.summary().telemetry
     fields = ("host_cpu_pct", "process_cores", "worker_cores", "child_cores", "cpus_available",
-              "cpu_wait_share", "worker_cpu_wait_cores", "cpu_pressure_pct", "steal_pct")
+              "cpu_wait_share", "worker_cpu_wait_cores", "cpu_pressure_pct", "steal_pct",
+              "cpu_throttled_pct")
     out = {k: getattr(t, k) for k in fields}
     out["findings"] = [{"id": f.id, "title": f.title, "share": f.share,
                         "recommendation": f.recommendation} for f in s.diagnose()]
     out["report"] = s.report()
+    out["prometheus"] = s.prometheus()
     for b in burners:
         b.terminate()
     print(json.dumps(out))
