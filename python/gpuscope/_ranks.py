@@ -48,7 +48,7 @@ import threading
 import time
 import weakref
 import zlib
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional
 
 from . import _gpuscope
 

@@ -33,6 +33,7 @@ cannot be used.
 
 from __future__ import annotations
 
+import importlib
 import os
 import runpy
 import sys
@@ -257,7 +258,7 @@ def run(argv: Sequence[str]) -> int:
     # into it.
     if o.session_options.get("flops_per_step"):
         try:  # so that the session can read the GPU's name for the peak table
-            import torch  # noqa: F401
+            importlib.import_module("torch")
         except ImportError:
             pass
     with gs._default_lock:

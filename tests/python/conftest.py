@@ -2,7 +2,6 @@
 cleanly without one."""
 
 import ctypes
-import os
 
 import pytest
 

@@ -4,7 +4,6 @@ regression, and bad files get a clear error (exit 2) and never a
 traceback."""
 
 import json
-import os
 import random
 import re
 import subprocess

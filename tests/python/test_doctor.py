@@ -3,7 +3,6 @@
 themselves are tested in C++ against a fake NVML and a fake /proc and /sys.)"""
 
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -8,7 +8,6 @@ import socket
 
 import pytest
 
-import gpuscope as gs
 from gpuscope import _dist
 
 from conftest import MS
