@@ -109,6 +109,7 @@ __all__ = [
     "phase",
     "prometheus_collector",
     "report",
+    "reset",
     "step",
     "steps",
     "summary",
@@ -172,6 +173,16 @@ def summary() -> Summary:
 def report(color: bool = False) -> str:
     """The default session's report, findings included."""
     return default_session().report(color)
+
+
+def reset(warmup: Optional[int] = None) -> None:
+    """Restarts the default session's measurement (``Session.reset``): its
+    window, the run's histogram and totals start afresh, and the next
+    ``warmup`` completed steps (None: the session's ``warmup``) are warm-up
+    again. For a warm-up the loop defines itself (``gs.reset()`` once the
+    first epoch's workers and compilation are done), or between epochs or
+    configurations."""
+    default_session().reset(warmup=warmup)
 
 
 def prometheus_collector(session: Optional[Session] = None, labels: Optional[Dict[str, str]] = None) -> Any:

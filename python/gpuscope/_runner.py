@@ -18,7 +18,10 @@ While it runs, a status line goes to stderr every ``--status`` seconds
 samples/s and tokens/s when steps carry counts, MFU with
 ``--flops-per-step`` (this rank's model FLOPs per optimizer step;
 ``--peak-flops``, ``--peak-precision`` as ``Session()`` takes them;
-docs/mfu.md), GPU idle and its largest cause, the top finding. ``--prometheus PORT`` serves
+docs/mfu.md), GPU idle and its largest cause, the top finding. ``--warmup N``
+leaves the first N steps (DataLoader workers starting, compilation, cuDNN
+autotuning) out of the window and the run's numbers, reported apart, as
+``Session(warmup=N)`` does. ``--prometheus PORT`` serves
 the metrics (under a job on PORT + local rank). At exit (normal, an
 exception, ``sys.exit()`` or Ctrl-C), under a job the ranks exchange their
 records (at most 5 s), the report goes to stderr, ``--out DIR`` (default ``gpuscope-<date>-<time>``, or under
@@ -42,7 +45,7 @@ import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 USAGE = ("usage: gpuscope run [--out DIR] [--no-report] [--no-html] [--status SECONDS] "
-         "[--prometheus PORT] [--flops-per-step FLOPS [--peak-flops FLOPS] [--peak-precision P]] [--baseline FILE [--max-regression PCT] [--statistic STAT] [--min-steps N]] "
+         "[--prometheus PORT] [--warmup STEPS] [--flops-per-step FLOPS [--peak-flops FLOPS] [--peak-precision P]] [--baseline FILE [--max-regression PCT] [--statistic STAT] [--min-steps N]] "
          "(script.py | -m module) "
          "[args...]")
 
@@ -60,7 +63,7 @@ class _Options:
         self.baseline: Optional[str] = None
         self.max_regression: Optional[str] = None
         self.compare_options: List[str] = []  # --statistic, --min-steps: checked by compare
-        self.session_options: Dict[str, Any] = {}  # --flops-per-step, --peak-flops, --peak-precision
+        self.session_options: Dict[str, Any] = {}  # --warmup, --flops-per-step, --peak-flops, --peak-precision
         self.module: Optional[str] = None
         self.script: Optional[str] = None
         self.args: List[str] = []
@@ -78,7 +81,7 @@ def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
             return None, None
         name, eq, inline = a.partition("=")
         if name in ("--out", "--status", "--prometheus", "--baseline", "--max-regression", "--statistic",
-                    "--min-steps", "--flops-per-step", "--peak-flops", "--peak-precision"):
+                    "--min-steps", "--warmup", "--flops-per-step", "--peak-flops", "--peak-precision"):
             if not eq and i + 1 >= len(argv):
                 return None, f"gpuscope run: {name} needs a value"
             value = inline if eq else argv[i + 1]
@@ -93,6 +96,10 @@ def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
                 if not (0 <= flops < float("inf")):
                     return None, f"gpuscope run: {name} takes a number of FLOPs (0 or more, e.g. 3.2e15), not {value!r}"
                 o.session_options[name[2:].replace("-", "_")] = flops
+            elif name == "--warmup":
+                if not value.isdigit():
+                    return None, f"gpuscope run: --warmup takes a whole number of steps (0 or more), not {value!r}"
+                o.session_options["warmup"] = int(value)
             elif name == "--peak-precision":
                 if value not in PRECISIONS:
                     return None, f"gpuscope run: --peak-precision takes one of {', '.join(PRECISIONS)}, not {value!r}"

@@ -105,6 +105,19 @@ def test_explicit_phases_in_the_script_still_record(tmp_path):
 def test_usage_errors_exit_2():
     assert run(["--bogus", "x.py"]).returncode == 2
     assert run([]).returncode == 2
+    bad = run(["--warmup", "two", "x.py"])
+    assert bad.returncode == 2 and "--warmup takes a whole number" in bad.stderr
+
+
+def test_warmup_steps_are_left_out_of_the_run(tmp_path):
+    # The first steps hold the DataLoader workers' start-up: --warmup keeps
+    # them out of the window and the run's numbers, and reports them apart.
+    p = run(["--out", str(tmp_path), "--no-html", "--status", "0", "--warmup", "3", str(SCRIPT)])
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = summary(tmp_path)
+    assert s["warmup"]["steps"] == 3
+    assert s["total_steps"] == 21 and s["steps"] == 21  # of the script's 24
+    assert "3 warm-up steps" in " ".join(p.stderr.split())
 
 
 def test_under_torchrun_every_rank_writes_its_own_files(tmp_path):

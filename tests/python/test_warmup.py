@@ -76,6 +76,21 @@ def test_bad_warmup_values_say_what_to_do(session):
         session.reset(warmup=True)
 
 
+def test_module_level_reset_restarts_the_default_session():
+    # gs.step()'s session, reset where the loop decides its warm-up ended.
+    for _ in range(3):
+        with gs.step():
+            pass
+    gs.reset(warmup=1)
+    for _ in range(4):
+        with gs.step():
+            pass
+    sm = gs.summary()
+    assert sm.total_steps == 3 and sm.warmup.steps == 1
+    gs.reset(warmup=0)  # as the next user of the default session expects it
+    assert gs.summary().total_steps == 0
+
+
 def test_reset_drops_earlier_steps(session, clock):
     for _ in range(5):
         with session.step():
