@@ -846,6 +846,17 @@ std::string PrometheusText(const Summary& s) {
       e.Sample(x.slowdown, {{"straggler_rank", absl::StrCat(x.rank)}, {"phase", x.phase}});
     }
   }
+  if (!s.periodic_spikes.empty()) {
+    e.Family("periodic_spike_share_ratio", "gauge",
+             "Work every N steps inside the step (evaluation, checkpoints), by the phase that "
+             "grew: the step time it adds over the window's step time.");
+    for (const PeriodicSpike& p : s.periodic_spikes) e.Sample(p.share, {{"phase", p.phase}});
+    e.Family("periodic_spike_period_steps", "gauge",
+             "Steps from one periodic spike to the next, by phase.");
+    for (const PeriodicSpike& p : s.periodic_spikes) {
+      e.Sample(static_cast<double>(p.period_steps), {{"phase", p.phase}});
+    }
+  }
   e.Family("misuse_total", "counter",
            "Scope calls that could not be recorded as written, by kind.");
   const std::pair<const char*, int64_t> misuse[] = {

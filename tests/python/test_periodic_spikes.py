@@ -52,6 +52,15 @@ def test_spikes_are_attributes_that_survive_json_and_pickle(clock):
     assert isinstance(spike, gs.PeriodicSpike)
     assert (spike.phase, spike.period_steps, spike.occurrences, spike.last_step) == ("eval", 10, 5, 49)
     assert spike.excess == pytest.approx(1.0) and spike.share == pytest.approx(5 / 7.5)
+    # In the metrics, as docs/prometheus.md documents them.
+    from test_prometheus import SPIKE_FAMILIES, check_documented, parse_exposition
+
+    metrics = s.prometheus()
+    assert SPIKE_FAMILIES <= check_documented(metrics)
+    samples = parse_exposition(metrics)
+    eval_phase = (("phase", "eval"),)
+    assert samples[("gpuscope_periodic_spike_share_ratio", eval_phase)] == pytest.approx(spike.share)
+    assert samples[("gpuscope_periodic_spike_period_steps", eval_phase)] == 10
     assert sm.to_dict()["periodic_spikes"][0]["period_steps"] == 10
     assert gs.Summary.from_json(sm.to_json()).periodic_spikes == [spike]
     assert pickle.loads(pickle.dumps(spike)) == spike

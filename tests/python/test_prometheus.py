@@ -153,6 +153,8 @@ PSI_TELEMETRY = {"gpuscope_host_cpu_pressure_ratio"}
 # Host telemetry only a process under a container CPU limit has (checked in
 # test_shared_host.py, in a cgroup with a limit).
 CONTAINER_TELEMETRY = {"gpuscope_container_cpu_throttled_ratio"}
+# Only a loop with work every N steps has these (test_periodic_spikes.py).
+SPIKE_FAMILIES = {"gpuscope_periodic_spike_share_ratio", "gpuscope_periodic_spike_period_steps"}
 GPU_TELEMETRY = {"gpuscope_nvidia_smi_utilization_ratio", "gpuscope_sm_clock_ratio"}
 # Families only a distributed job has (once ranks have exchanged records).
 RANK_FAMILIES = {"gpuscope_ranks_compared", "gpuscope_ranks_missing",
@@ -209,7 +211,7 @@ def test_every_documented_family_is_exposed_as_documented(starved):
     text = starved.prometheus()
     present = check_documented(text)
     assert present == (set(documented_families()) - HOST_TELEMETRY - PSI_TELEMETRY - GPU_TELEMETRY
-                       - CONTAINER_TELEMETRY - RANK_FAMILIES)
+                       - CONTAINER_TELEMETRY - SPIKE_FAMILIES - RANK_FAMILIES)
     samples = parse_exposition(text)
     shares = [v for (name, _), v in samples.items() if name == "gpuscope_phase_share_ratio"]
     assert sum(shares) == pytest.approx(1)  # as documented
