@@ -201,8 +201,9 @@ struct Options {
   Precision peak_precision = Precision::kBf16;
 
   // The GPU's model name as NVML or torch.cuda.get_device_name() spell it
-  // ("NVIDIA H100 80GB HBM3"), for the peak table; empty: unknown (the
-  // Python package passes torch's name of the current device).
+  // ("NVIDIA H100 80GB HBM3"), for the peak table; empty: the CUDA driver's
+  // name of the GPU the process uses, once the framework has initialized
+  // CUDA (the Python package passes torch's name of the current device).
   std::string device_name = {};
 
   // Options::Validate()

@@ -120,7 +120,8 @@ double PeakFor(const PeakEntry& entry, Precision precision) {
   return 0;
 }
 
-std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const Options& options) {
+std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const Options& options,
+                                                 std::string_view device_name) {
   if (!(options.flops_per_step > 0) && !(options.flops_per_sample > 0)) return std::nullopt;
   EfficiencyStats e;
   e.precision = PrecisionName(options.peak_precision);
@@ -142,12 +143,13 @@ std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const O
   if (options.peak_flops > 0) {
     e.peak_flops = options.peak_flops;
     e.peak_source = "options";
-  } else if (options.device_name.empty()) {
+  } else if (device_name.empty()) {
     absl::StrAppend(&missing, missing.empty() ? "" : "; ",
                     "the GPU model is unknown (no CUDA device, or Options::device_name not set): "
                     "pass peak_flops (one GPU's dense peak FLOP/s)");
-  } else if (const PeakEntry* row = LookupPeak(options.device_name); row == nullptr) {
-    absl::StrAppend(&missing, missing.empty() ? "" : "; ", "no peak for GPU '", options.device_name,
+  } else if (const PeakEntry* row = LookupPeak(device_name); row == nullptr) {
+    absl::StrAppend(&missing, missing.empty() ? "" : "; ", "no peak for GPU '",
+                    std::string(device_name),
                     "' in the peak table (docs/mfu.md): pass peak_flops (one GPU's dense peak "
                     "FLOP/s)");
   } else if (const double peak = PeakFor(*row, options.peak_precision); peak <= 0) {

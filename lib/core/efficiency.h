@@ -41,8 +41,11 @@ double PeakFor(const PeakEntry& entry, Precision precision);
 //
 // Summary::efficiency for a summary whose throughput fields are filled
 // (samples_per_second, steps, window_time), under `options`; nullopt when
-// the options give no FLOPs.
-std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const Options& options);
+// the options give no FLOPs. `device_name`: the GPU's model name for the
+// peak table (Options::device_name, or the one the session found); empty:
+// unknown.
+std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const Options& options,
+                                                 std::string_view device_name);
 
 }  // namespace gpuscope::internal
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_driver_timer.h"
 #include "backends/host/clock.h"
 #include "base/log.h"
 #include "core/efficiency.h"
@@ -206,7 +207,7 @@ Summary SessionImpl::Summarize() {
     overhead.worker_cpu_share = worker_cpu_share_;
   }
   Summary summary = SummarizeWindow(snapshot, facts);
-  summary.efficiency = ComputeEfficiency(summary, options_);
+  summary.efficiency = ComputeEfficiency(summary, options_, DeviceNameForPeak());
   overhead.scope_ns = MeasuredScopeNs();
   summary.overhead = overhead;
   std::lock_guard<std::mutex> lock(ranks_mu_);
@@ -217,6 +218,21 @@ Summary SessionImpl::Summarize() {
         std::max<double>(0, 1e-9 * static_cast<double>(ReadMonotonicNs() - ranks_at_ns_));
   }
   return summary;
+}
+
+std::string SessionImpl::DeviceNameForPeak() {
+  // Only where the table is to be read: MFU asked for, no peak and no name
+  // given, and a real GPU (a simulated one has no model).
+  if ((!(options_.flops_per_step > 0) && !(options_.flops_per_sample > 0)) ||
+      options_.peak_flops > 0 || !options_.device_name.empty() ||
+      options_.simulated_device != nullptr) {
+    return options_.device_name;
+  }
+  std::lock_guard<std::mutex> lock(device_name_mu_);
+  if (device_name_.empty()) {
+    if (absl::StatusOr<std::string> name = ProcessCudaDeviceName(); name.ok()) device_name_ = *name;
+  }
+  return device_name_;
 }
 
 absl::Status SessionImpl::Reset(std::optional<int> warmup_steps) {

@@ -113,6 +113,9 @@ class SessionImpl final : public Pumpable {
   void SetStream(uint64_t stream) noexcept;
 
   Summary Summarize();
+  // Options::device_name, or the CUDA driver's name of the GPU in use when
+  // MFU needs the peak table and the options give neither name nor peak.
+  std::string DeviceNameForPeak();
   absl::Status Reset(std::optional<int> warmup_steps);
   absl::Status SetRank(const RankIdentity& identity);
   absl::Status SetRankRecords(std::vector<RankRecord> records, const RankOptions& options);
@@ -305,6 +308,12 @@ class SessionImpl final : public Pumpable {
     std::vector<int> slow;
   };
   std::deque<RankHistoryEntry> slow_history_;
+
+  // ---- The GPU's model name for MFU's peak table, when Options::device_name
+  // is empty: asked of the CUDA driver until it answers (the framework may
+  // initialize CUDA after the session starts), then kept. A leaf lock.
+  std::mutex device_name_mu_;
+  std::string device_name_;
 };
 
 // White-box access for tests, benchmarks and the simulated device: sessions

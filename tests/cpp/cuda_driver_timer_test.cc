@@ -29,6 +29,7 @@ void fake_cuda_launch(uintptr_t stream, int64_t duration_ns);
 void fake_cuda_set_device(int device);
 uintptr_t fake_cuda_create_stream(int device);
 int64_t fake_cuda_wrong_context_records();
+void fake_cuda_set_name(int device, const char* name);
 }
 
 namespace gpuscope {
@@ -217,6 +218,26 @@ TEST(CudaDriverTimerTest, NoMarkersUntilTheFrameworkInitializedCuda) {
   EXPECT_EQ(session.Summarize().gpu_steps, 0);
   EXPECT_EQ(fake_cuda_records(), 0);
   EXPECT_EQ(fake_cuda_init_calls(), 0);
+}
+
+// MFU in C++ without Options::device_name: the peak comes from the table's
+// row for the GPU the driver names, once the framework has initialized CUDA
+// (before that, FLOP/s but no MFU, and the reason).
+TEST(CudaDriverTimerTest, MfuTakesThePeakOfTheGpuTheDriverNames) {
+  Session session(Options{.flush_interval_ms = 1, .stream = 0, .flops_per_step = 1e12});
+  for (int i = 0; i < 3; ++i) StepScope step(session);
+  Summary before = session.Summarize();
+  ASSERT_TRUE(before.efficiency.has_value());
+  EXPECT_FALSE(before.efficiency->mfu.has_value());
+  EXPECT_THAT(before.efficiency->reason, HasSubstr("the GPU model is unknown"));
+  fake_cuda_set_name(0, "NVIDIA H100 80GB HBM3");
+  fake_cuda_create_context();
+  for (int i = 0; i < 3; ++i) StepScope step(session);
+  Summary after = session.Summarize();
+  ASSERT_TRUE(after.efficiency.has_value());
+  EXPECT_TRUE(after.efficiency->mfu.has_value()) << after.efficiency->reason;
+  EXPECT_THAT(after.efficiency->peak_source, HasSubstr("table: H100 SXM, bf16 dense"));
+  EXPECT_DOUBLE_EQ(*after.efficiency->peak_flops, 989.5e12);
 }
 
 TEST(CudaDriverTimerTest, ClosingDestroysEveryEvent) {

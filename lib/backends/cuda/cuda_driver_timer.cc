@@ -56,6 +56,7 @@ struct Driver {
   PFN_cuDeviceGet_v2000 DeviceGet = nullptr;
   PFN_cuDevicePrimaryCtxGetState_v7000 DevicePrimaryCtxGetState = nullptr;
   PFN_cuDeviceGetPCIBusId_v4010 DeviceGetPCIBusId = nullptr;
+  PFN_cuDeviceGetName_v2000 DeviceGetName = nullptr;  // optional: only the device's name needs it
 };
 #if CUDA_VERSION >= 12080  // the header has cuEventElapsedTime_v2, bound first: the same signature
 static_assert(std::is_same_v<PFN_cuEventElapsedTime_v12080, PFN_cuEventElapsedTime_v2000>);
@@ -81,6 +82,7 @@ absl::StatusOr<Driver> BindDriver(const DynLib& lib) {
         lib.Bind(&d.DeviceGetPCIBusId, {"cuDeviceGetPCIBusId"})}) {
     if (!s.ok()) return s;
   }
+  (void)lib.Bind(&d.DeviceGetName, {"cuDeviceGetName"});
   return d;
 }
 
@@ -486,6 +488,36 @@ absl::Status CudaInitializedInProcess() {
         "after the framework has used the GPU, e.g. after model.cuda())");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ProcessCudaDeviceName() {
+  if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
+  const Driver& d = **LoadDriver();
+  if (d.DeviceGetName == nullptr)
+    return absl::UnimplementedError("the CUDA driver has no cuDeviceGetName");
+  // This thread's context's device, else the first one in use.
+  CUcontext ctx = nullptr;
+  int device = -1;
+  if (d.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+      d.CtxGetDevice(&device) != CUDA_SUCCESS) {
+    device = -1;
+    int count = 0;
+    if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetCount(&count)); !s.ok()) return s;
+    for (int ordinal = 0; ordinal < count && device < 0; ++ordinal) {
+      int candidate = 0;
+      unsigned flags = 0;
+      int active = 0;
+      if (d.DeviceGet(&candidate, ordinal) == CUDA_SUCCESS &&
+          d.DevicePrimaryCtxGetState(candidate, &flags, &active) == CUDA_SUCCESS && active != 0) {
+        device = candidate;
+      }
+    }
+  }
+  if (device < 0) return absl::NotFoundError("this process uses no CUDA device yet");
+  char name[256] = {0};
+  if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetName(name, sizeof(name) - 1, device)); !s.ok())
+    return s;
+  return std::string(name);
 }
 
 absl::StatusOr<std::vector<std::string>> ProcessCudaDeviceBusIds() {

@@ -48,6 +48,14 @@ absl::Status CudaInitializedInProcess();
 // calls per device); any thread.
 absl::StatusOr<std::vector<std::string>> ProcessCudaDeviceBusIds();
 
+// ProcessCudaDeviceName()
+//
+// The model name ("NVIDIA H100 80GB HBM3") of the device of this thread's
+// current CUDA context, else of the first device whose primary context is
+// active in this process. Never initializes CUDA: FailedPrecondition until
+// the framework has, NotFound while no device is in use.
+absl::StatusOr<std::string> ProcessCudaDeviceName();
+
 }  // namespace gpuscope::internal
 
 #endif  // GPUSCOPE_LIB_BACKENDS_CUDA_CUDA_DRIVER_TIMER_H_

@@ -36,6 +36,7 @@ struct CUctx_st {
   int device = 0;
   bool created = false;  // the device's primary context is active
   char bus_id[16] = "";  // "" : the default, 0000:<0x17 + 0x10 * device>:00.0
+  char name[64] = "";    // "" : the default, "NVIDIA H100 80GB HBM3"
 };
 
 struct CUevent_st {
@@ -121,6 +122,10 @@ __attribute__((visibility("default"))) void fake_cuda_reset() {
 __attribute__((visibility("default"))) void fake_cuda_set_bus_id(int device, const char* bus_id) {
   Context& c = S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
   std::snprintf(c.bus_id, sizeof(c.bus_id), "%s", bus_id);
+}
+__attribute__((visibility("default"))) void fake_cuda_set_name(int device, const char* name) {
+  Context& c = S().contexts[std::clamp(device, 0, kMaxDevices - 1)];
+  std::snprintf(c.name, sizeof(c.name), "%s", name);
 }
 __attribute__((visibility("default"))) uintptr_t fake_cuda_create_stream(int device) {
   std::lock_guard<std::mutex> lock(S().mu);
@@ -237,6 +242,14 @@ CUresult cuDeviceGetPCIBusId(char* out, int len, CUdevice device) {
   } else {
     std::snprintf(out, static_cast<size_t>(len), "0000:%02X:00.0", 0x17 + 0x10 * device);
   }
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char* out, int len, CUdevice device) {
+  if (!S().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (device < 0 || device >= kMaxDevices || len < 1) return CUDA_ERROR_INVALID_VALUE;
+  const Context& c = S().contexts[device];
+  std::snprintf(out, static_cast<size_t>(len), "%s",
+                c.name[0] != '\0' ? c.name : "NVIDIA H100 80GB HBM3");
   return CUDA_SUCCESS;
 }
 CUresult cuStreamGetCtx(CUstream stream, CUcontext* ctx) {
