@@ -98,6 +98,19 @@ void BM_ReadContainerMemory(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadContainerMemory)->Unit(benchmark::kMicrosecond);
 
+// A container CPU limit's throttling counters as the sampler reads them:
+// its files kept open, the process's cgroups looked up again every tenth
+// read (a refresh, once a second at 10 Hz).
+void BM_ReadContainerCpu(benchmark::State& state) {
+  internal::ContainerCpuReader reader;
+  bool rebuilt = false;
+  int64_t reads = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(reader.Read(/*look_again=*/++reads % 10 == 0, &rebuilt));
+  }
+}
+BENCHMARK(BM_ReadContainerCpu)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace gpuscope
 
