@@ -490,6 +490,23 @@ figure { margin: 8px 0 20px 0; } figcaption { font-size: 12px; color: #555; }
 """
 
 
+def _spikes_html(summary: Summary) -> str:
+    """Work every N steps inside the step (``summary.periodic_spikes``): a
+    table, or nothing when there is none."""
+    if not summary.periodic_spikes:
+        return ""
+    rows = "".join(
+        f'<tr><td class="name">{html.escape(p.phase)}</td><td>{p.period_steps}</td>'
+        f"<td>{p.occurrences}</td><td>{p.last_step}</td><td>{_ms(p.excess)}</td>"
+        f"<td>{100 * p.share:.1f}%</td></tr>"
+        for p in summary.periodic_spikes)
+    return ('\n<h2>Periodic spikes</h2>\n<p>Work every N steps inside the step (evaluation, '
+            "checkpoints): the phase that grew in the slow steps.</p>\n"
+            '<table id="periodic-spikes"><tr><th class="name">phase</th><th>every (steps)</th>'
+            "<th>in the window</th><th>last at step</th><th>adds to its step</th>"
+            f"<th>share of step time</th></tr>{rows}</table>\n")
+
+
 def _findings_html(findings: Sequence[Finding]) -> str:
     if not findings:
         return "<p>No findings.</p>"
@@ -549,7 +566,7 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
 <tr><td class="name">window</td><td>{_ms(st.p50)}</td><td>{_ms(st.p90)}</td><td>{_ms(st.p95)}</td>
 <td>{_ms(st.p99)}</td><td>{_ms(st.mean)}</td><td>{_ms(st.max)}</td></tr></table>
 <p>GPU idle: <b>{idle}</b> of step time. {html.escape(throughput)}</p>
-
+{_spikes_html(summary)}
 <h2>Findings, ranked by the step time they explain</h2>
 {_findings_html(findings)}
 

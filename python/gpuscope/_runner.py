@@ -248,7 +248,10 @@ class _StatusLine:
                 pass
 
     def stop(self) -> None:
+        """Stops the thread and waits for a line in progress (at most 2 s), so
+        that none is printed into the report that follows."""
         self._stop.set()
+        self._thread.join(timeout=2.0)
 
 
 def run(argv: Sequence[str]) -> int:

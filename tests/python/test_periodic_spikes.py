@@ -65,3 +65,32 @@ def test_spikes_are_attributes_that_survive_json_and_pickle(clock):
     assert gs.Summary.from_json(sm.to_json()).periodic_spikes == [spike]
     assert pickle.loads(pickle.dumps(spike)) == spike
     s.close()
+
+
+def test_the_html_report_lists_the_spikes(clock):
+    from gpuscope import _html
+
+    pytest.importorskip("matplotlib")
+    s = gs.Session(window=64, clock=clock)
+    for i in range(50):
+        with s.step():
+            with s.phase("forward"):
+                clock.advance(50 * MS)
+            if i % 10 == 9:
+                with s.phase("eval"):
+                    clock.advance(1000 * MS)
+    text = _html.render_html(s.summary(), s.step_columns())
+    assert '<h2>Periodic spikes</h2>' in text
+    table = text[text.index('<table id="periodic-spikes">'):]
+    table = table[:table.index("</table>")]
+    # eval, every 10 steps, 5 in the window, the last at step 49, 1 s each,
+    # 5 s of the window's 7.5 s.
+    assert '<td class="name">eval</td><td>10</td><td>5</td><td>49</td>' in table
+    assert "<td>66.7%</td>" in table
+    quiet = gs.Session(window=64, clock=clock)
+    for _ in range(20):
+        with quiet.step():
+            clock.advance(50 * MS)
+    assert "Periodic spikes" not in _html.render_html(quiet.summary(), quiet.step_columns())
+    s.close()
+    quiet.close()

@@ -63,7 +63,10 @@ def test_an_unmodified_script_gets_its_steps_phases_and_diagnosis(tmp_path):
         autos.append(automatic(i))
         hands.append(by_hand())
     autos, hands = sorted(autos), sorted(hands)
-    assert autos[1] == pytest.approx(hands[1], abs=0.03), (autos, hands)
+    # Within 5 points: the hooks' own cost (about 350 us a step in
+    # docs/benchmarks.md, 4-5 % of this CPU-only step) lengthens the other
+    # phases, and a loaded machine moves a median by a point or two more.
+    assert autos[1] == pytest.approx(hands[1], abs=0.05), (autos, hands)
     assert autos[1] > 0.5
 
 
