@@ -95,6 +95,13 @@ struct DiagnoseOptions {
   double h2d_bound_moderate = 0.05;
   double h2d_bound_high = 0.20;
 
+  // copy-exposed: device time in which the GPU only copied memory (CUPTI's
+  // device-time split: a copy with no kernel running), a copy the step's
+  // compute waits for wherever the host is. Higher lines than h2d-bound's:
+  // some copy time is unavoidable (the first batch's, a final .item()).
+  double copy_exposed_moderate = 0.10;
+  double copy_exposed_high = 0.25;
+
   // sync-bound: the GPU's idle after the host blocks on it. As input-bound:
   // an idle GPU costs the same whatever the host waits for.
   double sync_bound_moderate = 0.05;

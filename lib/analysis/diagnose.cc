@@ -42,6 +42,8 @@ constexpr Field kFields[] = {
     {"input_bound_high", &DiagnoseOptions::input_bound_high, 0, 1},
     {"h2d_bound_moderate", &DiagnoseOptions::h2d_bound_moderate, 0, 1},
     {"h2d_bound_high", &DiagnoseOptions::h2d_bound_high, 0, 1},
+    {"copy_exposed_moderate", &DiagnoseOptions::copy_exposed_moderate, 0, 1},
+    {"copy_exposed_high", &DiagnoseOptions::copy_exposed_high, 0, 1},
     {"sync_bound_moderate", &DiagnoseOptions::sync_bound_moderate, 0, 1},
     {"sync_bound_high", &DiagnoseOptions::sync_bound_high, 0, 1},
     {"sync_min_syncs_per_step", &DiagnoseOptions::sync_min_syncs_per_step, 0, kUnbounded},
@@ -80,6 +82,7 @@ constexpr Pair kPairs[] = {
     {&DiagnoseOptions::input_bound_moderate, &DiagnoseOptions::input_bound_high},
     {&DiagnoseOptions::cpu_contention_moderate, &DiagnoseOptions::cpu_contention_high},
     {&DiagnoseOptions::h2d_bound_moderate, &DiagnoseOptions::h2d_bound_high},
+    {&DiagnoseOptions::copy_exposed_moderate, &DiagnoseOptions::copy_exposed_high},
     {&DiagnoseOptions::sync_bound_moderate, &DiagnoseOptions::sync_bound_high},
     {&DiagnoseOptions::launch_bound_moderate, &DiagnoseOptions::launch_bound_high},
     {&DiagnoseOptions::comm_bound_moderate, &DiagnoseOptions::comm_bound_high},
@@ -178,6 +181,7 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
     internal::InputBound(summary, o, &findings);
     internal::CpuContention(summary, o, &findings);
     internal::CopyBound(summary, o, &findings);
+    internal::CopyExposed(summary, o, &findings);
     internal::SyncBound(summary, o, &findings);
     internal::LaunchBound(summary, o, &findings);
     internal::Precision(summary, o, &findings);

@@ -337,6 +337,55 @@ void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
   out->push_back(std::move(f));
 }
 
+// Copies the step's compute waits for, seen from the device: time in which
+// the GPU only copied memory (device_share_memcpy: copy engines busy, no
+// kernel running; CUPTI only). h2d-bound sees the GPU idle while the host
+// copies; this sees the copy itself on the critical path, in either
+// direction (a per-step .cpu() of a large tensor is as exposed as an input
+// batch copied in the foreground). When h2d-bound already fired and most
+// bytes go host to device, its share covers this time: not counted twice.
+void CopyExposed(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  if (!s.activity.has_value() || !s.activity->device_share_memcpy.has_value()) return;
+  const ActivityStats& a = *s.activity;
+  const double share = *a.device_share_memcpy;
+  if (!(share >= o.copy_exposed_moderate)) return;
+  const bool to_host = a.d2h_bytes_per_step > a.h2d_bytes_per_step;
+  const bool h2d_found =
+      std::any_of(out->begin(), out->end(), [](const Finding& f) { return f.id == "h2d-bound"; });
+  if (h2d_found && !to_host) return;
+  Finding f;
+  f.id = "copy-exposed";
+  f.severity = Grade(share, o.copy_exposed_moderate, o.copy_exposed_high);
+  f.share = share;
+  f.title = absl::StrFormat(
+      "Copies not overlapped with compute: the GPU only copied memory %s of step time "
+      "(%.0f MB a step host to device, %.0f MB device to host)",
+      Pct(share), a.h2d_bytes_per_step / 1e6, a.d2h_bytes_per_step / 1e6);
+  f.evidence = {{"device_share_memcpy", share},
+                {"h2d_bytes_per_step", a.h2d_bytes_per_step},
+                {"d2h_bytes_per_step", a.d2h_bytes_per_step},
+                {"copies_per_step", a.copies_per_step},
+                {"pageable_copies_per_step", a.pageable_copies_per_step}};
+  AddIf(f, "device_share_kernel", a.device_share_kernel);
+  f.recommendation = absl::StrCat(
+      to_host ? "Most bytes go device to host: don't bring large tensors to the CPU every step "
+                "(.cpu(), .numpy(), .tolist(), .item() on big results, metrics computed on the "
+                "host); reduce them on the GPU first, log every N steps, or copy with "
+                "non_blocking=True into a pinned buffer and read it a step later. "
+              : "Most bytes go host to device: copy the next batch while this one computes "
+                "(DataLoader pin_memory=True, .to(device, non_blocking=True), a prefetcher on a "
+                "side CUDA stream), and send compact inputs (uint8, then convert on the GPU). ",
+      a.pageable_copies_per_step > 0
+          ? "Some copies use pageable host memory, which cannot overlap anything: pin it. "
+          : "",
+      "A copy overlaps compute only when it is asynchronous, from or to pinned memory, on a "
+      "stream other than the compute's.");
+  f.confidence =
+      "high: CUPTI measured the device time in which only copies ran (no kernel on the device)";
+  f.source = std::string(SourceName(s.source));
+  out->push_back(std::move(f));
+}
+
 // Synchronizations that drain the GPU's queue: with CUPTI, the GPU waiting
 // for the host (HTA's host-wait gaps) in a loop that blocks on the device
 // every step (DiagnoseOptions::sync_min_syncs_per_step), up to the idle no

@@ -71,6 +71,8 @@ inline bool HasReason(const TelemetryStats& t, std::string_view reason) {
 void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void CopyBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
+// After CopyBound: a copy it already explains is not counted twice.
+void CopyExposed(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
 void Instrumentation(const Summary& s, std::vector<Finding>* out);
 void HostOnly(const Summary& s, std::vector<Finding>* out);

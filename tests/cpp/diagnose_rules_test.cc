@@ -265,6 +265,26 @@ INSTANTIATE_TEST_SUITE_P(
                  "the container's CPU limit throttled it in 40% of the limit's periods (2.0 CPUs "
                  "available)",
                  "Raise the limit"},
+        // The GPU only copies 30 % of step time (no kernel running), most
+        // bytes device to host: a per-step .cpu() of a large tensor. Quiet:
+        // the copies run under the kernels (6 % alone).
+        RuleCase{"copy_exposed_to_host",
+                 [](Summary& s) {
+                   s.activity->device_share_memcpy = 0.30;
+                   s.activity->d2h_bytes_per_step = 400e6;
+                 },
+                 [](Summary& s) {
+                   s.activity->device_share_memcpy = 0.06;
+                   s.activity->d2h_bytes_per_step = 400e6;
+                 },
+                 "copy-exposed", Severity::kHigh,
+                 "the GPU only copied memory 30% of step time (50 MB a step host to device, 400 "
+                 "MB device to host)",
+                 "reduce them on the GPU first"},
+        RuleCase{"copy_exposed_to_device",
+                 [](Summary& s) { s.activity->device_share_memcpy = 0.15; },
+                 [](Summary& s) { s.activity->device_share_memcpy = 0.0; }, "copy-exposed",
+                 Severity::kModerate, "15% of step time", "pin_memory=True"},
         // iowait 20 % while the CPUs are 10 % busy: storage.
         RuleCase{"input_storage",
                  [](Summary& s) {
@@ -583,6 +603,22 @@ TEST(DiagnoseRulesTest, RulesNeedTheirDataSource) {
   }
 }
 
+// A copy to the device that h2d-bound already charges (the GPU idle while
+// the host copies from pageable memory) is not reported twice.
+TEST(DiagnoseRulesTest, ACopyToTheDeviceThatH2dBoundExplainsIsNotCountedTwice) {
+  Summary s = Healthy();
+  s.activity->device_share_memcpy = 0.15;
+  s.idle_by_cause["h2d"] = 15;
+  const std::vector<Finding> fs = Diagnose(s);
+  EXPECT_NE(Find(fs, "h2d-bound"), nullptr) << Ids(fs);
+  EXPECT_EQ(Find(fs, "copy-exposed"), nullptr) << Ids(fs);
+  // Device to host is not h2d-bound's: both are reported.
+  s.activity->d2h_bytes_per_step = 400e6;
+  const std::vector<Finding> both = Diagnose(s);
+  EXPECT_NE(Find(both, "h2d-bound"), nullptr) << Ids(both);
+  EXPECT_NE(Find(both, "copy-exposed"), nullptr) << Ids(both);
+}
+
 // Throttled in 3 % of its periods, the container's limit is not what the
 // training thread waits for: other processes keep the host busy.
 TEST(DiagnoseRulesTest, ALittleThrottlingIsNotNamedAsTheCause) {
@@ -648,7 +684,7 @@ constexpr auto kHigh = Severity::kHigh;
 constexpr auto kInfo = Severity::kInfo;
 
 // Every field has a case: a field added without one fails here.
-static_assert(sizeof(DiagnoseOptions) == 29 * sizeof(double),
+static_assert(sizeof(DiagnoseOptions) == 31 * sizeof(double),
               "add the new DiagnoseOptions field to kThresholds");
 
 std::optional<Severity> SeverityOf(const std::vector<Finding>& fs, const std::string& id) {
@@ -677,6 +713,11 @@ const ThresholdCase kThresholds[] = {
      [](Summary& s) { s.idle_by_cause["h2d"] = 6; }, "h2d-bound", kModerate, std::nullopt},
     {"h2d_bound_high", &DiagnoseOptions::h2d_bound_high, 1, 0.10,
      [](Summary& s) { s.idle_by_cause["h2d"] = 12; }, "h2d-bound", kModerate, kHigh},
+    {"copy_exposed_moderate", &DiagnoseOptions::copy_exposed_moderate, 1, 0.14,
+     [](Summary& s) { s.activity->device_share_memcpy = 0.12; }, "copy-exposed", kModerate,
+     std::nullopt},
+    {"copy_exposed_high", &DiagnoseOptions::copy_exposed_high, 1, 0.11,
+     [](Summary& s) { s.activity->device_share_memcpy = 0.12; }, "copy-exposed", kModerate, kHigh},
     {"sync_bound_moderate", &DiagnoseOptions::sync_bound_moderate, 1, 0.08,
      [](Summary& s) { Sync(s, 2); }, "sync-bound", kModerate, std::nullopt},
     {"sync_bound_high", &DiagnoseOptions::sync_bound_high, 1, 0.06, [](Summary& s) { Sync(s, 2); },
