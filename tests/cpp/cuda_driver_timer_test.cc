@@ -145,12 +145,20 @@ TEST(CudaDriverTimerTest, StreamsOfTwoDevicesInOneSession) {
       SleepMs(12);
     }
   }
-  SleepMs(30);
-  const Summary s = session.Summarize();
+  // Until the worker has resolved every step's events on both devices (a
+  // fixed wait was too short under TSan with other tests running: device 0
+  // then had unresolved steps).
+  Summary s = session.Summarize();
+  for (int i = 0; i < 1000; ++i) {
+    if (s.devices.size() == 2 && s.devices[0].gpu_steps == 8 && s.devices[1].gpu_steps == 8) break;
+    SleepMs(5);
+    s = session.Summarize();
+  }
   EXPECT_EQ(s.source, Source::kEvents) << s.source_reason;
   ASSERT_EQ(s.devices.size(), 2u);
   EXPECT_EQ(s.devices[0].device, 0);
   EXPECT_EQ(s.devices[1].device, 1);
+  EXPECT_EQ(s.devices[0].gpu_steps, 8);
   EXPECT_EQ(s.devices[1].gpu_steps, 8);
   // Both devices idle through data (about 10 of 22 ms a step); device 1
   // then works 10 ms. (Device 0's bound cannot tell its stream's quiet tail
