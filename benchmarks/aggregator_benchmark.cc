@@ -290,6 +290,20 @@ BENCHMARK(BM_StepColumns)->Args({4096, 5})->Args({65536, 100})->Unit(benchmark::
 }  // namespace
 }  // namespace gpuscope
 
+// The middle one of three steps of `kernels` records 25 us apart (the
+// slice holds the steps on either side too), in four equal phases.
+static gpuscope::internal::ActivityStepInput MiddleStep(
+    int kernels, const std::vector<gpuscope::internal::DeviceInterval>& acts) {
+  gpuscope::internal::ActivityStepInput in;
+  in.begin_ns = static_cast<int64_t>(kernels) * 25'000;
+  in.end_ns = 2 * in.begin_ns;
+  const int64_t q = (in.end_ns - in.begin_ns) / 4;
+  for (int p = 0; p < 4; ++p)
+    in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
+  in.activity = acts;
+  return in;
+}
+
 // The cupti source's per-step analysis (worker side, under the aggregator
 // lock): a step of `range(0)` kernels of 20 us with 5 us launch gaps on two
 // streams, four phases, plus the neighbouring steps' records in the slice.
@@ -306,13 +320,8 @@ void BM_ActivityStep(benchmark::State& state) {
     acts.push_back(a);
     t += 25'000;
   }
-  gpuscope::internal::ActivityStepInput in;
-  in.begin_ns = static_cast<int64_t>(kernels) * 25'000;
-  in.end_ns = 2 * in.begin_ns;
+  const gpuscope::internal::ActivityStepInput in = MiddleStep(kernels, acts);
   const int64_t q = (in.end_ns - in.begin_ns) / 4;
-  for (int p = 0; p < 4; ++p)
-    in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
-  in.activity = acts;
   for (auto _ : state) {
     gpuscope::internal::ActivityStepResult r = gpuscope::internal::AnalyzeActivityStep(in);
     benchmark::DoNotOptimize(r);
@@ -353,13 +362,7 @@ void BM_ActivityStepMixed(benchmark::State& state) {
     acts.push_back(a);
     t += 25'000;
   }
-  gpuscope::internal::ActivityStepInput in;
-  in.begin_ns = static_cast<int64_t>(kernels) * 25'000;
-  in.end_ns = 2 * in.begin_ns;
-  const int64_t q = (in.end_ns - in.begin_ns) / 4;
-  for (int p = 0; p < 4; ++p)
-    in.phases.push_back({p, 0, in.begin_ns + p * q, in.begin_ns + (p + 1) * q});
-  in.activity = acts;
+  const gpuscope::internal::ActivityStepInput in = MiddleStep(kernels, acts);
   for (auto _ : state) {
     gpuscope::internal::ActivityStepResult r = gpuscope::internal::AnalyzeActivityStep(in);
     benchmark::DoNotOptimize(r);

@@ -490,6 +490,28 @@ absl::Status CudaInitializedInProcess() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The devices whose primary context is active in this process (the ones the
+// framework uses), in ordinal order. CUDA must be initialized.
+absl::StatusOr<std::vector<CUdevice>> DevicesInUse(const Driver& d) {
+  int count = 0;
+  if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetCount(&count)); !s.ok()) return s;
+  std::vector<CUdevice> devices;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    unsigned flags = 0;
+    int active = 0;
+    if (d.DeviceGet(&device, ordinal) == CUDA_SUCCESS &&
+        d.DevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && active != 0) {
+      devices.push_back(device);
+    }
+  }
+  return devices;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ProcessCudaDeviceName() {
   if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
   const Driver& d = **LoadDriver();
@@ -497,23 +519,14 @@ absl::StatusOr<std::string> ProcessCudaDeviceName() {
     return absl::UnimplementedError("the CUDA driver has no cuDeviceGetName");
   // This thread's context's device, else the first one in use.
   CUcontext ctx = nullptr;
-  int device = -1;
+  CUdevice device = 0;
   if (d.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
       d.CtxGetDevice(&device) != CUDA_SUCCESS) {
-    device = -1;
-    int count = 0;
-    if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetCount(&count)); !s.ok()) return s;
-    for (int ordinal = 0; ordinal < count && device < 0; ++ordinal) {
-      int candidate = 0;
-      unsigned flags = 0;
-      int active = 0;
-      if (d.DeviceGet(&candidate, ordinal) == CUDA_SUCCESS &&
-          d.DevicePrimaryCtxGetState(candidate, &flags, &active) == CUDA_SUCCESS && active != 0) {
-        device = candidate;
-      }
-    }
+    absl::StatusOr<std::vector<CUdevice>> in_use = DevicesInUse(d);
+    if (!in_use.ok()) return in_use.status();
+    if (in_use->empty()) return absl::NotFoundError("this process uses no CUDA device yet");
+    device = in_use->front();
   }
-  if (device < 0) return absl::NotFoundError("this process uses no CUDA device yet");
   char name[256] = {0};
   if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetName(name, sizeof(name) - 1, device)); !s.ok())
     return s;
@@ -523,20 +536,13 @@ absl::StatusOr<std::string> ProcessCudaDeviceName() {
 absl::StatusOr<std::vector<std::string>> ProcessCudaDeviceBusIds() {
   if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
   const Driver& d = **LoadDriver();
-  int count = 0;
-  if (absl::Status s = GPUSCOPE_CU_CALL(d, DeviceGetCount(&count)); !s.ok()) return s;
+  absl::StatusOr<std::vector<CUdevice>> in_use = DevicesInUse(d);
+  if (!in_use.ok()) return in_use.status();
   std::vector<std::string> ids;
-  for (int ordinal = 0; ordinal < count; ++ordinal) {
-    int device = 0;
-    unsigned flags = 0;
-    int active = 0;
+  for (CUdevice device : *in_use) {
     char bus_id[32] = {0};
-    if (d.DeviceGet(&device, ordinal) != CUDA_SUCCESS ||
-        d.DevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0 ||
-        d.DeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device) != CUDA_SUCCESS) {
-      continue;
-    }
-    ids.emplace_back(bus_id);
+    if (d.DeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device) == CUDA_SUCCESS)
+      ids.emplace_back(bus_id);
   }
   return ids;
 }
