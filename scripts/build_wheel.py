@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Builds the wheel pip users install: `make wheel`.
+
+    python3 scripts/build_wheel.py [--out dist] [--build-dir build-python]
+
+1. Abseil's source, as the distribution patches it (scripts/fetch-abseil.sh
+   into .devdeps/abseil), built into the extension as static,
+   position-independent archives.
+2. `pip wheel` with GPUSCOPE_SELF_CONTAINED=ON: Abseil and libstdc++ linked
+   in, only PyInit__gpuscope exported (cmake/GpuscopeSelfContained.cmake).
+   Without build isolation, so that it builds offline with what `make deps`
+   installed and keeps its CMake build in --build-dir between runs.
+3. `auditwheel repair` to the manylinux tag the extension's symbols need
+   (`auditwheel show` says which, and why); the script fails if that tag is
+   newer than manylinux_2_35 (Ubuntu 22.04's glibc), or if auditwheel had to
+   copy any library into the wheel: nothing outside it is needed but glibc
+   and libgcc_s, the unwinder glibc itself loads.
+
+The repaired wheel is the only gpuscope wheel left in --out; its path is
+printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_GLIBC = (2, 35)  # Ubuntu 22.04, the usual base of GPU clusters
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "dist"))
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build-python"))
+    ap.add_argument("--abseil-dir", default=os.path.join(ROOT, ".devdeps", "abseil"))
+    a = ap.parse_args()
+
+    run(["bash", os.path.join(ROOT, "scripts", "fetch-abseil.sh"), a.abseil_dir])
+    raw = os.path.join(a.build_dir, "wheel-raw")
+    shutil.rmtree(raw, ignore_errors=True)
+    run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+         "-w", raw, f"-Cbuild-dir={a.build_dir}",
+         "-Ccmake.define.GPUSCOPE_SELF_CONTAINED=ON",
+         f"-Ccmake.define.GPUSCOPE_ABSEIL_SOURCE_DIR={os.path.abspath(a.abseil_dir)}", ROOT])
+    (built,) = glob.glob(os.path.join(raw, "gpuscope-*.whl"))
+
+    show = run([sys.executable, "-m", "auditwheel", "show", built],
+               capture_output=True, text=True).stdout
+    print(show.strip())
+    os.makedirs(a.out, exist_ok=True)
+    for old in glob.glob(os.path.join(a.out, "gpuscope-*.whl")):
+        os.remove(old)
+    run([sys.executable, "-m", "auditwheel", "repair", "-w", a.out, built])
+    (wheel,) = glob.glob(os.path.join(a.out, "gpuscope-*.whl"))
+
+    tags = re.findall(r"manylinux_(\d+)_(\d+)_", os.path.basename(wheel))
+    if not tags:
+        print(f"build_wheel: {wheel} has no manylinux tag: its extension needs something "
+              "outside glibc (auditwheel show, above, says what)", file=sys.stderr)
+        return 1
+    lowest = min((int(x), int(y)) for x, y in tags)
+    if lowest > MAX_GLIBC:
+        print(f"build_wheel: the wheel needs glibc {lowest[0]}.{lowest[1]}, newer than "
+              f"manylinux_{MAX_GLIBC[0]}_{MAX_GLIBC[1]} (Ubuntu 22.04); auditwheel show, above, "
+              "names the symbols", file=sys.stderr)
+        return 1
+    with zipfile.ZipFile(wheel) as z:
+        grafted = [n for n in z.namelist() if ".libs/" in n]
+    if grafted:
+        print(f"build_wheel: auditwheel copied libraries into the wheel ({', '.join(grafted)}): "
+              "the extension is not self-contained", file=sys.stderr)
+        return 1
+    print(f"build_wheel: {os.path.relpath(wheel)} ({os.path.getsize(wheel) / 1e6:.2f} MB), "
+          f"manylinux_{lowest[0]}_{lowest[1]}, nothing grafted")
+    print(wheel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
