@@ -123,6 +123,7 @@ bench: deps
 	$(PYTHON) benchmarks/real_loop.py
 	$(PYTHON) benchmarks/worker_cost.py
 	$(PYTHON) benchmarks/series_html.py
+	$(PYTHON) benchmarks/wheel_import.py dist/gpuscope-*.whl
 
 clean:
 	rm -rf build build-asan build-tsan build-release build-python dist

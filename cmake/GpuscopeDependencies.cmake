@@ -50,8 +50,8 @@ else()
     message(FATAL_ERROR
       "Abseil was not found (PyPI has no Abseil package to build against). Either install it: "
       "Debian/Ubuntu `apt-get install libabsl-dev` (or `make deps`), Fedora `dnf install "
-      "abseil-cpp-devel`, conda `conda install -c conda-forge abseil-cpp`, and point "
-      "CMAKE_PREFIX_PATH at it if it is not in a system prefix; or, without root, build it in: "
+      "abseil-cpp-devel`, and point CMAKE_PREFIX_PATH at it if it is not in a system prefix; "
+      "or, without root, build it in: "
       "download an abseil-cpp release (https://github.com/abseil/abseil-cpp/releases), unpack it, "
       "and pass -DGPUSCOPE_ABSEIL_SOURCE_DIR=<that folder> (to pip: "
       "-Ccmake.define.GPUSCOPE_ABSEIL_SOURCE_DIR=<folder>). Users who only want the Python "

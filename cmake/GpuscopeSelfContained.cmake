@@ -18,8 +18,8 @@
 #     thread in pthread_exit() (Debian's libc6 depends on it; every manylinux
 #     policy lists it). With a second, static unwinder in the extension,
 #     CPython ending a daemon thread inside gpuscope at exit (a forced
-#     unwind started by glibc's copy, resumed by ours) aborted the process,
-#     10 runs in 10 (tests/python/test_threads_fork.py);
+#     unwind started by glibc's copy, resumed by ours) aborted the process
+#     (tests/python/test_threads_fork.py and tests/wheel/ catch it);
 #   - exporting PyInit_<module> and nothing else (a version script), so that
 #     the copies inside the extension never interpose on, nor are interposed
 #     by, the libstdc++ or Abseil that torch or another extension loads into

@@ -13,12 +13,13 @@
 #    /proc and /sys vanish with it) the wheel goes into a fresh venv with
 #    `pip install --no-index`, and tests/wheel/check_installed.py checks
 #    `ldd`, the import, a loop, `gpuscope doctor` and `gpuscope run`. The
-#    root is kept in .devdeps/ between runs (40 s to make).
+#    root is kept in .devdeps/ between runs.
 # 2. A plain `pip install .` (build isolation on, as a user types it) into a
 #    fresh venv, in a mount namespace where the CUDA toolkit and the system's
 #    nlohmann-json are hidden: the vendors' headers and nlohmann-json must
 #    come from pyproject.toml's build requirements (the build log is checked
-#    for where they were found). Abseil stays visible: PyPI has none.
+#    for where they were found). Abseil stays visible: PyPI has none; with it
+#    hidden too, the configure step must fail saying what to do.
 # 3. The sdist holds every tracked file the build reads.
 set -euo pipefail
 
@@ -121,6 +122,35 @@ for what in "GPUSCOPE_NVTX_INCLUDE_DIR = " "gpuscope: vendor headers from " "nlo
   exit 1
 done
 (cd "$work" && "$work/venv/bin/python" "$here/check_installed.py" "$version" "$work")
+
+# Without Abseil (hidden here: PyPI has none to put in the build environment)
+# the configure step says what to install, and how to build it in without root.
+hide=()
+for d in /usr/include/absl /usr/lib/*-linux-gnu/cmake/absl /usr/lib/cmake/absl \
+         /usr/local/include/absl /usr/local/lib/cmake/absl; do
+  [ -d "$d" ] && hide+=("$d")
+done
+if unshare --mount --fork /bin/bash -euo pipefail -c '
+  empty="$1"; src="$2"; build="$3"; shift 3
+  mount --make-rprivate /
+  for d in "$@"; do mount --bind "$empty" "$d"; done
+  cmake -S "$src" -B "$build" -G Ninja -DGPUSCOPE_BUILD_TESTS=OFF -DGPUSCOPE_BUILD_BENCHMARKS=OFF \
+    -DGPUSCOPE_BUILD_EXAMPLES=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF
+' _ "$work/empty" "$src" "$work/no-absl" "${hide[@]}" >"$work/no-absl.log" 2>&1; then
+  echo "test-wheel: FAILED: CMake configured without Abseil" >&2
+  exit 1
+fi
+said="$(tr -s ' \n' ' ' <"$work/no-absl.log")"
+for what in "Abseil was not found" "apt-get install libabsl-dev" "GPUSCOPE_ABSEIL_SOURCE_DIR=" \
+            "pip install gpuscope-*.whl"; do
+  case "$said" in
+    *"$what"*) ;;
+    *) tail -n 20 "$work/no-absl.log" >&2
+       echo "test-wheel: FAILED: without Abseil, CMake's error does not say '$what'" >&2
+       exit 1 ;;
+  esac
+done
+echo "  ok  without Abseil, configuring says what to install and how to build it in without root"
 
 # ---- 3. the sdist -----------------------------------------------------------
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
