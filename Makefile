@@ -42,10 +42,11 @@ build: deps
 test-plain: build
 	$(CTEST) --test-dir build
 
-# The wheel pip users install (scripts/build_wheel.py): Abseil and the C++
-# runtime linked in, auditwheel-repaired to the manylinux tag its symbols
-# need, in dist/. Built without build isolation, so that it builds offline
-# with what `make deps` installed; build-python/ keeps the CMake build.
+# The wheel pip users install (scripts/build_wheel.py): Abseil and libstdc++
+# linked in, auditwheel-repaired to the manylinux tag its symbols need, in
+# dist/. Built without build isolation, so that it builds offline with what
+# `make deps` installed and fetched (Abseil's source); build-python/ keeps
+# the CMake build.
 wheel: deps
 	$(PYTHON) scripts/build_wheel.py
 

@@ -52,10 +52,10 @@ else()
       "Debian/Ubuntu `apt-get install libabsl-dev` (or `make deps`), Fedora `dnf install "
       "abseil-cpp-devel`, and point CMAKE_PREFIX_PATH at it if it is not in a system prefix; "
       "or, without root, build it in: "
-      "download an abseil-cpp release (https://github.com/abseil/abseil-cpp/releases), unpack it, "
-      "and pass -DGPUSCOPE_ABSEIL_SOURCE_DIR=<that folder> (to pip: "
-      "-Ccmake.define.GPUSCOPE_ABSEIL_SOURCE_DIR=<folder>). Users who only want the Python "
-      "package: install the prebuilt wheel (pip install gpuscope-*.whl), which needs no Abseil.")
+      "download an abseil-cpp release (https://github.com/abseil/abseil-cpp/releases; 20220623 is "
+      "the tested LTS), unpack it, and pass -DGPUSCOPE_ABSEIL_SOURCE_DIR=<its absolute path> (to "
+      "pip: -Ccmake.define.GPUSCOPE_ABSEIL_SOURCE_DIR=<path>). For the Python package alone, a "
+      "wheel built by `make wheel` needs no Abseil: pip install gpuscope-*.whl.")
   endif()
 endif()
 
@@ -99,26 +99,69 @@ if(_py)
   execute_process(
     COMMAND "${_py}" -c
       "import glob, site, sys; roots = sys.path + site.getsitepackages() + [site.getusersitepackages()]; print(';'.join(sorted({d for r in roots if r for p in ('/nvidia/*/include', '/nlohmann_json/include') for d in glob.glob(r + p)})))"
-    OUTPUT_VARIABLE _py_nvidia_dirs OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  list(APPEND _gpuscope_header_hints ${_py_nvidia_dirs})
+    OUTPUT_VARIABLE _gpuscope_python_header_dirs OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  list(APPEND _gpuscope_header_hints ${_gpuscope_python_header_dirs})
 endif()
+
+# _gpuscope_header_dir(<name> <header> <advice>...): GPUSCOPE_<name>_INCLUDE_DIR,
+# the folder holding <header>, found in the hints above when empty. A folder
+# the user named must hold it; one found here before that lost it (a pip
+# build environment, gone) is searched for again.
+function(_gpuscope_header_dir name header)
+  string(CONCAT advice ${ARGN})
+  set(var GPUSCOPE_${name}_INCLUDE_DIR)
+  if(EXISTS "${${var}}/${header}")
+    return()
+  endif()
+  if(${var} AND NOT "${${var}}" STREQUAL "${_GPUSCOPE_${name}_FOUND_DIR}")
+    message(FATAL_ERROR "${var}=${${var}} holds no ${header}: ${advice}")
+  endif()
+  find_path(dir ${header} HINTS ${_gpuscope_header_hints} NO_CACHE)
+  if(NOT dir)
+    message(FATAL_ERROR "${header} (${name}'s header) was not found: ${advice}")
+  endif()
+  set(${var} "${dir}" CACHE PATH "Directory holding ${header} (found automatically when empty)"
+      FORCE)
+  set(_GPUSCOPE_${name}_FOUND_DIR "${dir}" CACHE INTERNAL "where ${var} was found")
+endfunction()
 
 # nlohmann-json: the library's JSON reader and writer (private; header-only):
 # an installed CMake package, else the headers of the PyPI package
-# nlohmann-json (a build requirement of `pip install .`).
+# nlohmann-json (a build requirement of `pip install .`), looked for before
+# any other copy of the headers, which may be older.
 find_package(nlohmann_json 3.10 CONFIG QUIET)
 if(NOT nlohmann_json_FOUND)
-  find_path(_gpuscope_json_dir nlohmann/json.hpp HINTS ${_gpuscope_header_hints} NO_CACHE)
+  set(_advice "`pip install nlohmann-json` (`pip install .` does this in its build environment), "
+              "or on Debian/Ubuntu apt-get install nlohmann-json3-dev (or run `make deps`), or "
+              "point CMAKE_PREFIX_PATH at an install.")
+  find_path(_gpuscope_json_dir nlohmann/json.hpp HINTS ${_gpuscope_python_header_dirs}
+            NO_DEFAULT_PATH NO_CACHE)
   if(NOT _gpuscope_json_dir)
+    find_path(_gpuscope_json_dir nlohmann/json.hpp HINTS ${_gpuscope_header_hints} NO_CACHE)
+  endif()
+  if(NOT _gpuscope_json_dir)
+    message(FATAL_ERROR "nlohmann-json (3.10 or newer) was not found. ${_advice}")
+  endif()
+  file(STRINGS "${_gpuscope_json_dir}/nlohmann/json.hpp" _json_version
+       REGEX "#define NLOHMANN_JSON_VERSION_(MAJOR|MINOR) ")
+  if(EXISTS "${_gpuscope_json_dir}/nlohmann/detail/abi_macros.hpp")
+    file(STRINGS "${_gpuscope_json_dir}/nlohmann/detail/abi_macros.hpp" _json_version_abi
+         REGEX "#define NLOHMANN_JSON_VERSION_(MAJOR|MINOR) ")
+    list(APPEND _json_version ${_json_version_abi})
+  endif()
+  string(REGEX MATCH "VERSION_MAJOR ([0-9]+)" _ "${_json_version}")
+  set(_json_major "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "VERSION_MINOR ([0-9]+)" _ "${_json_version}")
+  set(_json_minor "${CMAKE_MATCH_1}")
+  if("${_json_major}.${_json_minor}" VERSION_LESS 3.10)
     message(FATAL_ERROR
-      "nlohmann-json (3.10 or newer) was not found. `pip install nlohmann-json` (`pip install .` "
-      "does this in its build environment), or on Debian/Ubuntu apt-get install "
-      "nlohmann-json3-dev (or run `make deps`), or point CMAKE_PREFIX_PATH at an install.")
+      "nlohmann-json in ${_gpuscope_json_dir} is ${_json_major}.${_json_minor}; 3.10 or newer is "
+      "needed. ${_advice}")
   endif()
   add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
   set_target_properties(nlohmann_json::nlohmann_json PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${_gpuscope_json_dir}")
-  message(STATUS "gpuscope: nlohmann-json from ${_gpuscope_json_dir}")
+  message(STATUS "gpuscope: nlohmann-json ${_json_major}.${_json_minor} from ${_gpuscope_json_dir}")
   unset(_gpuscope_json_dir)
 endif()
 
@@ -131,20 +174,9 @@ foreach(_pair "CUDA;cuda.h;nvidia-cuda-runtime" "CUPTI;cupti.h;nvidia-cuda-cupti
   list(GET _pair 0 _name)
   list(GET _pair 1 _header)
   list(GET _pair 2 _pypi)
-  # A cached folder that lost its header (a pip build environment, gone)
-  # is searched for again.
-  if(NOT EXISTS "${GPUSCOPE_${_name}_INCLUDE_DIR}/${_header}")
-    find_path(_gpuscope_dir ${_header} HINTS ${_gpuscope_header_hints} NO_CACHE)
-    if(NOT _gpuscope_dir)
-      message(FATAL_ERROR
-        "${_header} (${_name}'s header) was not found. Install the CUDA toolkit, or "
-        "`pip install ${_pypi}` (`make deps` does this), or pass "
-        "-DGPUSCOPE_${_name}_INCLUDE_DIR=<dir>.")
-    endif()
-    set(GPUSCOPE_${_name}_INCLUDE_DIR "${_gpuscope_dir}" CACHE PATH
-        "Directory holding ${_header} (found automatically when empty)" FORCE)
-    unset(_gpuscope_dir)
-  endif()
+  _gpuscope_header_dir(${_name} ${_header}
+    "install the CUDA toolkit, or `pip install ${_pypi}` (`make deps` does this), or pass "
+    "-DGPUSCOPE_${_name}_INCLUDE_DIR=<dir>.")
   list(APPEND _gpuscope_vendor_dirs "${GPUSCOPE_${_name}_INCLUDE_DIR}")
 endforeach()
 list(REMOVE_DUPLICATES _gpuscope_vendor_dirs)
@@ -156,20 +188,10 @@ set_target_properties(gpuscope_vendor_headers PROPERTIES
 
 # NVTX v3 (header-only): the CUDA toolkit's copy, else the PyPI package
 # `nvidia-nvtx` (installed by `make deps` when no toolkit is present).
-if(GPUSCOPE_WITH_NVTX AND NOT EXISTS "${GPUSCOPE_NVTX_INCLUDE_DIR}/nvtx3/nvToolsExt.h")
-  set(_nvtx_hints ${_gpuscope_header_hints})
-  find_path(_gpuscope_nvtx_dir nvtx3/nvToolsExt.h HINTS ${_nvtx_hints} NO_CACHE)
-  if(NOT _gpuscope_nvtx_dir)
-    message(FATAL_ERROR
-      "NVTX v3 headers (nvtx3/nvToolsExt.h) were not found. Install the CUDA toolkit, or "
-      "`pip install nvidia-nvtx` (`make deps` does this), or pass "
-      "-DGPUSCOPE_NVTX_INCLUDE_DIR=<dir>, or build without NVTX: -DGPUSCOPE_WITH_NVTX=OFF.")
-  endif()
-  set(GPUSCOPE_NVTX_INCLUDE_DIR "${_gpuscope_nvtx_dir}" CACHE PATH
-      "Directory holding nvtx3/nvToolsExt.h (found automatically when empty)" FORCE)
-endif()
-
 if(GPUSCOPE_WITH_NVTX)
+  _gpuscope_header_dir(NVTX nvtx3/nvToolsExt.h
+    "install the CUDA toolkit, or `pip install nvidia-nvtx` (`make deps` does this), or pass "
+    "-DGPUSCOPE_NVTX_INCLUDE_DIR=<dir>, or build without NVTX: -DGPUSCOPE_WITH_NVTX=OFF.")
   # An IMPORTED INTERFACE target keeps the include PRIVATE to the library and
   # marks the headers as system headers (no warnings from them).
   add_library(gpuscope_nvtx_headers INTERFACE IMPORTED)

@@ -31,18 +31,19 @@
 #
 # The CUDA driver, CUPTI and NVML stay dlopen()ed, as in every build.
 #
-#   gpuscope_resolve_self_contained()      top level, after the dependencies:
-#       decides (AUTO: where it can) and sets GPUSCOPE_SELF_CONTAINED_ACTIVE.
+#   gpuscope_resolve_self_contained()      top level, after lib/: decides
+#       (AUTO: where it can) and sets GPUSCOPE_SELF_CONTAINED_ACTIVE.
 #   gpuscope_make_self_contained(<target>) the extension's static link.
 
 include_guard(GLOBAL)
 include(CheckCXXSourceCompiles)
 
-# The shared libraries among the absl:: targets gpuscope links, transitively.
+# The shared libraries among the absl:: targets the gpuscope library links,
+# transitively.
 function(_gpuscope_shared_absl out)
   set(seen)
   set(shared)
-  set(todo absl::status absl::statusor absl::strings absl::str_format)
+  get_target_property(todo gpuscope LINK_LIBRARIES)
   while(todo)
     list(POP_FRONT todo t)
     if(NOT t MATCHES "^absl::" OR NOT TARGET ${t} OR t IN_LIST seen)
@@ -68,16 +69,20 @@ function(gpuscope_resolve_self_contained)
   endif()
   set(problems)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    list(APPEND problems "the compiler is ${CMAKE_CXX_COMPILER_ID}, not g++ (-static-libstdc++ is GCC's)")
+    list(APPEND problems
+      "the compiler is ${CMAKE_CXX_COMPILER_ID}; the self-contained link is made and tested with g++ only")
   else()
-    set(CMAKE_REQUIRED_LINK_OPTIONS -static-libstdc++)
+    # Linked as the extension is: a shared object, position-independent.
+    set(CMAKE_REQUIRED_FLAGS -fPIC)
+    set(CMAKE_REQUIRED_LINK_OPTIONS -shared -static-libstdc++)
     set(CMAKE_REQUIRED_QUIET ON)
     check_cxx_source_compiles(
       "#include <string>\nint main() { std::string s(\"x\"); return static_cast<int>(s.size()) - 1; }"
       GPUSCOPE_HAVE_STATIC_LIBSTDCXX)
     if(NOT GPUSCOPE_HAVE_STATIC_LIBSTDCXX)
       list(APPEND problems
-        "libstdc++.a was not found (Debian/Ubuntu: it comes with g++; Fedora/RHEL: dnf install libstdc++-static)")
+        "no libstdc++.a that links into a shared object (Debian/Ubuntu: it comes with g++; "
+        "Fedora/RHEL: dnf install libstdc++-static)")
     endif()
   endif()
   _gpuscope_shared_absl(shared)
@@ -112,7 +117,8 @@ function(gpuscope_make_self_contained target)
     set(name ${target})
   endif()
   set(map "${CMAKE_CURRENT_BINARY_DIR}/${target}.exports.map")
-  file(WRITE "${map}" "{\n  global: PyInit_${name};\n  local: *;\n};\n")
+  # Written only when it changes, so that configuring again relinks nothing.
+  file(CONFIGURE OUTPUT "${map}" CONTENT "{\n  global: PyInit_${name};\n  local: *;\n};\n")
   target_link_options(${target} PRIVATE -static-libstdc++
                       LINKER:--version-script=${map} LINKER:--gc-sections)
   set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${map}")

@@ -4,9 +4,12 @@
 # and `make demo`).
 #
 #   Debian packages: Abseil, GoogleTest/GoogleMock, Google Benchmark,
-#                    nlohmann-json, g++; dpkg-dev (the wheel's Abseil source,
-#                    scripts/fetch-abseil.sh) and debootstrap (the wheel's
+#                    nlohmann-json, g++; dpkg-dev (the wheel's Abseil source),
+#                    debootstrap and debian-archive-keyring (the wheel's
 #                    clean-root test)
+#   Abseil's source: the distribution's source package of the installed
+#                    libabsl-dev, into .devdeps/abseil (scripts/fetch-abseil.sh),
+#                    which `make wheel` builds into the extension
 #   PyPI:            cmake, ninja (when missing); nvidia-nvtx (NVTX v3 headers),
 #                    nvidia-cuda-runtime (cuda.h), nvidia-cuda-crt (the
 #                    crt/ headers cupti.h includes), nvidia-cuda-cupti (cupti.h),
@@ -27,7 +30,7 @@ set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
 debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev g++ make
-      dpkg-dev debootstrap)
+      dpkg-dev debootstrap debian-archive-keyring)
 for_tests=0
 [ "${1:-}" = "--test" ] && for_tests=1
 if [ "$for_tests" = 1 ]; then debs=(chromium); fi
@@ -122,4 +125,5 @@ if ((${#pip_missing[@]})); then
   echo "deps: installing from PyPI: ${pip_missing[*]}"
   "$PYTHON" -m pip install -q "${pip_missing[@]}"
 fi
+bash "$(dirname "$0")/fetch-abseil.sh" "$(dirname "$0")/../.devdeps/abseil"
 echo "deps: ok"

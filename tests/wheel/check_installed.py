@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import glob
 import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -191,14 +192,17 @@ def main() -> int:
     print(f"check_installed: Python {sys.version.split()[0]} at {sys.executable}")
     if clean_root:
         check_environment()
+        # Before the import: a missing library then shows as ldd's diagnosis,
+        # not as an ImportError.
+        spec = importlib.util.find_spec("gpuscope")
+        (package_dir,) = spec.submodule_search_locations
+        (extension,) = glob.glob(os.path.join(package_dir, "_gpuscope*.so"))
+        check_ldd(extension)
     import gpuscope as gs
-    import gpuscope._gpuscope as ext
 
     check(gs.__version__ == version, f"gpuscope.__version__ is {gs.__version__}")
     dist = importlib.metadata.version("gpuscope")
     check(dist == version, f"the installed distribution is gpuscope {dist}")
-    if clean_root:
-        check_ldd(ext.__file__)
     check_loop(gs, clean_root)
     check_exit_with_daemon_threads(workdir)
     bindir = os.path.dirname(sys.executable)

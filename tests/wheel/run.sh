@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The wheel and the source build where the build machine's libraries are not:
 # `make test-wheel`, part of `make test`. Needs root (debootstrap, chroot and
-# mount namespaces); the wheel `make wheel` left in dist/.
+# mount namespaces; it runs itself again under sudo when it is not root);
+# the wheel `make wheel` left in dist/.
 #
 # 1. The wheel in a clean root. A minimal Debian root made by debootstrap
 #    from Debian's packages (python3 and python3-venv, nothing else), with
@@ -20,7 +21,8 @@
 #    come from pyproject.toml's build requirements (the build log is checked
 #    for where they were found). Abseil stays visible: PyPI has none; with it
 #    hidden too, the configure step must fail saying what to do.
-# 3. The sdist holds every tracked file the build reads.
+# 3. The sdist holds every tracked file (a clone's content): `pip install`
+#    and `make wheel` from it read what a clone has.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -28,7 +30,11 @@ src="$(cd "$here/../.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 
 if [ "$(id -u)" != 0 ]; then
-  echo "test-wheel: needs root (debootstrap, chroot, unshare --mount); run it as root" >&2
+  if command -v sudo >/dev/null 2>&1; then
+    # As root from here on, with the same Python (sudo resets PATH).
+    exec sudo PYTHON="$(command -v "$PYTHON")" bash "$0" "$@"
+  fi
+  echo "test-wheel: needs root (debootstrap, chroot, unshare --mount): run it as root or with sudo" >&2
   exit 1
 fi
 wheels=("$src"/dist/gpuscope-*.whl)
@@ -45,16 +51,15 @@ trap 'rm -rf "$work"' EXIT
 # The Debian release whose python3 is the wheel's Python.
 pytag="$(basename "$wheel" | sed -n 's/^gpuscope-[^-]*-cp\([0-9]*\)-.*/\1/p')"
 case "$pytag" in
-  39) suite=bullseye ;;
   311) suite=bookworm ;;
   313) suite=trixie ;;
-  *) echo "test-wheel: no Debian release ships the wheel's Python (cp$pytag); build the wheel" \
-          "with Python 3.9, 3.11 or 3.13" >&2; exit 1 ;;
+  *) echo "test-wheel: no Debian release with glibc >= 2.34 ships the wheel's Python (cp$pytag);" \
+          "build the wheel with Python 3.11 or 3.13" >&2; exit 1 ;;
 esac
 # The Debian mirror this machine's apt uses, if it uses one.
 mirror="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources \
-            2>/dev/null | grep -oE '(https?|file)://[^ ]*/debian/?( |$)' | grep -v security | head -n1 \
-            | tr -d ' ' || true)"
+            2>/dev/null | grep -v '^[[:space:]]*#' | grep -oE '(https?|file)://[^ ]*/debian/?( |$)' \
+            | grep -v security | head -n1 | tr -d ' ' || true)"
 mirror="${mirror:-http://deb.debian.org/debian}"
 cache="$src/.devdeps/cleanroot-$suite"
 if [ ! -f "$cache/.complete" ]; then
@@ -112,7 +117,7 @@ if ! unshare --mount --fork /bin/bash -euo pipefail -c '
   exit 1
 fi
 # Where the build found the headers: the build environment pip made.
-for what in "GPUSCOPE_NVTX_INCLUDE_DIR = " "gpuscope: vendor headers from " "nlohmann-json from "; do
+for what in "GPUSCOPE_NVTX_INCLUDE_DIR = " "gpuscope: vendor headers from " "gpuscope: nlohmann-json "; do
   line="$(grep -m1 "$what" "$work/pip.log" || true)"
   case "$line" in
     *" /usr/"* | *";/usr/"*) ;;
@@ -158,14 +163,13 @@ if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
     'import sys; from scikit_build_core.build import build_sdist; print(build_sdist(sys.argv[1]))' \
     "$work/sdist" | tail -n1)"
   tar -tzf "$work/sdist/$sdist" | sed 's|^[^/]*/||' | sort >"$work/sdist.files"
-  git -C "$src" ls-files -- CMakeLists.txt pyproject.toml README.md cmake include lib bindings \
-    python | sort >"$work/needed.files"
-  missing="$(comm -13 "$work/sdist.files" "$work/needed.files")"
+  git -C "$src" ls-files | sort >"$work/tracked.files"
+  missing="$(comm -13 "$work/sdist.files" "$work/tracked.files")"
   if [ -n "$missing" ]; then
-    echo "test-wheel: FAILED: the sdist lacks files the build reads:" >&2
+    echo "test-wheel: FAILED: the sdist lacks tracked files:" >&2
     echo "$missing" >&2
     exit 1
   fi
-  echo "  ok  the sdist ($sdist) holds the $(wc -l <"$work/needed.files") tracked files the build reads"
+  echo "  ok  the sdist ($sdist) holds all $(wc -l <"$work/tracked.files") tracked files"
 fi
 echo "test-wheel: all passed"
