@@ -177,9 +177,7 @@ def check_run(bindir: str, workdir: str) -> None:
     phases = sum(1 for e in events if e.get("name") == "data")
     check(steps == 16 and phases == 16,
           f"trace.json has the last 16 steps (trace_steps' default: {steps}), each with its data phase")
-    try:
-        import matplotlib  # noqa: F401 - the HTML report's plots; optional
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is None:  # the HTML report's plots; optional
         check("no report.html (pip install matplotlib)" in p.stderr,
               "without matplotlib, gpuscope run says how to get report.html", p.stderr[-2000:])
     else:
