@@ -4,9 +4,11 @@
 # dlopen()s them, so one build runs with or without a GPU. At build time their
 # vendors' headers declare the entry points and records (cuda.h, cupti.h,
 # nvml.h: the CUDA toolkit's, else the PyPI packages nvidia-cuda-runtime,
-# nvidia-cuda-cupti and nvidia-nvml-dev), the header-only NVTX v3 is needed
-# when GPUSCOPE_WITH_NVTX is ON, and nlohmann-json (header-only) reads and
-# writes JSON. All of them stay private to the library.
+# nvidia-cuda-crt, nvidia-cuda-cupti and nvidia-nvml-dev), the header-only
+# NVTX v3 is needed when GPUSCOPE_WITH_NVTX is ON, and nlohmann-json
+# (header-only; installed, else the PyPI package) reads and writes JSON. All
+# of them stay private to the library. Abseil is the one dependency PyPI
+# cannot supply: installed, or built in from a source tree.
 
 include_guard(GLOBAL)
 
@@ -79,7 +81,6 @@ if(GPUSCOPE_BUILD_BENCHMARKS)
       "or configure with -DGPUSCOPE_BUILD_BENCHMARKS=OFF.")
   endif()
 endif()
-
 
 # Where the toolkit's and the PyPI packages' headers may be: the roots named
 # by CUDA_HOME / CUDA_PATH / CUDAToolkit_ROOT, /usr/local/cuda, /usr, and the

@@ -33,7 +33,7 @@ set(GPUSCOPE_NVTX_INCLUDE_DIR "" CACHE PATH
 set(GPUSCOPE_ABSEIL_SOURCE_DIR "" CACHE PATH
     "An abseil-cpp source tree to build into gpuscope (static, position-independent) instead of an installed Abseil")
 set(GPUSCOPE_SELF_CONTAINED "OFF" CACHE STRING
-    "Link Abseil and the C++ runtime statically into the Python extension: OFF, AUTO or ON")
+    "Link Abseil and libstdc++ statically into the Python extension: OFF, AUTO or ON")
 set_property(CACHE GPUSCOPE_SELF_CONTAINED PROPERTY STRINGS OFF AUTO ON)
 
 if(NOT GPUSCOPE_SANITIZE STREQUAL "" AND NOT GPUSCOPE_SANITIZE MATCHES "^(address|thread)$")
