@@ -253,7 +253,7 @@ void BM_FindPeriodicSpikes(benchmark::State& state) {
   internal::WindowSnapshot snapshot;
   snapshot.window = steps.Snapshot();
   snapshot.phase_names = names;
-  internal::SessionFacts facts;
+  internal::SummaryInputs facts;
   facts.window = window;
   const Summary s = internal::SummarizeWindow(snapshot, facts);
   for (auto _ : state) {

@@ -120,8 +120,9 @@ double PeakFor(const PeakEntry& entry, Precision precision) {
   return 0;
 }
 
-std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const Options& options,
-                                                 std::string_view device_name) {
+std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary,
+                                                 const EfficiencyInputs& options) {
+  const std::string_view device_name = options.device_name;
   if (!(options.flops_per_step > 0) && !(options.flops_per_sample > 0)) return std::nullopt;
   EfficiencyStats e;
   e.precision = PrecisionName(options.peak_precision);

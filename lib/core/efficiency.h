@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "gpuscope/options.h"
 #include "gpuscope/summary.h"
@@ -37,15 +38,30 @@ const PeakEntry* LookupPeak(std::string_view device_name);
 // The row's dense peak in `precision`, 0 when it has none.
 double PeakFor(const PeakEntry& entry, Precision precision);
 
+// What MFU is computed from: the FLOPs and the peak as Options give them
+// (Options::flops_per_step, flops_per_sample, peak_flops, peak_precision),
+// and the GPU's model name for the peak table (Options::device_name, or the
+// one the session found; empty: unknown).
+struct EfficiencyInputs {
+  double flops_per_step = 0;
+  double flops_per_sample = 0;
+  double peak_flops = 0;
+  Precision peak_precision = Precision::kBf16;
+  std::string device_name;
+
+  static EfficiencyInputs From(const Options& options, std::string device_name) {
+    return {options.flops_per_step, options.flops_per_sample, options.peak_flops,
+            options.peak_precision, std::move(device_name)};
+  }
+};
+
 // ComputeEfficiency()
 //
 // Summary::efficiency for a summary whose throughput fields are filled
-// (samples_per_second, steps, window_time), under `options`; nullopt when
-// the options give no FLOPs. `device_name`: the GPU's model name for the
-// peak table (Options::device_name, or the one the session found); empty:
-// unknown.
-std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary, const Options& options,
-                                                 std::string_view device_name);
+// (samples_per_second, steps, window_time), under `in`; nullopt when it
+// gives no FLOPs.
+std::optional<EfficiencyStats> ComputeEfficiency(const Summary& summary,
+                                                 const EfficiencyInputs& in);
 
 }  // namespace gpuscope::internal
 

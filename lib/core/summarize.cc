@@ -8,7 +8,7 @@
 
 namespace gpuscope::internal {
 
-Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& facts) {
+Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& facts) {
   const WindowView& window = snapshot.window;
   Summary s;
   s.version = GPUSCOPE_VERSION;
@@ -45,6 +45,10 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& fact
     s.devices.clear();
     s.activity.reset();
   }
+  s.efficiency = ComputeEfficiency(s, facts.efficiency);
+  s.overhead = facts.overhead;
+  s.rank = facts.rank;
+  s.ranks = facts.ranks;
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/efficiency.h"
 #include "core/step_window.h"
 #include "gpuscope/summary.h"
 
@@ -30,8 +31,11 @@ struct WindowSnapshot {
   std::optional<int64_t> activity_dropped = std::nullopt;
 };
 
-// What the session knows that the window does not.
-struct SessionFacts {
+// What the recorder of the steps knows that the window does not: a live
+// session's facts (its source, misuse counted on the hot path, its own
+// overhead, its rank exchange) or a recorded run's. Inputs only: the
+// summary takes them as they are.
+struct SummaryInputs {
   int64_t window = 0;  // Options::window
   Source source = Source::kHost;
   std::string source_reason;
@@ -43,15 +47,21 @@ struct SessionFacts {
   // Counted on the hot path. `incomplete_steps` is ignored: the window
   // counts those.
   MisuseCounts misuse;
+  OverheadStats overhead;
+  // MFU (Summary::efficiency, docs/mfu.md): the FLOPs and peak as the
+  // options give them, and the GPU's model name for the peak table.
+  EfficiencyInputs efficiency;
+  std::optional<RankIdentity> rank;
+  std::optional<RanksStats> ranks;  // age already set
 };
 
 // SummarizeWindow()
 //
-// The summary of `snapshot` under `facts`. A `host` summary (the session's
-// source, or one still awaiting activity records) keeps what was measured
-// on the host but no GPU idle, devices or activity counts, and is never
-// labelled simulated.
-Summary SummarizeWindow(const WindowSnapshot& snapshot, const SessionFacts& facts);
+// The finished summary of `snapshot` under `inputs`. A `host` summary (the
+// recorder's source, or one still awaiting activity records) keeps what was
+// measured on the host but no GPU idle, devices or activity counts, and is
+// never labelled simulated.
+Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& inputs);
 
 }  // namespace gpuscope::internal
 

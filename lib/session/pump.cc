@@ -188,8 +188,7 @@ Summary SessionImpl::Summarize() {
     return s;
   }
   WindowSnapshot snapshot;
-  SessionFacts facts;
-  OverheadStats overhead;
+  SummaryInputs inputs;
   {
     // Pumped and snapshotted under the lock (a copy of the window's totals;
     // its steps are shared, copy on write), summarized outside it: a large
@@ -197,27 +196,20 @@ Summary SessionImpl::Summarize() {
     std::lock_guard<std::mutex> lock(agg_mu_);
     PumpLocked();
     snapshot = aggregator_.Snapshot(phases_);
-    facts = FactsLocked();
-    overhead.records_per_step = steps_consumed_ > 0 ? static_cast<double>(records_consumed_) /
-                                                          static_cast<double>(steps_consumed_)
-                                                    : 0.0;
-    if (activity_ != nullptr)
-      overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
-    overhead.worker_cpu_s = worker_cpu_s_;
-    overhead.worker_cpu_share = worker_cpu_share_;
+    inputs = InputsLocked();
   }
-  Summary summary = SummarizeWindow(snapshot, facts);
-  summary.efficiency = ComputeEfficiency(summary, options_, DeviceNameForPeak());
-  overhead.scope_ns = MeasuredScopeNs();
-  summary.overhead = overhead;
-  std::lock_guard<std::mutex> lock(ranks_mu_);
-  summary.rank = rank_;
-  summary.ranks = ranks_;
-  if (summary.ranks.has_value()) {
-    summary.ranks->age =
-        std::max<double>(0, 1e-9 * static_cast<double>(ReadMonotonicNs() - ranks_at_ns_));
+  inputs.overhead.scope_ns = MeasuredScopeNs();
+  inputs.efficiency = EfficiencyInputs::From(options_, DeviceNameForPeak());
+  {
+    std::lock_guard<std::mutex> lock(ranks_mu_);
+    inputs.rank = rank_;
+    inputs.ranks = ranks_;
+    if (inputs.ranks.has_value()) {
+      inputs.ranks->age =
+          std::max<double>(0, 1e-9 * static_cast<double>(ReadMonotonicNs() - ranks_at_ns_));
+    }
   }
-  return summary;
+  return SummarizeWindow(snapshot, inputs);
 }
 
 std::string SessionImpl::DeviceNameForPeak() {
@@ -254,8 +246,8 @@ absl::Status SessionImpl::Reset(std::optional<int> warmup_steps) {
   return absl::OkStatus();
 }
 
-SessionFacts SessionImpl::FactsLocked() const {
-  SessionFacts facts;
+SummaryInputs SessionImpl::InputsLocked() const {
+  SummaryInputs facts;
   facts.window = options_.window;
   facts.source = source_;
   facts.source_reason = source_reason_;
@@ -271,6 +263,13 @@ SessionFacts SessionImpl::FactsLocked() const {
   facts.misuse.too_deep = too_deep_.Get();
   facts.misuse.invalid_phase = invalid_phase_.Get();
   facts.misuse.dropped_records = dropped_records_.Get();
+  OverheadStats& overhead = facts.overhead;
+  overhead.records_per_step = steps_consumed_ > 0 ? static_cast<double>(records_consumed_) /
+                                                        static_cast<double>(steps_consumed_)
+                                                  : 0.0;
+  if (activity_ != nullptr) overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
+  overhead.worker_cpu_s = worker_cpu_s_;
+  overhead.worker_cpu_share = worker_cpu_share_;
   return facts;
 }
 

@@ -212,9 +212,9 @@ class SessionImpl final : public Pumpable {
   // staging buffer, up to kMaxStagedRecords. Returns how many.
   size_t StageQueue();
   void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
-  // What the session knows that the window does not, for Summarize().
-  // Requires agg_mu_.
-  SessionFacts FactsLocked() const;
+  // What the session knows that the window does not, for Summarize() (all
+  // but the ranks, MFU's inputs and the scope cost). Requires agg_mu_.
+  SummaryInputs InputsLocked() const;
   void ReportNewMisuse();
 
   // ---- Immutable after construction.

@@ -252,7 +252,7 @@ class SummarizeTest : public ::testing::Test {
   PhaseTable table_;
   TelemetryWindow telemetry_;
   uint16_t attention_ = 0;
-  SessionFacts facts_;
+  SummaryInputs facts_;
 };
 
 TEST_F(SummarizeTest, EveryFieldComesFromTheWindowOrTheFacts) {
