@@ -1,7 +1,7 @@
 // `gpuscope doctor`'s report as a Python object over the C++ DoctorReport:
 // the command line runs, prints, saves and compares it without passing JSON
 // text across the boundary; JSON is only what --json prints and --save
-// writes (DoctorToJson) and what --baseline reads (DoctorFromJson, once).
+// writes (ToJson) and what --baseline reads (DoctorFromJson, once).
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -14,6 +14,7 @@
 #include "field_properties.h"
 #include "gil_released.h"
 #include "gpuscope/doctor.h"
+#include "gpuscope/report.h"
 #include "value_or_throw.h"
 
 namespace py = pybind11;
@@ -64,7 +65,7 @@ void AddDoctorTypes(py::module_& m) {
           "The node's stable facts (\"gpu0.pcie_link\" -> \"Gen4 x16\"): what a baseline compares.")
       .def("has_failures", &DoctorReport::has_failures, "Whether a check failed.")
       .def(
-          "to_json", [](const DoctorReport& r) { return DoctorToJson(r); },
+          "to_json", [](const DoctorReport& r) { return ToJson(r); },
           "The report as versioned JSON (what --json prints and --save writes).")
       .def(
           "format", [](const DoctorReport& r, bool color) { return FormatDoctor(r, color); },

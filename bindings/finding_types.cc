@@ -13,6 +13,7 @@
 #include "bound_types.h"
 #include "field_properties.h"
 #include "gpuscope/diagnose.h"
+#include "gpuscope/report.h"
 #include "gpuscope/summary.h"
 
 namespace py = pybind11;
@@ -84,7 +85,7 @@ std::string RunFileJson(std::string_view head, const Summary& summary,
   out.append("  \"summary\": ");
   AppendIndented(&out, ToJson(summary), "  ");
   out.append(",\n  \"findings\": ");
-  AppendIndented(&out, FindingsToJson(findings), "  ");
+  AppendIndented(&out, ToJson(findings), "  ");
   out.append("\n}\n");
   return out;
 }

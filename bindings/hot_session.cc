@@ -17,6 +17,7 @@
 
 #include "gpuscope/clock.h"
 #include "gpuscope/options.h"
+#include "gpuscope/report.h"
 #include "gpuscope/session.h"
 #include "gpuscope/summary.h"
 #include "gpuscope/testing.h"
@@ -208,7 +209,7 @@ PyObject* SessionStepSeriesJson(PyObject* self, PyObject*) {
   if (session == nullptr) return nullptr;
   std::string json;
   Py_BEGIN_ALLOW_THREADS
-  json = StepSeriesToJson(session->StepSeries());
+  json = ToJson(session->StepSeries());
   Py_END_ALLOW_THREADS
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
 }
@@ -267,7 +268,7 @@ PyObject* SessionTraceJson(PyObject* self, PyObject*) {
   if (session == nullptr) return nullptr;
   std::string json;
   Py_BEGIN_ALLOW_THREADS
-  json = session->TraceJson();
+  json = ToChromeTrace(*session);
   Py_END_ALLOW_THREADS
   return PyUnicode_FromStringAndSize(json.data(), static_cast<Py_ssize_t>(json.size()));
 }
@@ -411,7 +412,7 @@ PyMethodDef kSessionMethods[] = {
      "release_cupti() -> gives CUPTI back (so that torch.profiler or Nsight can use it); the "
      "session goes on with CUDA events. No-op unless the source is 'cupti'."},
     {"_step_series_json", SessionStepSeriesJson, METH_NOARGS,
-     "The window's steps as JSON (C++ StepSeriesToJson)."},
+     "The window's steps as JSON (C++ ToJson(session.StepSeries()))."},
     {"_step_columns", SessionStepColumns, METH_NOARGS,
      "The window's steps a column per field, as bytes (C++ Session::StepColumns)."},
     {"trace_json", SessionTraceJson, METH_NOARGS,

@@ -469,7 +469,7 @@ void AddSummaryTypes(py::module_& m) {
       py::arg("summary"), py::arg("color") = false,
       "The human report for a summary (ANSI colours with color=True).");
   m.def(
-      "prometheus_text", [](const Summary& s) { return PrometheusText(s); }, py::arg("summary"),
+      "prometheus_text", [](const Summary& s) { return ToPrometheus(s); }, py::arg("summary"),
       "The Prometheus text exposition for a summary.");
 }
 

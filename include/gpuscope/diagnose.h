@@ -212,12 +212,6 @@ struct DiagnoseOptions {
 // `options.Validate()` first to reject them instead.
 std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& options = {});
 
-// FindingsToJson()
-//
-// The findings as a JSON array of objects with the fields above (schema:
-// docs/json-schema.md); evidence is an object of name -> number.
-std::string FindingsToJson(const std::vector<Finding>& findings);
-
 }  // namespace gpuscope
 
 #endif  // GPUSCOPE_DIAGNOSE_H_

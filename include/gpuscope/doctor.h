@@ -75,23 +75,6 @@ struct DoctorOptions {
 // Runs every check once, now. Never fails: what cannot be read is said so.
 DoctorReport RunDoctor(const DoctorOptions& options = {});
 
-// FormatDoctor()
-//
-// A table, one line per check (status, subject, check, value) and the
-// reason under every one that is not OK; at most 80 columns; colour only
-// when `color`.
-std::string FormatDoctor(const DoctorReport& report, bool color = false);
-
-// DoctorToJson() / DoctorFromJson()
-//
-// Versioned JSON ("schema": "gpuscope.doctor", "schema_version": 1); what
-// `--save` writes and `--baseline` reads. FromJson: InvalidArgumentError
-// naming what is wrong for text that is not a doctor report (corrupt,
-// truncated, a summary file), FailedPreconditionError for another schema
-// version.
-std::string DoctorToJson(const DoctorReport& report);
-absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json);
-
 // DoctorBaselineDiff()
 //
 // One line per fact of `baseline` that `now` lacks or has changed

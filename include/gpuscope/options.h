@@ -154,7 +154,8 @@ struct Options {
   int telemetry_interval_ms = 100;
 
   // Steps whose timelines (phases, device activity, idle gaps) are kept for
-  // Session::TraceJson(): the last `trace_steps`. 0 to 4096; 0 keeps none.
+  // ToChromeTrace(session) (gpuscope/report.h): the last `trace_steps`. 0 to
+  // 4096; 0 keeps none.
   // Memory: each kept step's phase records (24 bytes each) and, with CUPTI,
   // its activity records (48 bytes each, at most 65536 a step): 16 steps of
   // 1000 kernels take under 1 MB, 16 of 20000 about 15 MB. The buffers keep

@@ -1,22 +1,32 @@
 // File: gpuscope/report.h
 // -----------------------------------------------------------------------------
 //
-// `FormatReport()` renders a summary for people: step-time quantiles,
-// throughput, the phase breakdown and anything that makes the numbers less
-// trustworthy (misuse, dropped records, the data source), in at most 80
-// columns.
+// Every output format, one family of functions: `ToJson()` for each value a
+// session gives (a summary, findings, a doctor report, the step series) and
+// `SummaryFromJson()` / `DoctorFromJson()` to read two of them back;
+// `ToChromeTrace()` for a session's last steps; `ToPrometheus()` for a
+// summary's gauges; and for people, `FormatReport()` and `FormatDoctor()`.
 //
 // Example:
 //
-//   std::cout << gpuscope::FormatReport(session.Summarize());
+//   gpuscope::Summary summary = session.Summarize();
+//   std::cout << gpuscope::FormatReport(summary);
+//   std::ofstream("run.json") << gpuscope::ToJson(summary);
+//   std::ofstream("trace.json") << gpuscope::ToChromeTrace(session);
 
 #ifndef GPUSCOPE_REPORT_H_
 #define GPUSCOPE_REPORT_H_
 
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "gpuscope/diagnose.h"
+#include "gpuscope/doctor.h"
+#include "gpuscope/session.h"
 #include "gpuscope/summary.h"
+#include "gpuscope/timeline.h"
 
 namespace gpuscope {
 
@@ -31,11 +41,21 @@ struct ReportOptions {
 
 // FormatReport()
 //
-// Plain text, lines of at most 80 columns (not counting colour codes),
-// ending in a newline: the summary, then the findings ranked by the step
-// time they explain, each with its fix. Text from the summary (phase names,
-// a loaded file's fields) is escaped as EscapeForTerminal() does.
+// The summary for people, in plain text, lines of at most 80 columns (not
+// counting colour codes), ending in a newline: step-time quantiles,
+// throughput, the phase breakdown and anything that makes the numbers less
+// trustworthy (misuse, dropped records, the data source), then the findings
+// ranked by the step time they explain, each with its fix. Text from the
+// summary (phase names, a loaded file's fields) is escaped as
+// EscapeForTerminal() does.
 std::string FormatReport(const Summary& summary, const ReportOptions& options = {});
+
+// FormatDoctor()
+//
+// A doctor report as a table, one line per check (status, subject, check,
+// value) and the reason under every one that is not OK; at most 80 columns;
+// colour only when `color`.
+std::string FormatDoctor(const DoctorReport& report, bool color = false);
 
 // EscapeForTerminal()
 //
@@ -47,13 +67,56 @@ std::string FormatReport(const Summary& summary, const ReportOptions& options = 
 // cannot move the cursor, rewrite a line or hide what follows it.
 std::string EscapeForTerminal(std::string_view text);
 
-// PrometheusText()
+// ToJson() / SummaryFromJson()
+//
+// The summary as one JSON object with "schema_version": kJsonSchemaVersion.
+// Numbers are written with enough digits to read back exactly. The schema is
+// documented in docs/json-schema.md. SummaryFromJson() reads it back:
+// InvalidArgumentError for text that is not JSON, lacks a required field or
+// has one of the wrong type (the message names it), or breaks a relation
+// every summary keeps; FailedPreconditionError for a schema_version this
+// library does not read.
+std::string ToJson(const Summary& summary);
+absl::StatusOr<Summary> SummaryFromJson(std::string_view json);
+
+// ToJson(findings)
+//
+// The findings as a JSON array of objects with the fields of `Finding`
+// (schema: docs/json-schema.md); evidence is an object of name -> number.
+std::string ToJson(const std::vector<Finding>& findings);
+
+// ToJson(doctor report) / DoctorFromJson()
+//
+// Versioned JSON ("schema": "gpuscope.doctor", "schema_version": 1); what
+// `--save` writes and `--baseline` reads. DoctorFromJson():
+// InvalidArgumentError naming what is wrong for text that is not a doctor
+// report (corrupt, truncated, a summary file), FailedPreconditionError for
+// another schema version.
+std::string ToJson(const DoctorReport& report);
+absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json);
+
+// ToJson(step series)
+//
+// `{"schema": "gpuscope.step_series", "schema_version": 1, "steps": [...]}`,
+// each step an object with the fields of `StepPoint` (nullopt as null).
+std::string ToJson(const std::vector<StepPoint>& series);
+
+// ToChromeTrace()
+//
+// The session's last Options::trace_steps steps as a Chrome trace JSON
+// object (open in chrome://tracing or https://ui.perfetto.dev; format:
+// docs/trace.md): host steps and phases, device activity per stream (source
+// cupti) or each phase's device span (source events), and GPU idle gaps
+// labeled with their cause. Thread-safe; never blocks the recording thread.
+std::string ToChromeTrace(const Session& session);
+
+// ToPrometheus()
 //
 // The summary in the Prometheus text exposition format (version 0.0.4):
 // gauges named gpuscope_* (docs/prometheus.md), for a node exporter's
 // textfile collector or a scrape endpoint. Window quantiles are gauges with a
 // `quantile` label; counters end in _total.
-std::string PrometheusText(const Summary& summary);
+std::string ToPrometheus(const Summary& summary);
 
 }  // namespace gpuscope
 

@@ -68,11 +68,15 @@
 
 namespace gpuscope {
 
+class Session;
+
 namespace internal {
 class SessionImpl;
 class SessionTestPeer;
 class ScopeCalibration;
 struct Backends;
+struct TraceCapture;
+TraceCapture CaptureTrace(const Session& session);  // session/trace_capture.h
 }  // namespace internal
 
 // What a Begin*() or End() call did: kOk, or why it could not do what was
@@ -294,13 +298,6 @@ class Session {
   // Thread-safe; never blocks the recording thread.
   SeriesColumns StepColumns() const;
 
-  // Session::TraceJson()
-  //
-  // The last Options::trace_steps steps as a Chrome trace JSON object (open
-  // in chrome://tracing or https://ui.perfetto.dev; format: docs/trace.md).
-  // Thread-safe.
-  std::string TraceJson() const;
-
   // Session::Flush()
   //
   // Drains records that are waiting in the queue. Thread-safe. Summarize()
@@ -325,6 +322,7 @@ class Session {
  private:
   friend class internal::SessionTestPeer;
   friend class internal::ScopeCalibration;
+  friend internal::TraceCapture internal::CaptureTrace(const Session& session);
   // Runs on `backends` instead of the process's defaults (tests, simulation).
   Session(Options options, std::unique_ptr<internal::Backends> backends);
 

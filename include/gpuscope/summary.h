@@ -531,20 +531,6 @@ struct Summary {
   bool operator==(const Summary&) const = default;
 };
 
-// ToJson()
-//
-// The summary as one JSON object with "schema_version": kJsonSchemaVersion.
-// Numbers are written with enough digits to read back exactly. The schema is
-// documented in docs/json-schema.md.
-std::string ToJson(const Summary& summary);
-
-// SummaryFromJson()
-//
-// Reads what `ToJson()` wrote. InvalidArgumentError for text that is not
-// JSON, lacks a required field or has one of the wrong type (the message names
-// it); FailedPreconditionError for a schema_version this library does not read.
-absl::StatusOr<Summary> SummaryFromJson(std::string_view json);
-
 }  // namespace gpuscope
 
 #endif  // GPUSCOPE_SUMMARY_H_

@@ -8,15 +8,12 @@
 //     plots such as the HTML report's.
 //   * `Session::StepColumns()`: the same, a column per field, for long
 //     windows (65,536 steps of 100 phases: a map per step is slow to make).
-//   * `Session::TraceJson()`: the last `Options::trace_steps` steps as a
-//     Chrome trace (chrome://tracing, https://ui.perfetto.dev): host steps and
-//     phases, device activity per stream (source cupti) or each phase's
-//     device span (source events), and GPU idle gaps labeled with their
-//     cause. Format: docs/trace.md.
+//   * the last `Options::trace_steps` steps' timelines, which
+//     `ToChromeTrace(session)` (gpuscope/report.h) writes as a Chrome trace.
 //
 // Example:
 //
-//   std::ofstream("trace.json") << session.TraceJson();
+//   std::ofstream("trace.json") << gpuscope::ToChromeTrace(session);
 //   for (const gpuscope::StepPoint& p : session.StepSeries()) plot(p.index, p.duration);
 
 #ifndef GPUSCOPE_TIMELINE_H_
@@ -85,12 +82,6 @@ struct SeriesColumns {
 
   size_t size() const { return index.size(); }
 };
-
-// StepSeriesToJson()
-//
-// `{"schema": "gpuscope.step_series", "schema_version": 1, "steps": [...]}`,
-// each step an object with the fields above (nullopt as null).
-std::string StepSeriesToJson(const std::vector<StepPoint>& series);
 
 }  // namespace gpuscope
 

@@ -1,9 +1,8 @@
 // Diagnose(): checks the thresholds it was given, runs the rules (rules.h;
 // host_rules.cc, gpu_rules.cc, rank_rules.cc, periodic_rules.cc) in a fixed
 // order, makes every finding's numbers safe to print and compare, and ranks
-// the findings. Also
-// DiagnoseOptions::Validate() and SeverityName(). FindingsToJson() is in the
-// export layer (lib/export/findings_json.cc).
+// the findings. Also DiagnoseOptions::Validate() and SeverityName(). The
+// findings' JSON is the export layer's (lib/export/findings_json.cc).
 
 #include "gpuscope/diagnose.h"
 

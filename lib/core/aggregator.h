@@ -120,7 +120,7 @@ class Aggregator {
   uint64_t completed_steps() const { return window_.completed(); }
   int64_t incomplete_steps() const { return window_.incomplete_steps(); }
 
-  // Keeps the timelines of the last `steps` completed steps for TraceJson()
+  // Keeps the timelines of the last `steps` completed steps for the Chrome trace
   // (0: none). Call before the first record.
   void SetTraceSteps(int steps) { window_.trace.Reset(static_cast<size_t>(std::max(0, steps))); }
 
@@ -130,7 +130,7 @@ class Aggregator {
   uint64_t completed() const { return window_.completed(); }
 
   // A copy of the kept steps' timelines (oldest first) and the launch
-  // threshold, for Session::TraceJson() to format outside the lock.
+  // threshold, for the Chrome trace to be encoded outside the lock.
   void TraceSnapshot(std::vector<TraceStep>* out, int64_t* launch_threshold_ns) const;
 
  private:

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/efficiency.h"
 #include "core/step_window.h"
 #include "gpuscope/summary.h"
@@ -62,6 +63,15 @@ struct SummaryInputs {
 // measured on the host but no GPU idle, devices or activity counts, and is
 // never labelled simulated.
 Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& inputs);
+
+// CheckConsistency()
+//
+// The relations between fields that no summary breaks (quantiles ordered,
+// shares summing to at most 1, idle by cause within the idle, counts within
+// their totals, ...): OkStatus(), or InvalidArgumentError naming the first
+// one broken. Tolerances cover rounding, and the lifetime histogram's 1 %
+// error. SummaryFromJson() refuses a summary that breaks one.
+absl::Status CheckConsistency(const Summary& summary);
 
 }  // namespace gpuscope::internal
 

@@ -5,9 +5,12 @@
 #define GPUSCOPE_LIB_CORE_TRACE_STEPS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "backends/activity_source.h"
+#include "gpuscope/summary.h"
 
 namespace gpuscope::internal {
 
@@ -45,6 +48,19 @@ struct TraceStep {
   bool has_activity = false;
   uint64_t activity_dropped = 0;             // records past kMaxTraceActivityPerStep
   std::vector<TraceDeviceTime> device_time;  // by device ordinal
+};
+
+// TraceCapture
+//
+// What the Chrome trace encodes (export/chrome_trace.h), as a value: the
+// kept steps' timelines (oldest first), the names of their phase ids, the
+// launch-gap threshold and the rank. A live session captures one
+// (session/trace_capture.h); so does the engine (core/engine.h).
+struct TraceCapture {
+  std::vector<TraceStep> steps;
+  std::vector<std::string> phase_names;  // by phase id
+  int64_t launch_threshold_ns = 0;
+  std::optional<RankIdentity> rank;
 };
 
 // Activity records a kept step holds at most (a 48-byte record each): a

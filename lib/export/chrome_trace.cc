@@ -11,8 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
 #include "core/intervals.h"
+#include "gpuscope/report.h"
 #include "gpuscope/session.h"
-#include "session/session_impl.h"
+#include "session/trace_capture.h"
 
 namespace gpuscope::internal {
 namespace {
@@ -209,10 +210,16 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
 
 }  // namespace
 
-std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
-                            const std::optional<RankIdentity>& rank,
-                            const std::function<std::string_view(uint16_t)>& name_of,
-                            int64_t launch_threshold_ns) {
+std::string ToChromeTrace(const TraceCapture& capture) {
+  const std::optional<RankIdentity>& rank = capture.rank;
+  const int64_t launch_threshold_ns = capture.launch_threshold_ns;
+  const std::function<std::string_view(uint16_t)> name_of = [&](uint16_t id) {
+    return id < capture.phase_names.size() ? std::string_view(capture.phase_names[id])
+                                           : std::string_view("?");
+  };
+  std::vector<const TraceStep*> steps;
+  steps.reserve(capture.steps.size());
+  for (const TraceStep& s : capture.steps) steps.push_back(&s);
   // Time zero: the earliest thing written (activity of an earlier step may
   // still run into the oldest kept one), so that no timestamp is negative.
   int64_t origin = steps.empty() ? 0 : steps.front()->begin_ns;
@@ -359,18 +366,8 @@ std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
 
 namespace gpuscope {
 
-// Session's facade method lives here, with the encoding, so that the session
-// layer never depends on export.
-std::string Session::TraceJson() const {
-  std::vector<internal::TraceStep> steps;
-  int64_t launch_threshold_ns = 0;
-  impl_->TraceSnapshot(&steps, &launch_threshold_ns);
-  std::vector<const internal::TraceStep*> pointers;
-  pointers.reserve(steps.size());
-  for (const internal::TraceStep& s : steps) pointers.push_back(&s);
-  return internal::ChromeTraceJson(
-      pointers, impl_->rank(), [&](uint16_t id) { return impl_->PhaseName(id); },
-      launch_threshold_ns);
+std::string ToChromeTrace(const Session& session) {
+  return internal::ToChromeTrace(internal::CaptureTrace(session));
 }
 
 }  // namespace gpuscope

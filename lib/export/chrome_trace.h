@@ -15,16 +15,13 @@
 
 namespace gpuscope::internal {
 
-// ChromeTraceJson()
+// ToChromeTrace()
 //
-// `steps` (oldest first) as a Chrome trace JSON object; with `rank`, its
-// process names begin "rank N: " and otherData says the rank. `name_of` gives a
-// phase id's name; gaps between device activity shorter than
-// `launch_threshold_ns` are labeled "launch".
-std::string ChromeTraceJson(const std::vector<const TraceStep*>& steps,
-                            const std::optional<RankIdentity>& rank,
-                            const std::function<std::string_view(uint16_t)>& name_of,
-                            int64_t launch_threshold_ns);
+// The captured steps (oldest first) as a Chrome trace JSON object; with a
+// rank, its process names begin "rank N: " and otherData says the rank. Gaps
+// between device activity shorter than the capture's launch threshold are
+// labeled "launch".
+std::string ToChromeTrace(const TraceCapture& capture);
 
 }  // namespace gpuscope::internal
 

@@ -1,4 +1,4 @@
-// FindingsToJson(): findings (gpuscope/diagnose.h) as the JSON array
+// ToJson(): findings (gpuscope/diagnose.h) as the JSON array
 // docs/json-schema.md describes. Here, with the other writers, rather than
 // beside Diagnose(): the analysis layer decides, the export layer formats.
 
@@ -7,10 +7,11 @@
 
 #include "base/json.h"
 #include "gpuscope/diagnose.h"
+#include "gpuscope/report.h"
 
 namespace gpuscope {
 
-std::string FindingsToJson(const std::vector<Finding>& findings) {
+std::string ToJson(const std::vector<Finding>& findings) {
   internal::JsonWriter w(/*indent=*/2);
   w.BeginArray();
   for (const Finding& f : findings) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "gpuscope/report.h"
 
 namespace gpuscope {
 namespace {
@@ -31,7 +32,7 @@ void NumberMap(internal::JsonWriter& w, std::string_view key,
 
 }  // namespace
 
-std::string StepSeriesToJson(const std::vector<StepPoint>& series) {
+std::string ToJson(const std::vector<StepPoint>& series) {
   internal::JsonWriter w(/*indent=*/0);
   w.BeginObject();
   w.Key("schema");

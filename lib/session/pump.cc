@@ -296,13 +296,21 @@ SeriesColumns SessionImpl::StepColumns() {
   return columns;
 }
 
-void SessionImpl::TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns) {
-  if (InForkedChild()) return;
-  // Copied under the lock, formatted outside it (export/chrome_trace.cc): a
-  // large trace must not keep the worker from draining the queue.
-  std::lock_guard<std::mutex> lock(agg_mu_);
-  PumpLocked();
-  aggregator_.TraceSnapshot(steps, launch_threshold_ns);
+TraceCapture SessionImpl::Trace() {
+  TraceCapture capture;
+  if (InForkedChild()) return capture;
+  {
+    // Copied under the lock, encoded outside it (export/chrome_trace.cc): a
+    // large trace must not keep the worker from draining the queue.
+    std::lock_guard<std::mutex> lock(agg_mu_);
+    PumpLocked();
+    aggregator_.TraceSnapshot(&capture.steps, &capture.launch_threshold_ns);
+  }
+  capture.phase_names.reserve(static_cast<size_t>(phases_.size()));
+  for (int id = 0; id < phases_.size(); ++id)
+    capture.phase_names.emplace_back(phases_.Name(static_cast<uint16_t>(id)));
+  capture.rank = rank();
+  return capture;
 }
 
 std::string_view SessionImpl::PhaseName(uint16_t id) const {

@@ -1,5 +1,5 @@
 // The public facade: gpuscope::Session's methods, each forwarding to
-// SessionImpl, the options' validation, and a SessionImpl's construction,
+// SessionImpl, and a SessionImpl's construction,
 // closing and destruction. The rest of SessionImpl lives by role:
 // session/recorder.cc (the recording thread's hot path), session/pump.cc
 // (draining and reading, under the aggregator lock) and session/sources.cc
@@ -24,16 +24,12 @@
 #include "base/fork.h"
 #include "base/log.h"
 #include "session/session_impl.h"
+#include "session/trace_capture.h"
 
 namespace gpuscope {
 namespace {
 
 bool DisabledByEnvironment() { return internal::EnvFlag("GPUSCOPE_DISABLE", false); }
-
-absl::Status RangeError(const char* field, int64_t value, int64_t lo, int64_t hi) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "Options::", field, " = ", value, " is out of range: use a value from ", lo, " to ", hi));
-}
 
 // The options a session runs with when `options` could not be used: enough
 // to answer Summarize() and status(), nothing more.
@@ -45,50 +41,6 @@ Options FallbackOptions(const Options& options) {
 }
 
 }  // namespace
-
-absl::Status Options::Validate() const {
-  if (window < 1 || window > kMaxWindow) return RangeError("window", window, 1, kMaxWindow);
-  if (max_phases <= kNumBuiltinPhases || max_phases > kMaxPhases) {
-    return RangeError("max_phases", max_phases, kNumBuiltinPhases + 1, kMaxPhases);
-  }
-  if (queue_capacity < 64 || queue_capacity > kMaxQueueCapacity) {
-    return RangeError("queue_capacity", queue_capacity, 64, kMaxQueueCapacity);
-  }
-  if (flush_interval_ms < 1 || flush_interval_ms > 10000) {
-    return RangeError("flush_interval_ms", flush_interval_ms, 1, 10000);
-  }
-  if (telemetry_interval_ms < 0 || telemetry_interval_ms > 60000) {
-    return RangeError("telemetry_interval_ms", telemetry_interval_ms, 0, 60000);
-  }
-  if (trace_steps < 0 || trace_steps > 4096) return RangeError("trace_steps", trace_steps, 0, 4096);
-  if (warmup_steps < 0 || warmup_steps > kMaxWarmupSteps) {
-    return RangeError("warmup_steps", warmup_steps, 0, kMaxWarmupSteps);
-  }
-  const struct {
-    const char* name;
-    double value;
-  } flops[] = {{"flops_per_step", flops_per_step},
-               {"flops_per_sample", flops_per_sample},
-               {"peak_flops", peak_flops}};
-  for (const auto& f : flops) {
-    if (!std::isfinite(f.value) || f.value < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Options::", f.name, " = ", f.value,
-          " is invalid: use a finite number >= 0 (FLOPs, or FLOP/s for peak_flops; 0: not given)"));
-    }
-  }
-  if (flops_per_step > 0 && flops_per_sample > 0) {
-    return absl::InvalidArgumentError(
-        "Options::flops_per_step and flops_per_sample are both set: give one (per optimizer step, "
-        "or per sample with each step's sample count)");
-  }
-  if (static_cast<int>(peak_precision) > static_cast<int>(Precision::kFp8)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Options::peak_precision = ", static_cast<int>(peak_precision),
-                     " is not a Precision: use kBf16, kFp16, kTf32, kFp32 or kFp8"));
-  }
-  return absl::OkStatus();
-}
 
 std::string_view ScopeStatusMessage(ScopeStatus status) {
   switch (status) {
@@ -323,6 +275,10 @@ absl::Status Session::SetRankRecords(std::vector<RankRecord> records, const Rank
   return impl_->SetRankRecords(std::move(records), options);
 }
 std::vector<StepPoint> Session::StepSeries() const { return impl_->StepSeries(); }
+
+internal::TraceCapture internal::CaptureTrace(const Session& session) {
+  return session.impl_->Trace();
+}
 SeriesColumns Session::StepColumns() const { return impl_->StepColumns(); }
 void Session::Flush() { impl_->Flush(); }
 void Session::Close() { impl_->Close(); }

@@ -124,9 +124,8 @@ class SessionImpl final : public Pumpable {
   SeriesColumns StepColumns();
   // Pumps, then snapshots the window (agg_mu_ held only for that).
   WindowSnapshot PumpedSnapshot();
-  // The last steps' timelines and the launch-gap threshold, for the Chrome
-  // trace (Session::TraceJson(), export/chrome_trace.cc).
-  void TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns);
+  // The kept steps' timelines as a value (session/trace_capture.h).
+  TraceCapture Trace();
   // A phase id's name ("?" for an id it never gave out).
   std::string_view PhaseName(uint16_t id) const;
   void Flush();

@@ -241,7 +241,7 @@ TEST(ActivityTest, DeviceTimeByCategoryGoesToTheHighestPriorityRunning) {
   EXPECT_THAT(FormatReport(s), HasSubstr("device time: kernels 45.5%, memcpy 9.1%, memset 9.1%, "
                                          "comm 9.1%, idle 27.3%"));
   // The trace gives each step's split on the step's slice.
-  EXPECT_THAT(loop.session->TraceJson(),
+  EXPECT_THAT(ToChromeTrace(*loop.session),
               HasSubstr(R"("device_time_ms":{"gpu 0":{"kernel":5,"memcpy":1,"memset":1,)"
                         R"("comm":1,"idle":3}})"));
 }
@@ -283,7 +283,7 @@ TEST(ActivityTest, DeviceTimeByCategoryNeedsActivityRecords) {
   EXPECT_EQ(s.source, Source::kEvents);
   EXPECT_FALSE(s.activity.has_value());
   EXPECT_THAT(FormatReport(s), ::testing::Not(HasSubstr("device time:")));
-  EXPECT_THAT(session.TraceJson(), ::testing::Not(HasSubstr("device_time_ms")));
+  EXPECT_THAT(ToChromeTrace(session), ::testing::Not(HasSubstr("device_time_ms")));
 }
 
 TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {

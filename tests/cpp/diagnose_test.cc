@@ -127,7 +127,7 @@ TEST(DiagnoseTest, ReportListsFindingsAndJsonCarriesThem) {
   const std::string report = FormatReport(s);
   EXPECT_THAT(report,
               HasSubstr("  1. high     input-bound (30% of step time)\n     Input-bound: 30%"));
-  const std::string json = FindingsToJson(Diagnose(s));
+  const std::string json = ToJson(Diagnose(s));
   EXPECT_THAT(json, HasSubstr("\"id\": \"input-bound\""));
   EXPECT_THAT(json, HasSubstr("\"data_share\": 0.3"));
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "gpuscope/report.h"
 #include "gtest/gtest.h"
 #include "support/fake_nvml.h"
 #include "test_util.h"
@@ -204,7 +205,7 @@ TEST(DoctorTest, BaselineDiffCatchesALinkTrainedDown) {
   FakeGpu good;
   good.pcie_gen = good.pcie_gen_max = 4;
   const DoctorReport baseline = Examine(node, good);
-  absl::StatusOr<DoctorReport> saved = DoctorFromJson(DoctorToJson(baseline));
+  absl::StatusOr<DoctorReport> saved = DoctorFromJson(ToJson(baseline));
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(*saved, baseline);
   EXPECT_TRUE(DoctorBaselineDiff(*saved, Examine(node, good)).empty())

@@ -142,7 +142,7 @@ TEST(EnvTest, SimulatedNumbersAreLabeledSimulated) {
     EXPECT_EQ(s.source, Source::kEvents);
     EXPECT_THAT(FormatReport(s), HasSubstr("source: events (SIMULATED GPU)"));
     EXPECT_THAT(ToJson(s), HasSubstr("\"simulated\": true"));
-    EXPECT_THAT(PrometheusText(s), HasSubstr("simulated=\"true\""));
+    EXPECT_THAT(ToPrometheus(s), HasSubstr("simulated=\"true\""));
     EXPECT_TRUE(SummaryFromJson(ToJson(s))->simulated);
   }
 }
@@ -416,7 +416,7 @@ TEST(DiagnoseTest, DenormalAndZeroKernelTimesGiveNoNan) {
       EXPECT_THAT(f.title, Not(HasSubstr("nan"))) << f.id;
       for (const auto& [name, v] : f.evidence) EXPECT_TRUE(std::isfinite(v)) << f.id << " " << name;
     }
-    EXPECT_THAT(FindingsToJson(findings), Not(HasSubstr("null")));
+    EXPECT_THAT(ToJson(findings), Not(HasSubstr("null")));
     EXPECT_THAT(FormatReport(s), Not(HasSubstr("nan")));
   }
 }

@@ -210,7 +210,7 @@ TEST(MfuTest, ReportLineAndJsonRoundTrip) {
   EXPECT_THAT(unwrapped,
               HasSubstr("efficiency  model FLOPs 243.8 TFLOP/s = 24.6% MFU of 989.5 TFLOP/s "
                         "(table: H100 SXM, bf16 dense, per GPU)"));
-  EXPECT_THAT(PrometheusText(sm), HasSubstr("gpuscope_mfu_ratio 0.2463"));
+  EXPECT_THAT(ToPrometheus(sm), HasSubstr("gpuscope_mfu_ratio 0.2463"));
 
   const absl::StatusOr<Summary> back = SummaryFromJson(ToJson(sm));
   ASSERT_TRUE(back.ok()) << back.status();

@@ -661,7 +661,7 @@ std::vector<std::string> Samples(const std::string& text) {
 }
 
 TEST(RankPrometheusTest, EverySampleSaysItsRank) {
-  const std::string text = PrometheusText(SessionWithRanks(4, SlowRankTwo()));
+  const std::string text = ToPrometheus(SessionWithRanks(4, SlowRankTwo()));
   const std::vector<std::string> samples = Samples(text);
   ASSERT_GT(samples.size(), 5u);
   for (const std::string& line : samples) {
@@ -686,7 +686,7 @@ TEST(RankPrometheusTest, EverySampleSaysItsRank) {
 TEST(RankPrometheusTest, NoRankNoRankLabel) {
   ClockedSession s;
   Steps(s, 10);
-  const std::string text = PrometheusText(s->Summarize());
+  const std::string text = ToPrometheus(s->Summarize());
   ASSERT_FALSE(Samples(text).empty());
   EXPECT_THAT(text, Not(HasSubstr("rank=")));
   EXPECT_THAT(text, Not(HasSubstr("gpuscope_ranks_")));
@@ -709,7 +709,7 @@ TEST(RankTraceTest, ProcessNamesAndOtherDataSayTheRank) {
   ClockedSession s;
   ASSERT_TRUE(s->SetRank({.rank = 1, .local_rank = 1, .world_size = 4, .host = "node-a"}).ok());
   Steps(s, 2);
-  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(s->TraceJson());
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*s));
   ASSERT_TRUE(doc.ok()) << doc.status();
   const std::vector<std::string> names = ProcessNames(*doc);
   EXPECT_THAT(names, ::testing::Contains("rank 1: host: training loop"));
@@ -729,7 +729,7 @@ TEST(RankTraceTest, ProcessNamesAndOtherDataSayTheRank) {
 TEST(RankTraceTest, WithoutARankNamesHaveNoPrefix) {
   ClockedSession s;
   Steps(s, 2);
-  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(s->TraceJson());
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*s));
   ASSERT_TRUE(doc.ok()) << doc.status();
   const std::vector<std::string> names = ProcessNames(*doc);
   EXPECT_THAT(names, ::testing::Contains("host: training loop"));

@@ -90,11 +90,9 @@ TEST(ReportGoldenTest, TextReport) {
 }
 TEST(ReportGoldenTest, SummaryJson) { ExpectGolden("summary.json", ToJson(GoldenLoop()) + "\n"); }
 TEST(ReportGoldenTest, FindingsJson) {
-  ExpectGolden("findings.json", FindingsToJson(Diagnose(GoldenLoop())) + "\n");
+  ExpectGolden("findings.json", ToJson(Diagnose(GoldenLoop())) + "\n");
 }
-TEST(ReportGoldenTest, PrometheusText) {
-  ExpectGolden("metrics.prom", PrometheusText(GoldenLoop()));
-}
+TEST(ReportGoldenTest, Prometheus) { ExpectGolden("metrics.prom", ToPrometheus(GoldenLoop())); }
 
 }  // namespace
 }  // namespace gpuscope

@@ -1,4 +1,4 @@
-// Session::StepSeries() and Session::TraceJson() on the simulated device:
+// Session::StepSeries() and ToChromeTrace(session) on the simulated device:
 // the per-step series adds up and matches the summary; the trace holds the
 // last trace_steps steps with their phases, device activity (cupti) or
 // phases' device spans (events), and idle gaps labeled with their cause.
@@ -92,7 +92,7 @@ TEST(TimelineTest, StepSeriesAddsUpAndAgreesWithTheSummary) {
     idle_pct += *p.gpu_idle_pct;
   }
   EXPECT_NEAR(idle_pct / 12, *s.gpu_idle_pct, 1e-9);  // equal-length steps: the mean
-  const std::string json = StepSeriesToJson(series);
+  const std::string json = ToJson(series);
   absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(json);
   ASSERT_TRUE(doc.ok()) << doc.status();
   EXPECT_EQ(doc->Find("steps")->as_array().size(), 12u);
@@ -101,7 +101,7 @@ TEST(TimelineTest, StepSeriesAddsUpAndAgreesWithTheSummary) {
 TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
   Loop loop(/*activity=*/true, /*trace_steps=*/4);
   loop.Run(10);
-  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*loop.session));
   ASSERT_TRUE(doc.ok()) << doc.status();
   std::set<std::string> steps;
   std::map<std::string, int> idle_causes, names;
@@ -239,7 +239,7 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
     }
     loop.clock->Advance(10'000 * kMs);
     const std::vector<StepPoint> series = loop.session->StepSeries();
-    absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+    absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*loop.session));
     ASSERT_TRUE(doc.ok()) << doc.status();
     std::map<int64_t, std::map<std::string, double>> traced;  // step -> cause -> s
     std::map<int64_t, double> traced_idle_ms;                 // step -> its device_time_ms idle
@@ -291,7 +291,7 @@ TEST(TimelineTest, WithEventsTheTraceShowsEachPhasesDeviceSpan) {
   Loop loop(/*activity=*/false, /*trace_steps=*/2);
   loop.Run(5);
   ASSERT_EQ(loop.session->Summarize().source, Source::kEvents);
-  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*loop.session));
   ASSERT_TRUE(doc.ok()) << doc.status();
   int spans = 0;
   for (const internal::JsonValue* e : Events(*doc)) {
@@ -308,7 +308,7 @@ TEST(TimelineTest, WithEventsTheTraceShowsEachPhasesDeviceSpan) {
 TEST(TimelineTest, NoTraceStepsMeansAnEmptyTraceAndBadValuesAreRefused) {
   Loop loop(/*activity=*/true, /*trace_steps=*/0);
   loop.Run(3);
-  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(loop.session->TraceJson());
+  absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*loop.session));
   ASSERT_TRUE(doc.ok());
   for (const internal::JsonValue* e : Events(*doc)) EXPECT_EQ(Str(*e, "ph"), "M");
   EXPECT_FALSE(Session(Options{.trace_steps = -1}).status().ok());
