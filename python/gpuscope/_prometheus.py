@@ -50,6 +50,47 @@ hang, slow or leak resources there, whatever its clients do. Hence its design:
 * In a forked child (a DataLoader worker, say) the inherited copies of the
   endpoint's sockets are closed at once, so the port is freed when the parent
   closes the endpoint and connections end when the parent ends them.
+
+Why not ``prometheus_client``'s own server: serving ``/metrics`` with
+``prometheus_client.start_http_server`` (0.26.0: a ``ThreadingWSGIServer``)
+over a registry holding a collector of the session's families, with this
+class's argument checks, thread name and ``close()`` (``shutdown()``, then
+``server_close()``) around it, fails these tests of
+tests/python/test_prometheus.py, and still fails them with a handler
+``timeout`` of ``timeout_s`` and wsgiref's error output silenced:
+
+* ``test_idle_connections_cost_no_threads_and_a_scrape_is_still_answered``,
+  ``test_idle_connections_never_take_the_jobs_descriptors``: a thread and a
+  descriptor per connection, without bound (200 idle clients: 202 threads;
+  under a 128-descriptor limit the job's own ``open()`` fails);
+* ``test_idle_and_trickling_clients_are_disconnected_after_the_timeout``: no
+  deadline; a socket timeout bounds each read, not the request, so a client
+  sending a byte every 20 ms keeps its thread for ever;
+* ``test_at_the_descriptor_limit_the_accept_loop_backs_off_instead_of_spinning``:
+  when ``accept()`` fails (EMFILE) ``serve_forever`` retries at once, 0.65 to
+  1 s of CPU a second;
+* ``test_close_answers_nobody_frees_the_port_and_joins_the_thread``:
+  ``shutdown()`` stops accepting, but a request being read is still answered;
+* ``test_a_forked_child_does_not_keep_the_port_open``: the child's copy of the
+  listening socket keeps the port open;
+* ``test_the_protocol``: ``HEAD`` is 405, every path 200, header lines up to
+  64 KiB accepted (no 431), a one-word request line gets an HTTP/0.9 answer,
+  and the body is rendered again from the parsed families (``1`` becomes
+  ``1.0``, labels sorted) rather than served as ``session.prometheus()``
+  wrote it.
+
+The first five points follow from how ``socketserver`` works (one blocking thread per
+connection, an accept loop with no back-off), not from options; meeting them
+means writing the loop above again. (The other hardening is within reach:
+silenced, ``test_nothing_is_printed_whatever_the_clients_do`` passes; with a
+timeout, a client that does not read a real exposition is cut off, though
+``test_a_client_that_does_not_read_the_response_is_cut_off`` still fails, its
+16 MiB of "x" being no exposition the collector can parse, so a 500; the 404
+of other paths and errors naming the host and port would be a wrapper's.) So
+the endpoint is this module's own, and it does not use
+``prometheus_client``: installed or not, ``serve_prometheus()`` serves the same
+bytes. Only ``collector()`` needs it (and says how to install it), for a job
+that serves a ``prometheus_client`` registry already and wants no second port.
 """
 
 from __future__ import annotations
