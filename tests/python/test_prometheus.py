@@ -306,6 +306,21 @@ def test_written_to_a_file_and_served_on_localhost(starved, tmp_path):
         urllib.request.urlopen(server.url, timeout=2)
 
 
+def test_the_endpoint_serves_the_exposition_byte_for_byte_without_prometheus_client(starved, monkeypatch):
+    """The endpoint is gpuscope's own (see the module docstring of
+    gpuscope._prometheus for why not prometheus_client's server): it needs no
+    prometheus_client, and serves what session.prometheus() wrote, not a
+    rendering of it again (prometheus_client would write "20.0", sort
+    labels)."""
+    for name in ("prometheus_client", "prometheus_client.exposition", "prometheus_client.parser"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it raises ImportError
+    with starved.serve_prometheus() as server:
+        status, text = scrape(server.url)
+    assert status == 200
+    assert text == starved.prometheus()
+    assert "gpuscope_steps_total 20\n" in text
+
+
 def test_host_only_session_exposes_no_gpu_numbers(session, clock):
     with session.step():
         clock.advance(5 * MS)
