@@ -45,6 +45,9 @@ class PhaseTable {
   // Lock-free lookup; nullopt if `name` is not registered. Thread-safe.
   std::optional<PhaseId> Find(std::string_view name) const noexcept;
 
+  // The tag custom ids carry (tells this table's ids from others').
+  uint16_t session_tag() const noexcept { return session_tag_; }
+
   // Whether every slot is taken (further registrations fail).
   bool full() const noexcept { return full_.load(std::memory_order_relaxed); }
 

@@ -1,9 +1,8 @@
-// The recorder: the recording thread's side of a session (the hot path).
-// Scope begin and end, step counts, the stream, and the record appended to
-// the queue. Recording thread only: no allocation, no lock, no system call
-// beyond the clock (but one gettid() when the first scope claims the
-// session). The checks every call makes first (CheckCaller(), the clock, the
-// marker) are inline in session/session_impl.h.
+// The recorder (session/recorder.h): scope begin and end, step counts, the
+// stream, and the record appended to the queue. Recording thread only: no
+// allocation, no lock, no system call beyond the clock (but one gettid()
+// when the first scope claims the session). The checks every call makes
+// first (CheckCaller(), the clock, the marker) are inline in the header.
 //
 // Budget: a phase or step scope, begin and end, costs at most two clock reads
 // plus 15 ns (benchmarks/scope_overhead_benchmark.cc). Everything a scope
@@ -22,17 +21,45 @@
 
 #define GPUSCOPE_INLINE inline __attribute__((always_inline))
 
+#include "backends/nvtx/nvtx_annotator.h"
 #include "backends/telemetry/process_roles.h"
-#include "session/session_impl.h"
+#include "session/recorder.h"
 
 namespace gpuscope::internal {
 
-ScopeStatus SessionImpl::ForkedAway() noexcept {
+Recorder::Recorder(const Options& options, uint16_t session_tag, const Clock* clock,
+                   const TscClock* tsc, Annotator* annotator, PhaseTable* phases,
+                   std::atomic<bool>* recording_flag, bool device_timer)
+    : fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
+      session_tag_(session_tag),
+      clock_(clock),
+      tsc_(tsc),
+      annotator_(annotator),
+      annotate_(!AnnotatorIsInert(*annotator)),
+      phases_(phases),
+      recording_flag_(recording_flag),
+      stream_(options.stream),
+      queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
+      orphaned_markers_(device_timer ? size_t{1} << 16 : 2) {}
+
+MisuseCounts Recorder::misuse() const {
+  MisuseCounts m;
+  m.out_of_order_end = out_of_order_end_.Get();
+  m.stale_end = stale_end_.Get();
+  m.nested_step = nested_step_.Get();
+  m.wrong_thread = wrong_thread_.load(std::memory_order_relaxed);
+  m.too_deep = too_deep_.Get();
+  m.invalid_phase = invalid_phase_.Get();
+  m.dropped_records = dropped_records_.Get();
+  return m;
+}
+
+ScopeStatus Recorder::ForkedAway() noexcept {
   recording_flag_->store(false, std::memory_order_relaxed);  // scopes now cost one branch
   return ScopeStatus::kDisabled;
 }
 
-ScopeStatus SessionImpl::ClaimOrReject(uint64_t self) noexcept {
+ScopeStatus Recorder::ClaimOrReject(uint64_t self) noexcept {
   uint64_t owner = 0;
   if (owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
     // The first caller becomes the recording thread: the one whose wait for
@@ -47,8 +74,8 @@ ScopeStatus SessionImpl::ClaimOrReject(uint64_t self) noexcept {
 
 // Inline in End(): the record is written in place into its queue slot
 // (WriteRecord()), everything it holds read first.
-GPUSCOPE_INLINE void SessionImpl::Emit(const Frame& frame, int index, int64_t end_ns,
-                                       uint16_t flags, uint32_t end_marker) noexcept {
+GPUSCOPE_INLINE void Recorder::Emit(const Frame& frame, int index, int64_t end_ns, uint16_t flags,
+                                    uint32_t end_marker) noexcept {
   if (frame.named_stream) flags = static_cast<uint16_t>(flags | kRecordNamedStream);
   const int64_t begin_ns = frame.begin_ns;
   const uint32_t begin_event = frame.begin_event;
@@ -74,7 +101,7 @@ GPUSCOPE_INLINE void SessionImpl::Emit(const Frame& frame, int index, int64_t en
   queue_.Commit();
 }
 
-void SessionImpl::Dropped(uint32_t begin_event, uint32_t end_event) noexcept {
+void Recorder::Dropped(uint32_t begin_event, uint32_t end_event) noexcept {
   dropped_records_.Increment();
   if (step_frame_ >= 0) step_incomplete_ = true;
   // The markers must still go back to the pool: hand them over apart.
@@ -82,7 +109,7 @@ void SessionImpl::Dropped(uint32_t begin_event, uint32_t end_event) noexcept {
   if (end_event != kNoEvent) orphaned_markers_.TryPush(end_event);
 }
 
-ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
+ScopeToken Recorder::BeginStep(const StepOptions& step) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   if (step_frame_ >= 0) {
     nested_step_.Increment();
@@ -113,8 +140,8 @@ ScopeToken SessionImpl::BeginStep(const StepOptions& step) noexcept {
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
-GPUSCOPE_INLINE ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream,
-                                                  bool named_stream) noexcept {
+GPUSCOPE_INLINE ScopeToken Recorder::OpenPhase(uint16_t id, uint64_t stream,
+                                               bool named_stream) noexcept {
   if (depth_ >= kMaxOpenScopes) {
     too_deep_.Increment();
     return {0, 0, ScopeStatus::kTooDeep};
@@ -138,8 +165,8 @@ GPUSCOPE_INLINE ScopeToken SessionImpl::OpenPhase(uint16_t id, uint64_t stream,
 
 // An int, not an optional<uint16_t>: GCC returns the latter through memory,
 // and reading it back stalls on store forwarding.
-GPUSCOPE_INLINE int SessionImpl::Validate(PhaseId phase) noexcept {
-  if (phase.value() >= phases_.size() || (!phase.builtin() && phase.session_tag() != session_tag_))
+GPUSCOPE_INLINE int Recorder::Validate(PhaseId phase) noexcept {
+  if (phase.value() >= phases_->size() || (!phase.builtin() && phase.session_tag() != session_tag_))
       [[unlikely]] {
     invalid_phase_.Increment();  // another session's id
     return -1;
@@ -147,11 +174,11 @@ GPUSCOPE_INLINE int SessionImpl::Validate(PhaseId phase) noexcept {
   return phase.value();
 }
 
-int SessionImpl::LookUp(std::string_view name) noexcept {
-  std::optional<PhaseId> id = phases_.Find(name);
-  if (!id.has_value() && !phases_.full() && PhaseNameProblem(name) == nullptr) {
+int Recorder::LookUp(std::string_view name) noexcept {
+  std::optional<PhaseId> id = phases_->Find(name);
+  if (!id.has_value() && !phases_->full() && PhaseNameProblem(name) == nullptr) {
     // First use of a custom name: registration locks and allocates, once.
-    absl::StatusOr<PhaseId> registered = phases_.Register(name);
+    absl::StatusOr<PhaseId> registered = phases_->Register(name);
     if (registered.ok()) id = *registered;
   }
   if (!id.has_value()) {
@@ -161,7 +188,7 @@ int SessionImpl::LookUp(std::string_view name) noexcept {
   return id->value();
 }
 
-ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
+ScopeToken Recorder::BeginPhase(PhaseId phase) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) [[unlikely]]
     return {0, 0, s};
   const int id = Validate(phase);
@@ -170,21 +197,21 @@ ScopeToken SessionImpl::BeginPhase(PhaseId phase) noexcept {
   return OpenPhase(static_cast<uint16_t>(id), stream_, false);
 }
 
-ScopeToken SessionImpl::BeginPhase(std::string_view name) noexcept {
+ScopeToken Recorder::BeginPhase(std::string_view name) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const int id = LookUp(name);
   return id >= 0 ? OpenPhase(static_cast<uint16_t>(id), stream_, false)
                  : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
-ScopeToken SessionImpl::BeginPhase(PhaseId phase, uint64_t stream) noexcept {
+ScopeToken Recorder::BeginPhase(PhaseId phase, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const int id = Validate(phase);
   return id >= 0 ? OpenPhase(static_cast<uint16_t>(id), stream, true)
                  : ScopeToken{0, 0, ScopeStatus::kInvalidPhase};
 }
 
-ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexcept {
+ScopeToken Recorder::BeginPhase(std::string_view name, uint64_t stream) noexcept {
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return {0, 0, s};
   const int id = LookUp(name);
   return id >= 0 ? OpenPhase(static_cast<uint16_t>(id), stream, true)
@@ -194,7 +221,7 @@ ScopeToken SessionImpl::BeginPhase(std::string_view name, uint64_t stream) noexc
 // End() of the innermost open scope (the scopes' destructors, in order) in
 // straight line; anything else (misuse, several scopes closed at once)
 // through CloseChecked(), which does the same for one scope.
-ScopeStatus SessionImpl::End(ScopeToken token) noexcept {
+ScopeStatus Recorder::End(ScopeToken token) noexcept {
   if (!token.ok()) return token.status;
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) [[unlikely]]
     return s;
@@ -214,14 +241,13 @@ ScopeStatus SessionImpl::End(ScopeToken token) noexcept {
   return ScopeStatus::kOk;
 }
 
-ScopeStatus SessionImpl::Close(ScopeToken token, bool record, bool at_last_activity) noexcept {
+ScopeStatus Recorder::Close(ScopeToken token, bool record, bool at_last_activity) noexcept {
   if (!token.ok()) return token.status;
   if (const ScopeStatus s = CheckCaller(); s != ScopeStatus::kOk) return s;
   return CloseChecked(token, record, at_last_activity);
 }
 
-ScopeStatus SessionImpl::CloseChecked(ScopeToken token, bool record,
-                                      bool at_last_activity) noexcept {
+ScopeStatus Recorder::CloseChecked(ScopeToken token, bool record, bool at_last_activity) noexcept {
   if (token.session_tag != session_tag_) {
     stale_end_.Increment();
     return ScopeStatus::kWrongSession;
@@ -265,13 +291,13 @@ ScopeStatus SessionImpl::CloseChecked(ScopeToken token, bool record,
   return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
 }
 
-void SessionImpl::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
+void Recorder::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
   if (CheckCaller() != ScopeStatus::kOk || step_frame_ < 0) return;
   step_samples_ = samples;
   step_tokens_ = tokens;
 }
 
-void SessionImpl::SetStream(uint64_t stream) noexcept {
+void Recorder::SetStream(uint64_t stream) noexcept {
   if (CheckCaller() == ScopeStatus::kOk) stream_ = stream;
 }
 

@@ -1,9 +1,7 @@
 // The public facade: gpuscope::Session's methods, each forwarding to
-// SessionImpl, and a SessionImpl's construction,
-// closing and destruction. The rest of SessionImpl lives by role:
-// session/recorder.cc (the recording thread's hot path), session/pump.cc
-// (draining and reading, under the aggregator lock) and session/sources.cc
-// (the source ladder).
+// SessionImpl (session/session_impl.h), and SessionImpl itself: its
+// construction, closing and destruction, and the readers that assemble what
+// its parts (the recorder, the pump, the rank board) hold.
 
 #include "gpuscope/session.h"
 
@@ -17,12 +15,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/annotator.h"
+#include "backends/cuda/cuda_driver_timer.h"
 #include "backends/host/clock.h"
 #include "backends/host/tsc.h"
 #include "backends/telemetry/process_roles.h"
 #include "base/env.h"
 #include "base/fork.h"
 #include "base/log.h"
+#include "core/efficiency.h"
+#include "core/step_series.h"
+#include "core/summarize.h"
+#include "gpuscope/version.h"
 #include "session/session_impl.h"
 #include "session/trace_capture.h"
 
@@ -90,34 +93,29 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
                          std::atomic<bool>* recording_flag)
     : options_(options),
       status_(std::move(status)),
-      fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
-      session_tag_(NextSessionTag()),
-      clock_(options.clock.get()),
-      tsc_(options.clock == nullptr && options.enabled ? TscClock::Get() : nullptr),
       backends_(WithAnnotator(std::move(backends))),
-      annotator_(backends_.annotator.get()),
-      recording_flag_(recording_flag),
       phases_(
           options.max_phases,
-          [this](uint16_t id, std::string_view name) { annotator_->RegisterName(id, name); },
-          session_tag_),
-      stream_(options.stream),
-      queue_(options.enabled ? static_cast<size_t>(options.queue_capacity) : 2),
-      orphaned_markers_(backends_.device_timer != nullptr ? size_t{1} << 16 : 2),
-      max_staged_records_(std::max<size_t>(4 * queue_.capacity(), size_t{1} << 18)),
-      aggregator_(options.enabled ? options.window : 1, options.max_phases) {
+          [annotator = backends_.annotator.get()](uint16_t id, std::string_view name) {
+            annotator->RegisterName(id, name);
+          },
+          NextSessionTag()),
+      recorder_(options_, phases_.session_tag(), options.clock.get(),
+                options.clock == nullptr && options.enabled ? TscClock::Get() : nullptr,
+                backends_.annotator.get(), &phases_, recording_flag,
+                backends_.device_timer != nullptr),
+      pump_(options_, backends_, recorder_, phases_),
+      recording_flag_(recording_flag) {
   if (!status_.ok()) {
-    source_reason_ = absl::StrCat("session disabled: ", status_.message());
+    pump_.SetDisabledReason(absl::StrCat("session disabled: ", status_.message()));
     return;
   }
   if (!options_.enabled) {
-    source_reason_ = "session disabled (Options::enabled = false or GPUSCOPE_DISABLE set)";
+    pump_.SetDisabledReason("session disabled (Options::enabled = false or GPUSCOPE_DISABLE set)");
     return;
   }
-  aggregator_.SetTraceSteps(options_.trace_steps);
-  aggregator_.SetWarmup(options_.warmup_steps);
-  StartSources();
-  if (clock_ == nullptr) {
+  pump_.Start();
+  if (options_.clock == nullptr) {
     std::string clock;
     TscClock::Get(&clock);
     LogOnce("host-clock", LogLevel::kInfo, absl::StrCat("host clock: ", clock));
@@ -130,21 +128,7 @@ SessionImpl::SessionImpl(const Options& options, absl::Status status, Backends b
 SessionImpl::~SessionImpl() {
   Close();
   if (InForkedChild()) return;  // the parent's devices are not ours to touch
-  // The activity source was stopped by Close() (or ReleaseCupti()).
-  if (timer_ != nullptr) {
-    // Scopes cannot outlive the session: whatever they left is here now.
-    // Records that arrived after Close() and scopes still open return their
-    // markers, so that Stop() finds every marker back in the pool.
-    std::lock_guard<std::mutex> lock(agg_mu_);
-    DrainQueueLocked();
-    orphaned_markers_.Drain([this](uint32_t slot) { timer_->Release(slot); });
-    for (int i = 0; i < depth_; ++i) {
-      const uint32_t slot = stack_[static_cast<size_t>(i)].begin_event;
-      if (slot != kNoEvent) timer_->Release(slot);
-    }
-    aggregator_.Abandon();
-    timer_->Stop();
-  }
+  pump_.Destroy();
 }
 
 absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
@@ -158,21 +142,95 @@ absl::StatusOr<PhaseId> SessionImpl::RegisterPhase(std::string_view name) {
 void SessionImpl::Close() {
   if (closed_.exchange(true)) return;
   recording_flag_->store(false, std::memory_order_relaxed);
-  events_on_.store(false);      // scopes still open end without a marker
-  if (InForkedChild()) return;  // the parent's worker is not ours to touch
+  recorder_.SetDeviceTimer(nullptr);  // scopes still open end without a marker
+  if (InForkedChild()) return;        // the parent's worker is not ours to touch
   if (registered_.exchange(false)) Worker::Get().Unregister(this);
-  Flush();
-  {
-    // A closed session holds CUPTI no longer: a profiler may subscribe.
-    std::lock_guard<std::mutex> lock(agg_mu_);
-    StopActivityLocked();
+  pump_.Close();
+}
+
+void SessionImpl::ReleaseCupti() {
+  if (InForkedChild()) return;
+  pump_.ReleaseCupti(closed_.load());
+}
+
+Summary SessionImpl::Summarize() {
+  if (InForkedChild()) {
+    Summary s;
+    s.version = GPUSCOPE_VERSION;
+    s.window = options_.window;
+    s.source_reason =
+        "recording is off in a forked child process: sessions created before fork() record "
+        "nothing here; create a new Session in the child";
+    return s;
   }
-  if (timer_ != nullptr) {
-    // Markers of steps still waiting for the GPU go back to the pool: after
-    // Close() nothing asks for them again.
-    std::lock_guard<std::mutex> lock(agg_mu_);
-    aggregator_.Abandon();
+  SummaryInputs inputs;
+  const WindowSnapshot snapshot = pump_.Snapshot(&inputs);
+  inputs.overhead.scope_ns = MeasuredScopeNs();
+  inputs.efficiency = EfficiencyInputs::From(options_, DeviceNameForPeak());
+  inputs.rank = ranks_.rank();
+  inputs.ranks = ranks_.ranks(ReadMonotonicNs());
+  return SummarizeWindow(snapshot, inputs);
+}
+
+std::string SessionImpl::DeviceNameForPeak() {
+  // Only where the table is to be read: MFU asked for, no peak and no name
+  // given, and a real GPU (a simulated one has no model).
+  if ((!(options_.flops_per_step > 0) && !(options_.flops_per_sample > 0)) ||
+      options_.peak_flops > 0 || !options_.device_name.empty() ||
+      options_.simulated_device != nullptr) {
+    return options_.device_name;
   }
+  std::lock_guard<std::mutex> lock(device_name_mu_);
+  if (device_name_.empty()) {
+    if (absl::StatusOr<std::string> name = ProcessCudaDeviceName(); name.ok()) device_name_ = *name;
+  }
+  return device_name_;
+}
+
+absl::Status SessionImpl::Reset(std::optional<int> warmup_steps) {
+  const int warmup = warmup_steps.value_or(options_.warmup_steps);
+  if (warmup < 0 || warmup > kMaxWarmupSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("Session::Reset(warmup_steps = ", warmup,
+                                                   "): use a value from 0 to ", kMaxWarmupSteps,
+                                                   " (nothing was reset)"));
+  }
+  // A session that records nothing has nothing to drop; in a forked child
+  // the aggregator is the parent's.
+  if (!status_.ok() || !options_.enabled || InForkedChild()) return absl::OkStatus();
+  pump_.Reset(warmup);
+  return absl::OkStatus();
+}
+
+std::vector<StepPoint> SessionImpl::StepSeries() {
+  std::vector<StepPoint> series;
+  if (InForkedChild()) return series;
+  const WindowSnapshot snapshot = pump_.Snapshot();
+  FillSeries(snapshot.window, snapshot.phase_names, &series);
+  return series;
+}
+
+SeriesColumns SessionImpl::StepColumns() {
+  SeriesColumns columns;
+  if (InForkedChild()) return columns;
+  const WindowSnapshot snapshot = pump_.Snapshot();
+  FillColumns(snapshot.window, snapshot.phase_names, &columns);
+  return columns;
+}
+
+TraceCapture SessionImpl::Trace() {
+  TraceCapture capture;
+  if (InForkedChild()) return capture;
+  pump_.TraceSteps(&capture.steps, &capture.launch_threshold_ns);
+  capture.phase_names.reserve(static_cast<size_t>(phases_.size()));
+  for (int id = 0; id < phases_.size(); ++id)
+    capture.phase_names.emplace_back(phases_.Name(static_cast<uint16_t>(id)));
+  capture.rank = ranks_.rank();
+  return capture;
+}
+
+void SessionImpl::Flush() {
+  if (InForkedChild()) return;
+  pump_.Flush();
 }
 
 std::unique_ptr<Session> SessionTestPeer::Create(Options options, Backends backends) {
@@ -223,50 +281,52 @@ absl::StatusOr<PhaseId> Session::RegisterPhase(std::string_view name) {
 
 ScopeToken Session::BeginStep(const StepOptions& step) noexcept {
   if (!recording()) return {};
-  return impl_->BeginStep(step);
+  return impl_->recorder().BeginStep(step);
 }
 
 ScopeToken Session::BeginPhase(PhaseId phase) noexcept {
   if (!recording()) return {};
-  return impl_->BeginPhase(phase);
+  return impl_->recorder().BeginPhase(phase);
 }
 
 ScopeToken Session::BeginPhase(std::string_view name) noexcept {
   if (!recording()) return {};
-  return impl_->BeginPhase(name);
+  return impl_->recorder().BeginPhase(name);
 }
 
 ScopeToken Session::BeginPhase(PhaseId phase, Stream stream) noexcept {
   if (!recording()) return {};
-  return impl_->BeginPhase(phase, stream.handle());
+  return impl_->recorder().BeginPhase(phase, stream.handle());
 }
 
 ScopeToken Session::BeginPhase(std::string_view name, Stream stream) noexcept {
   if (!recording()) return {};
-  return impl_->BeginPhase(name, stream.handle());
+  return impl_->recorder().BeginPhase(name, stream.handle());
 }
 
 ScopeStatus Session::End(ScopeToken token) noexcept {
-  return token.ok() ? impl_->End(token) : token.status;
+  return token.ok() ? impl_->recorder().End(token) : token.status;
 }
 
 ScopeStatus Session::Cancel(ScopeToken token) noexcept {
-  return token.ok() ? impl_->Cancel(token) : token.status;
+  return token.ok() ? impl_->recorder().Cancel(token) : token.status;
 }
 
 ScopeStatus Session::EndAtLastActivity(ScopeToken token) noexcept {
-  return token.ok() ? impl_->EndAtLastActivity(token) : token.status;
+  return token.ok() ? impl_->recorder().EndAtLastActivity(token) : token.status;
 }
 
 void Session::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
-  if (recording()) impl_->SetStepCounts(samples, tokens);
+  if (recording()) impl_->recorder().SetStepCounts(samples, tokens);
 }
 
 void Session::SetStream(uint64_t stream) noexcept {
-  if (recording()) impl_->SetStream(stream);
+  if (recording()) impl_->recorder().SetStream(stream);
 }
 
-int Session::OpenScopes() const noexcept { return recording() ? impl_->open_scopes() : 0; }
+int Session::OpenScopes() const noexcept {
+  return recording() ? impl_->recorder().open_scopes() : 0;
+}
 
 Summary Session::Summarize() const { return impl_->Summarize(); }
 absl::Status Session::Reset(std::optional<int> warmup_steps) { return impl_->Reset(warmup_steps); }
@@ -283,86 +343,6 @@ SeriesColumns Session::StepColumns() const { return impl_->StepColumns(); }
 void Session::Flush() { impl_->Flush(); }
 void Session::Close() { impl_->Close(); }
 void Session::ReleaseCupti() { impl_->ReleaseCupti(); }
-
-namespace internal {
-
-absl::Status SessionImpl::SetRank(const RankIdentity& identity) {
-  // The record this identity would send: its checks are the identity's, and
-  // it fills in the host name.
-  const RankRecord probe = RankRecordOf(Summary{}, identity);
-  if (absl::Status s = ValidateRankRecord(probe); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Session::SetRank(rank=", identity.rank, ", local_rank=", identity.local_rank,
-        ", world_size=", identity.world_size, "): use 0 <= rank < world_size and local_rank >= 0"));
-  }
-  RankIdentity kept = identity;
-  kept.host = probe.host;
-  std::lock_guard<std::mutex> lock(ranks_mu_);
-  if (rank_.has_value() && rank_->world_size != kept.world_size) {
-    ranks_.reset();  // another job (an elastic restart): its exchanges say nothing of this one
-    slow_history_.clear();
-  }
-  rank_ = std::move(kept);
-  return absl::OkStatus();
-}
-
-absl::Status SessionImpl::SetRankRecords(std::vector<RankRecord> records,
-                                         const RankOptions& options) {
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
-  int world_size = 0;
-  {
-    std::lock_guard<std::mutex> lock(ranks_mu_);
-    if (!rank_.has_value()) {
-      return absl::FailedPreconditionError(
-          "Session::SetRankRecords() before SetRank(): say this process's rank and world size "
-          "first");
-    }
-    world_size = rank_->world_size;
-  }
-  RankComparison c = CompareRanks(std::move(records), world_size, options);  // outside the lock
-  std::lock_guard<std::mutex> lock(ranks_mu_);
-  if (rank_->world_size != world_size) return absl::OkStatus();  // a new job meanwhile: stale
-  // Only an exchange that could judge (3 ranks or more compared) goes into
-  // the history: one that heard from too few says nothing about who is slow.
-  if (c.ranks.size() >= 3) {
-    RankHistoryEntry judged;
-    for (const RankRecord& r : c.ranks) judged.compared.push_back(r.rank);
-    for (const Straggler& x : c.stragglers) judged.slow.push_back(x.rank);
-    slow_history_.push_back(std::move(judged));
-    while (slow_history_.size() > static_cast<size_t>(kRankHistory)) slow_history_.pop_front();
-  }
-  RanksStats stats;
-  stats.exchanges = (ranks_.has_value() ? ranks_->exchanges : 0) + 1;
-  stats.ranks = std::move(c.ranks);
-  stats.missing = std::move(c.missing);
-  stats.stragglers = std::move(c.stragglers);
-  const auto has = [](const std::vector<int>& ranks, int rank) {
-    return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-  };
-  if (stats.stragglers.empty()) {
-    stats.recent_exchanges = static_cast<int64_t>(slow_history_.size());
-  } else {
-    // Of the judged exchanges that heard from the straggler's rank (one it
-    // was missing from can say neither slow nor not), those that found it
-    // slow.
-    const int who = stats.stragglers.front().rank;
-    for (const RankHistoryEntry& e : slow_history_) {
-      if (!has(e.compared, who)) continue;
-      ++stats.recent_exchanges;
-      if (has(e.slow, who)) ++stats.straggler_exchanges;
-    }
-  }
-  ranks_ = std::move(stats);
-  ranks_at_ns_ = ReadMonotonicNs();
-  return absl::OkStatus();
-}
-
-std::optional<RankIdentity> SessionImpl::rank() const {
-  std::lock_guard<std::mutex> lock(ranks_mu_);
-  return rank_;
-}
-
-}  // namespace internal
 
 void AddLoaderWorkers(const std::vector<int>& pids) { internal::AddLoaderWorkers(pids); }
 

@@ -1,8 +1,8 @@
 // The source ladder: which backends a session starts with, the rung it
 // stands on, and its moves down it (lowering to host when the timer fails,
 // releasing CUPTI for the events timer). A session's moves run under its
-// aggregator lock (StartSources(): in the constructor, before any other
-// thread can see the session).
+// pump's aggregator lock (Pump::Start(): in the constructor, before any
+// other thread can see the session).
 
 #include "session/sources.h"
 
@@ -18,7 +18,7 @@
 #include "backends/telemetry/process_telemetry.h"
 #include "base/log.h"
 #include "core/activity_timeline.h"
-#include "session/session_impl.h"
+#include "session/pump.h"
 #include "session/worker.h"
 
 namespace gpuscope::internal {
@@ -112,7 +112,9 @@ SourceChoice SelectSource(Backends& backends) {
 // ---------------------------------------------------------------------------
 // A session on the ladder.
 
-void SessionImpl::StartSources() {
+void Pump::Start() {
+  aggregator_.SetTraceSteps(options_.trace_steps);
+  aggregator_.SetWarmup(options_.warmup_steps);
   SourceChoice choice = SelectSource(backends_);
   source_ = choice.source;
   source_reason_ = std::move(choice.reason);
@@ -123,8 +125,7 @@ void SessionImpl::StartSources() {
   } else {
     timer_ = backends_.device_timer.get();  // null unless the events source won
   }
-  hot_timer_.store(timer_, std::memory_order_relaxed);
-  events_on_.store(timer_ != nullptr, std::memory_order_release);
+  recorder_.SetDeviceTimer(timer_);
   aggregator_.SetDeviceTimer(timer_);
   if (backends_.telemetry != nullptr && options_.telemetry_interval_ms > 0) {
     if (absl::Status started = backends_.telemetry->Start(); started.ok()) {
@@ -139,9 +140,9 @@ void SessionImpl::StartSources() {
   }
 }
 
-void SessionImpl::LowerToHost(const absl::Status& why) {
+void Pump::LowerToHost(const absl::Status& why) {
   if (source_ == Source::kHost) return;
-  events_on_.store(false);
+  recorder_.SetDeviceTimer(nullptr);
   // From now on every marker goes straight back to the pool, those of steps
   // already waiting and those of records still in the queue alike.
   aggregator_.StopResolving();
@@ -151,15 +152,14 @@ void SessionImpl::LowerToHost(const absl::Status& why) {
   LogOnce(absl::StrCat("lowered-", timer_->name()), LogLevel::kWarning, source_reason_);
 }
 
-void SessionImpl::StopActivityLocked() {
+void Pump::StopActivityLocked() {
   if (activity_ == nullptr) return;
   aggregator_.ResolvePending(/*final=*/true);  // what the records already cover keeps its numbers
   activity_->Stop();
   aggregator_.DropPending();
 }
 
-void SessionImpl::ReleaseCupti() {
-  if (InForkedChild()) return;
+void Pump::ReleaseCupti(bool closed) {
   std::lock_guard<std::mutex> lock(agg_mu_);
   if (activity_ == nullptr) return;
   DrainQueueLocked();
@@ -167,12 +167,11 @@ void SessionImpl::ReleaseCupti() {
   aggregator_.SetActivitySource(nullptr, kDefaultLaunchThresholdNs);
   activity_ = nullptr;
   std::string why = "CUPTI released (ReleaseCupti / release_cupti())";
-  if (fallback_timer_ != nullptr && !closed_.load()) {
+  if (fallback_timer_ != nullptr && !closed && !closed_) {
     if (absl::Status started = fallback_timer_->Start(); started.ok()) {
       timer_ = fallback_timer_;
       aggregator_.SetDeviceTimer(timer_);
-      hot_timer_.store(timer_, std::memory_order_relaxed);
-      events_on_.store(true, std::memory_order_release);
+      recorder_.SetDeviceTimer(timer_);
       source_ = Source::kEvents;
       source_reason_ = absl::StrCat(why, "; using ", timer_->name(),
                                     " (GPU idle % is a lower bound, assuming the data phase "

@@ -1,7 +1,7 @@
 // The backends a session runs on, and the ladder that picks its source.
-// sources.cc also holds a session's moves on the ladder (SessionImpl's
-// StartSources(), LowerToHost(), StopActivityLocked() and ReleaseCupti(),
-// declared in session/session_impl.h).
+// sources.cc also holds a session's moves on the ladder (the pump's
+// Start(), LowerToHost(), StopActivityLocked() and ReleaseCupti(), declared
+// in session/pump.h).
 
 #ifndef GPUSCOPE_LIB_SESSION_SOURCES_H_
 #define GPUSCOPE_LIB_SESSION_SOURCES_H_

@@ -1,0 +1,155 @@
+// The pump: a session's aggregation side.
+//
+// It owns the consumer side of the recorder's queue, a staging buffer, the
+// aggregator (core/aggregator.h) and the GPU sources on the ladder
+// (session/sources.h). Whoever holds `agg_mu_` drains the queue into the
+// aggregator, resolves device data, reports misuse and samples the NVTX
+// counters: the background worker (Pass(), every flush interval), and
+// readers, which pump before they read (Flush(), Snapshot(), Trace()), so
+// that a step that has ended is always in what they return.
+//
+// Locks, taken in this order: the worker's lock, `pump_mu_` (held for a whole
+// Pass(): the telemetry's sampling state and collected samples), `agg_mu_`
+// (the aggregator, the sources, what was reported), `drain_mu_` (the queue's
+// consumer side and the staging buffer, held only to move records). The
+// recording thread takes none of them. A reader may hold `agg_mu_` for a long
+// time (a summary of a large window); the worker then only moves records
+// from the queue to the staging buffer, so that the recording thread never
+// finds the queue full because of a reader.
+//
+// Methods require a session not forked away (the caller checks).
+
+#ifndef GPUSCOPE_LIB_SESSION_PUMP_H_
+#define GPUSCOPE_LIB_SESSION_PUMP_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backends/annotator.h"
+#include "backends/host/clock.h"
+#include "core/aggregator.h"
+#include "core/phase_table.h"
+#include "core/record.h"
+#include "core/summarize.h"
+#include "core/trace_steps.h"
+#include "gpuscope/options.h"
+#include "gpuscope/summary.h"
+#include "session/recorder.h"
+#include "session/sources.h"
+
+namespace gpuscope::internal {
+
+class Pump {
+ public:
+  // All four outlive the pump. A disabled session's pump (`options` not
+  // enabled) has a window of one step and never starts a source.
+  Pump(const Options& options, Backends& backends, Recorder& recorder, const PhaseTable& phases);
+  ~Pump();
+
+  Pump(const Pump&) = delete;
+  Pump& operator=(const Pump&) = delete;
+
+  // In the session's constructor, before any other thread sees it: picks
+  // the source (SelectSource()), attaches the winner to the aggregator and
+  // the recorder, and starts telemetry.
+  void Start();
+  // A session that records nothing says why.
+  void SetDisabledReason(std::string reason) { source_reason_ = std::move(reason); }
+
+  Source source() const { return source_.load(std::memory_order_relaxed); }
+
+  // The worker's pass: samples telemetry, then pumps, or (a reader holds
+  // the aggregator) stages the queue. Returns how full the queue was, 0..1.
+  double Pass();
+  // Pumps now.
+  void Flush();
+  // Pumped, then a snapshot of the window (agg_mu_ held only for that), and
+  // what the session's sources and recorder know (`inputs`, all but the
+  // ranks, MFU's inputs and the scope cost).
+  WindowSnapshot Snapshot(SummaryInputs* inputs = nullptr);
+  // Pumped, then the window dropped: steps from now on are measured after
+  // `warmup_steps` of warm-up.
+  void Reset(int warmup_steps);
+  // Pumped, then the kept steps' timelines and the launch threshold.
+  void TraceSteps(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns);
+
+  // Session::ReleaseCupti(): the activity source drained and detached, the
+  // events timer started in its place where there is one (`closed`: none).
+  void ReleaseCupti(bool closed);
+  // At close: what ended is aggregated, CUPTI is released, and the markers of
+  // steps still waiting go back to the pool.
+  void Close();
+  // At destruction (after Close()): the records that came since, and the
+  // scopes still open, return their markers, and the timer stops.
+  void Destroy();
+
+  int flush_interval_ms() const { return options_.flush_interval_ms; }
+  size_t queued_records() const { return recorder_.queue().SizeApprox(); }
+
+  // Tests: holds the aggregator lock as a slow reader would.
+  std::unique_lock<std::mutex> HoldAggregator() { return std::unique_lock<std::mutex>(agg_mu_); }
+
+ private:
+  // Requires agg_mu_ (or the constructor).
+  void LowerToHost(const absl::Status& why);
+  // Final drain of the activity source, then detaches it (CUPTI usable by
+  // others). Steps still waiting lose their GPU numbers. Requires agg_mu_.
+  void StopActivityLocked();
+  void PumpLocked(bool final = false);  // requires agg_mu_
+  // Requires agg_mu_: the staged records, then the queue's, into the
+  // aggregator, in order. Returns how many came from the queue itself.
+  size_t DrainQueueLocked();
+  // Without agg_mu_ (a reader holds it): moves the queue's records to the
+  // staging buffer, up to max_staged_records_. Returns how many.
+  size_t StageQueue();
+  void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
+  void ReportNewMisuse();         // requires agg_mu_
+  void SampleCountersLocked();    // requires agg_mu_
+  int64_t Now() const;
+
+  const Options& options_;
+  Backends& backends_;
+  Recorder& recorder_;
+  const PhaseTable& phases_;
+  const Clock* const clock_;  // Options::clock; null: CLOCK_MONOTONIC
+  Annotator* const annotator_;
+
+  // ---- pump_mu_: the telemetry and its samples.
+  std::mutex pump_mu_;
+  Telemetry* telemetry_ = nullptr;        // backends_.telemetry once started
+  std::vector<TelemetrySample> samples_;  // collected, not yet aggregated
+
+  // ---- agg_mu_: the aggregator and the sources.
+  mutable std::mutex agg_mu_;
+  Aggregator aggregator_;
+  DeviceTimer* timer_ = nullptr;               // backends_.device_timer once it started, else null
+  ActivitySource* activity_ = nullptr;         // backends_.activity when the cupti source won
+  DeviceTimer* fallback_timer_ = nullptr;      // not started: events after ReleaseCupti()
+  std::atomic<Source> source_{Source::kHost};  // written under agg_mu_ after construction
+  std::string source_reason_;
+  MisuseCounts reported_;  // misuse already logged
+  // NVTX counter tracks: when they were last sampled.
+  int64_t counters_at_ns_ = INT64_MIN / 2;
+  uint64_t counters_at_step_ = 0;
+  size_t last_drained_ = 0;       // records the last drain took from the queue itself
+  int64_t records_consumed_ = 0;  // records taken in since the session started
+  int64_t steps_consumed_ = 0;    // ... of them steps (warm-up and reset ones too)
+  double worker_cpu_s_ = 0;       // the worker's CPU when records last came in
+  double worker_cpu_share_ = 0;   // ... and its share of one core then
+  bool closed_ = false;           // Close() ran: activity is flushed as it drains
+
+  // ---- drain_mu_: staging.
+  std::mutex drain_mu_;
+  std::vector<Record> staged_;          // drained from the queue, not yet aggregated, oldest first
+  std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
+  const size_t max_staged_records_;     // the staging buffer's bound (64 bytes a record)
+};
+
+}  // namespace gpuscope::internal
+
+#endif  // GPUSCOPE_LIB_SESSION_PUMP_H_
