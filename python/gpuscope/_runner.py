@@ -5,6 +5,11 @@
     python -m gpuscope run ...                 (the same)
     torchrun --nproc_per_node=N -m gpuscope run [options] train.py [args...]
 
+The options go before the script; everything after it (or after ``-m
+module``) is the script's, untouched, even an argument that looks like an
+option of ours. add_arguments() defines them for ``_cli.py``'s parser, and
+``gpuscope run --help`` lists them.
+
 The script runs as ``python script.py`` would run it: ``sys.argv`` is
 ``[script.py, args...]``, it runs as ``__main__`` with its directory first
 on ``sys.path``, and its exit status, stdout and exceptions are its own. An
@@ -36,113 +41,144 @@ cannot be used.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import runpy
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-USAGE = ("usage: gpuscope run [--out DIR] [--no-report] [--no-html] [--status SECONDS] "
-         "[--prometheus PORT] [--warmup STEPS] [--flops-per-step FLOPS [--peak-flops FLOPS] [--peak-precision P]] [--baseline FILE [--max-regression PCT] [--statistic STAT] [--min-steps N]] "
-         "(script.py | -m module) "
-         "[args...]")
-
+from ._commands import add_compare_options, compare_files, compare_options_error, guarded
 
 PRECISIONS = ("bf16", "fp16", "tf32", "fp32", "fp8")
 
+# The subcommand's usage (after "gpuscope run"), help and epilog (_cli.py).
+USAGE = "[options] (script.py | -m module) [args...]"
+HELP = "Run an unmodified PyTorch script (or -m module), instrumented from outside."
+EPILOG = """\
+Everything after the script (or -m module) is the script's, even what looks
+like an option here: `gpuscope run train.py --out x` gives --out x to
+train.py. gpuscope's options go before the script.
+
+The script runs as `python script.py` would run it: sys.argv is
+[script.py, args...], it runs as __main__ with its directory first on
+sys.path (with -m, the current directory), and its stdout, exit status and
+exceptions are its own (a traceback as Python prints it, without the
+runner's frames). Steps and phases come from torch's hooks; gs.phase()
+scopes in the script record into the same session. Under torchrun:
+torchrun --nproc_per_node=N -m gpuscope run [options] train.py [args...]
+
+At exit (normal, an exception, sys.exit() or Ctrl-C) the report goes to
+stderr, and --out DIR gets run.json, trace.json and report.html (with
+matplotlib), one set per rank under a job (run.rank3.json).
+
+exit status: the script's own; when it succeeded and --baseline was given,
+the comparison's: 1 on a regression, 2 when the baseline cannot be used.
+A usage error exits 2 before the script starts."""
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """run's options, then the script (or -m module) and its arguments:
+    everything from the script on is the script's (argparse.REMAINDER),
+    whatever it looks like. The values are checked by _options()."""
+    ap.add_argument("--out", metavar="DIR",
+                    help="where the files go (default gpuscope-<date>-<time>; under torchrun gpuscope-<run id>, "
+                         "one directory for every rank)")
+    ap.add_argument("--no-report", dest="report", action="store_false", help="no report on stderr at exit")
+    ap.add_argument("--no-html", dest="html", action="store_false", help="no report.html")
+    ap.add_argument("--status", metavar="SECONDS",
+                    help="a status line on stderr every SECONDS (default 10; 0: none); under a job, rank 0 only")
+    ap.add_argument("--prometheus", metavar="PORT",
+                    help="serve the metrics at http://127.0.0.1:PORT/metrics (under a job, PORT + local rank)")
+    ap.add_argument("--warmup", metavar="STEPS",
+                    help="leave the first STEPS optimizer steps (workers starting, compilation, autotuning) out "
+                         "of the window and the run's numbers, reported apart, as Session(warmup=N) does")
+    ap.add_argument("--flops-per-step", metavar="FLOPS",
+                    help="this rank's model FLOPs per optimizer step: model FLOP/s and MFU in the status line, "
+                         "the report and the metrics")
+    ap.add_argument("--peak-flops", metavar="FLOPS",
+                    help="one GPU's peak FLOP/s (default: the GPU's dense peak from gpuscope's table)")
+    ap.add_argument("--peak-precision", metavar="P",
+                    help=f"the precision for the peak table: {', '.join(PRECISIONS)} (default {PRECISIONS[0]})")
+    group = ap.add_argument_group("comparison with a baseline, as gpuscope compare FILE run.json does")
+    group.add_argument("--baseline", metavar="FILE", help="compare the run with FILE at exit")
+    add_compare_options(group)  # gpuscope compare's own; checked before the script starts
+    ap.add_argument("-m", dest="module", action="store_true",
+                    help="run a module, as python -m does: the first argument after the options is its name")
+    ap.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args...]",
+                    help="the script (or -m module) and its arguments, passed to it untouched")
+
 
 class _Options:
-    def __init__(self) -> None:
-        self.out: Optional[str] = None
-        self.report = True
-        self.html = True
+    """What the runner needs to know, from _options()."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.out: Optional[str] = args.out
+        self.report: bool = args.report
+        self.html: bool = args.html
         self.status = 10.0  # seconds between status lines; 0: none
         self.prometheus: Optional[int] = None
-        self.baseline: Optional[str] = None
-        self.max_regression: Optional[str] = None
-        self.compare_options: List[str] = []  # --statistic, --min-steps: checked by compare
+        self.baseline: Optional[str] = args.baseline
+        self.max_regression: float = args.max_regression
+        self.statistic: str = args.statistic
+        self.min_steps: int = args.min_steps
         self.session_options: Dict[str, Any] = {}  # --warmup, --flops-per-step, --peak-flops, --peak-precision
         self.module: Optional[str] = None
         self.script: Optional[str] = None
         self.args: List[str] = []
 
 
-def _parse(argv: Sequence[str]) -> Tuple[Optional[_Options], Optional[str]]:
-    """The runner's options, then the script (or -m module) and its args:
-    everything after the script belongs to it."""
-    o = _Options()
-    i = 0
-    argv = list(argv)
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-h", "--help"):
-            return None, None
-        name, eq, inline = a.partition("=")
-        if name in ("--out", "--status", "--prometheus", "--baseline", "--max-regression", "--statistic",
-                    "--min-steps", "--warmup", "--flops-per-step", "--peak-flops", "--peak-precision"):
-            if not eq and i + 1 >= len(argv):
-                return None, f"gpuscope run: {name} needs a value"
-            value = inline if eq else argv[i + 1]
-            i += 1 if eq else 2
-            if name == "--out":
-                o.out = value
-            elif name in ("--flops-per-step", "--peak-flops"):
-                try:
-                    flops = float(value)
-                except ValueError:
-                    flops = -1.0
-                if not (0 <= flops < float("inf")):
-                    return None, f"gpuscope run: {name} takes a number of FLOPs (0 or more, e.g. 3.2e15), not {value!r}"
-                o.session_options[name[2:].replace("-", "_")] = flops
-            elif name == "--warmup":
-                if not value.isdigit():
-                    return None, f"gpuscope run: --warmup takes a whole number of steps (0 or more), not {value!r}"
-                o.session_options["warmup"] = int(value)
-            elif name == "--peak-precision":
-                if value not in PRECISIONS:
-                    return None, f"gpuscope run: --peak-precision takes one of {', '.join(PRECISIONS)}, not {value!r}"
-                o.session_options["peak_precision"] = value
-            elif name == "--baseline":
-                o.baseline = value
-            elif name == "--max-regression":
-                o.max_regression = value
-            elif name in ("--statistic", "--min-steps"):
-                # Checked now, not when the script has run for hours.
-                from gpuscope._noise import STATISTICS
-
-                if name == "--statistic" and value not in STATISTICS:
-                    return None, f"gpuscope run: --statistic takes one of {', '.join(STATISTICS)}, not {value!r}"
-                if name == "--min-steps" and not (value.isdigit() and int(value) >= 2):
-                    return None, f"gpuscope run: --min-steps takes a whole number, 2 or more, not {value!r}"
-                o.compare_options += [name, value]
-            else:
-                try:
-                    number = float(value) if name == "--status" else int(value)
-                except ValueError:
-                    return None, f"gpuscope run: {name} takes a number, not {value!r}"
-                if number < 0 or (name == "--prometheus" and number > 65535):
-                    return None, f"gpuscope run: {name} {value} is out of range"
-                if name == "--status":
-                    o.status = float(number)
-                else:
-                    o.prometheus = int(number)
-        elif a == "--no-report":
-            o.report = False
-            i += 1
-        elif a == "--no-html":
-            o.html = False
-            i += 1
-        elif a == "-m" and i + 1 < len(argv):
-            o.module, o.args = argv[i + 1], argv[i + 2:]
-            return o, None
-        elif a.startswith("-"):
-            return None, f"gpuscope run: unknown option {a!r}"
+def _options(args: argparse.Namespace) -> Tuple[Optional[_Options], Optional[str]]:
+    """The parsed options checked (before the script runs, not after hours
+    of training), or what is wrong with them."""
+    o = _Options(args)
+    for name, value in (("--flops-per-step", args.flops_per_step), ("--peak-flops", args.peak_flops)):
+        if value is None:
+            continue
+        try:
+            flops = float(value)
+        except ValueError:
+            flops = -1.0
+        if not (0 <= flops < float("inf")):
+            return None, f"{name} takes a number of FLOPs (0 or more, e.g. 3.2e15), not {value!r}"
+        o.session_options[name[2:].replace("-", "_")] = flops
+    if args.warmup is not None:
+        if not (args.warmup.isascii() and args.warmup.isdigit()):
+            return None, f"--warmup takes a whole number of steps (0 or more), not {args.warmup!r}"
+        o.session_options["warmup"] = int(args.warmup)
+    if args.peak_precision is not None:
+        if args.peak_precision not in PRECISIONS:
+            return None, f"--peak-precision takes one of {', '.join(PRECISIONS)}, not {args.peak_precision!r}"
+        o.session_options["peak_precision"] = args.peak_precision
+    for name, value in (("--status", args.status), ("--prometheus", args.prometheus)):
+        if value is None:
+            continue
+        try:
+            number = float(value) if name == "--status" else int(value)
+        except ValueError:
+            return None, f"{name} takes a number, not {value!r}"
+        if number < 0 or (name == "--prometheus" and number > 65535):
+            return None, f"{name} {value} is out of range"
+        if name == "--status":
+            o.status = float(number)
         else:
-            o.script, o.args = a, argv[i + 1:]
-            return o, None
-    return None, "gpuscope run: no script given"
+            o.prometheus = int(number)
+    error = compare_options_error(args)
+    if error:
+        return None, error
+    target = list(args.target)
+    if target[:1] == ["--"]:  # the end of gpuscope's options, as in any command
+        target = target[1:]
+    if not target:
+        return None, "-m needs a module name" if args.module else "no script given"
+    if args.module:
+        o.module = target[0]
+    else:
+        o.script = target[0]
+    o.args = target[1:]
+    return o, None
 
 
 def _out_dir(o: _Options) -> str:
@@ -254,11 +290,12 @@ class _StatusLine:
         self._thread.join(timeout=2.0)
 
 
-def run(argv: Sequence[str]) -> int:
-    o, error = _parse(argv)
+def run(args: argparse.Namespace) -> int:
+    """``gpuscope run``, its options parsed by _cli.py's parser."""
+    o, error = _options(args)
     if o is None:
-        print(error or __doc__.strip(), file=sys.stderr if error else sys.stdout)
-        return 2 if error else 0
+        print(f"gpuscope run: {error}", file=sys.stderr)
+        return 2
     import gpuscope as gs
     from gpuscope._auto import AutoInstrument
 
@@ -362,13 +399,7 @@ def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, ob
         server.close()  # type: ignore[attr-defined]
     if o.baseline is None:
         return 0
-    from gpuscope.__main__ import compare
     from gpuscope._dist import rank_path
 
     new = rank_path(os.path.join(_out_dir(o), "run.json"))
-    argv = ([o.baseline, new] + (["--max-regression", o.max_regression] if o.max_regression else [])
-            + o.compare_options)
-    try:
-        return compare(argv)
-    except SystemExit as e:  # argparse: a bad --max-regression
-        return e.code if isinstance(e.code, int) else 2
+    return guarded("compare", compare_files, o.baseline, new, o.max_regression, o.statistic, o.min_steps)

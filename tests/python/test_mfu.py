@@ -142,16 +142,20 @@ def test_device_name_comes_from_torch(monkeypatch):
 
 
 def test_runner_options():
-    from gpuscope._runner import _parse
+    from gpuscope._cli import build_parser
+    from gpuscope._runner import _options
 
-    o, error = _parse(["--flops-per-step", "3.2e15", "--peak-flops=989.5e12", "--peak-precision",
-                       "fp8", "train.py", "--flops-per-step", "x"])
+    def parse(argv):
+        return _options(build_parser().parse_args(["run", *argv]))
+
+    o, error = parse(["--flops-per-step", "3.2e15", "--peak-flops=989.5e12", "--peak-precision",
+                      "fp8", "train.py", "--flops-per-step", "x"])
     assert error is None and o.script == "train.py" and o.args == ["--flops-per-step", "x"]
     assert o.session_options == {"flops_per_step": 3.2e15, "peak_flops": 989.5e12,
                                  "peak_precision": "fp8"}
     for bad in (["--flops-per-step", "-1"], ["--peak-flops", "nan"], ["--peak-flops", "lots"],
                 ["--peak-precision", "int8"]):
-        o, error = _parse([*bad, "train.py"])
+        o, error = parse([*bad, "train.py"])
         assert o is None and bad[0] in error, error
 
 
