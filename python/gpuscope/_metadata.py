@@ -6,33 +6,32 @@ gathering this metadata must neither run a command (``git`` would run
 whatever a repository's config names: ``core.fsmonitor``, filter drivers,
 hooks) nor write the job's secrets into a file others can read:
 
-- ``git_info(dir)`` reads the commit and whether tracked files changed from
-  the repository's files (HEAD, refs, packed-refs, the index, the HEAD
-  commit object), every read capped and non-regular files refused;
+- ``git_info(dir)`` reads the commit from the repository's files (HEAD,
+  refs, packed-refs), every read capped and non-regular files refused, and
+  asks pygit2 (libgit2, which runs nothing a repository names) whether
+  tracked files changed: without pygit2 that is unknown (None);
 - ``redact_argv`` / ``redact_mapping`` replace secret-looking values with
   ``"<redacted>"`` (the flag names and everything else are kept);
 - ``environment()`` records only an allowlist of variables, redacted;
 - ``run_metadata()`` puts it together; every string in it is valid UTF-8.
 
-Standard library only; ``gpuscope._gpuscope`` is imported lazily (GPU names
-and driver version) and its absence only empties those fields.
+Standard library only, but for two lazy imports whose absence only empties
+fields: ``pygit2`` (the dirty flag) and ``gpuscope._gpuscope`` (GPU names and
+driver version).
 """
 
 from __future__ import annotations
 
 import datetime
 import getpass
-import hashlib
 import os
 import platform
 import re
 import socket
 import stat
-import struct
 import sys
-import time
-import zlib
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 REDACTED = "<redacted>"
 
@@ -40,19 +39,13 @@ REDACTED = "<redacted>"
 # Reading repository files safely
 # ----------------------------------------------------------------------------
 
-_SMALL_CAP = 1 << 20            # HEAD, loose refs, .git files, commondir, config
+_SMALL_CAP = 1 << 20            # HEAD, loose refs, .git files, commondir
 _PACKED_REFS_CAP = 64 << 20     # packed-refs, read line by line
 _PACKED_REFS_LINE_CAP = 64 << 10
-_INDEX_CAP = 128 << 20          # .git/index
-_LOOSE_OBJECT_CAP = 16 << 20    # a compressed loose object (only commits are read)
-_OBJECT_CAP = 16 << 20          # an inflated object or delta
-_MAX_DELTA_CHAIN = 1000
-_MAX_PACKS = 4096
-_MAX_ALTERNATES = 16
 _MAX_SYMREF_DEPTH = 5
 
-DEFAULT_TIME_BUDGET_S = 2.0
-DEFAULT_HASH_BUDGET_BYTES = 512 << 20
+DEFAULT_TIME_BUDGET_S = 2.0     # for the dirty check
+DEFAULT_MAX_FILES = 200_000     # tracked files past which the dirty check is not started
 
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
                | getattr(os, "O_NOCTTY", 0))
@@ -60,22 +53,21 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEX
 
 class _Odd(Exception):
     """Something in the repository is not as git writes it: give up on the
-    part being read (the commit, or the dirty state)."""
+    part being read."""
 
 
-def _open_regular(path: "str | bytes", nofollow: bool = False) -> Optional[int]:
+def _open_regular(path: "str | bytes") -> Optional[int]:
     """A read-only descriptor on `path` if it is a regular file, else None.
     Never opens anything else (a FIFO would block, a device node can act on
     open): stat first, open non-blocking, and check again on the descriptor."""
     try:
-        st = os.lstat(path) if nofollow else os.stat(path)
+        st = os.stat(path)
     except (OSError, ValueError):
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    flags = _OPEN_FLAGS | (getattr(os, "O_NOFOLLOW", 0) if nofollow else 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, _OPEN_FLAGS)
     except (OSError, ValueError):
         return None
     try:
@@ -107,13 +99,6 @@ def _read_capped(path: "str | bytes", cap: int) -> Optional[bytes]:
         return None
     finally:
         os.close(fd)
-
-
-def _pread_exact(fd: int, n: int, offset: int) -> bytes:
-    data = os.pread(fd, n, offset)
-    if len(data) != n:
-        raise _Odd("short read")
-    return data
 
 
 # ----------------------------------------------------------------------------
@@ -269,687 +254,173 @@ def _resolve(gitdir: str, commondir: str) -> Tuple[str, Optional[str]]:
 
 
 # ----------------------------------------------------------------------------
-# Config: only core.filemode and extensions.objectformat are read
+# Whether the tree is dirty: through pygit2 (libgit2), never through git
 # ----------------------------------------------------------------------------
 
-def _read_config(commondir: str) -> Dict[str, bytes]:
-    """`section.key` -> value for the section-without-subsection entries of
-    the repository's own config file (includes are not followed: only
-    core.filemode and extensions.objectformat are used)."""
-    data = _read_capped(os.path.join(commondir, "config"), _SMALL_CAP)
-    out: Dict[str, bytes] = {}
-    if not data:
-        return out
-    section: Optional[bytes] = None
-    for raw in data.split(b"\n"):
-        line = raw.strip()
-        if not line or line[:1] in (b"#", b";"):
-            continue
-        if line.startswith(b"["):
-            end = line.find(b"]")
-            inner = line[1:end].strip() if end > 0 else b""
-            section = inner.lower() if inner and re.fullmatch(rb"[A-Za-z0-9-]+", inner) else None
-            continue
-        if section is None:
-            continue
-        key, eq, value = line.partition(b"=")
-        key = key.strip().lower()
-        value = re.split(rb"\s[#;]", value, maxsplit=1)[0].strip().strip(b'"') if eq else b"true"
-        out[section.decode("ascii") + "." + key.decode("ascii", "replace")] = value.lower()
-    return out
+# What libgit2 reads when it opens the repository and compares it, checked to
+# be regular files of a sane size before it is handed the repository (it
+# would block on a FIFO, as git would); the index has its own, larger, cap.
+_LIBGIT2_READS = ("config", "config.worktree", "info/attributes", "info/exclude", "objects/info/alternates")
+_WORKTREE_READS = (".gitattributes", ".gitmodules")
+_LIBGIT2_FILE_CAP = 16 << 20
+_INDEX_CAP = 128 << 20
+_DELTA_WORDS = {"D": "deleted", "T": "type changed"}
+
+# Held while a check runs: libgit2 cannot be stopped once started, so a check
+# still running past its budget finishes in the background, and until then
+# later checks say "unknown" instead of starting another.
+_CHECK_RUNNING = threading.Lock()
 
 
-def _config_bool(value: Optional[bytes], default: bool) -> bool:
-    if value is None:
-        return default
-    if value in (b"true", b"yes", b"on", b"1"):
-        return True
-    if value in (b"false", b"no", b"off", b"0", b""):
-        return False
-    return default
+def _after_fork_in_child() -> None:
+    global _CHECK_RUNNING
+    _CHECK_RUNNING = threading.Lock()   # the thread that held it is not in the child
 
 
-# ----------------------------------------------------------------------------
-# The index
-# ----------------------------------------------------------------------------
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
-_S_IFMT = 0o170000
-_MODE_FILE = 0o100000
-_MODE_LINK = 0o120000
-_MODE_GITLINK = 0o160000
-_MODE_DIR = 0o040000
-
-_ASSUME_VALID = 0x8000
-_EXTENDED = 0x4000
-_STAGE_MASK = 0x3000
-_SKIP_WORKTREE = 0x4000   # extended flags
-_INTENT_TO_ADD = 0x2000   # extended flags
+# Worktrees whose check ran past its budget, with their index's (inode, size,
+# mtime) then: not checked again until the index changes, so that a tree too
+# large for the budget is not hashed in the background at every save.
+_OVER_BUDGET: Dict[str, Tuple[int, int, int]] = {}
 
 
-class _Index:
-    __slots__ = ("entries", "tree", "split")
-
-    def __init__(self) -> None:
-        # (path, mode, size, mtime_s, mtime_ns, oid, flags, extended flags)
-        self.entries: List[Tuple[bytes, int, int, int, int, bytes, int, int]] = []
-        self.tree: Optional[bytes] = None   # root of a valid cache-tree ("TREE")
-        self.split = False                   # a split index ("link"): entries elsewhere
-
-
-def _varint(data: bytes, pos: int) -> Tuple[int, int]:
-    """git's offset varint (index v4 prefix lengths, OFS_DELTA offsets)."""
-    c = data[pos]
-    pos += 1
-    value = c & 0x7F
-    while c & 0x80:
-        if value > (1 << 56):
-            raise _Odd("varint overflow")
-        c = data[pos]
-        pos += 1
-        value = ((value + 1) << 7) | (c & 0x7F)
-    return value, pos
-
-
-def _parse_index(data: bytes, hash_len: int, new_hash: Callable[[], Any], budget: "_Budget") -> _Index:
-    if len(data) < 12 + hash_len or data[:4] != b"DIRC":
-        raise _Odd("index: not a DIRC file")
-    version, count = struct.unpack_from(">II", data, 4)
-    if version not in (2, 3, 4):
-        raise _Odd(f"index: version {version} not read")
-    end = len(data) - hash_len
-    trailer = data[end:]
-    if trailer.strip(b"\0"):   # all zeros: written with index.skipHash
-        h = new_hash()
-        h.update(memoryview(data)[:end])
-        if h.digest() != trailer:
-            raise _Odd("index: checksum mismatch")
-    index = _Index()
-    entries = index.entries
-    pos = 12
-    prev = b""
-    fixed = 40 + hash_len
-    unpack = struct.Struct(">10I").unpack_from
-    for n in range(count):
-        if not n & 4095:
-            budget.check()
-        if pos + fixed + 2 > end:
-            raise _Odd("index: truncated")
-        _cs, _cn, mtime_s, mtime_ns, _dev, _ino, mode, _uid, _gid, size = unpack(data, pos)
-        oid = data[pos + 40:pos + fixed]
-        flags = (data[pos + fixed] << 8) | data[pos + fixed + 1]
-        p = pos + fixed + 2
-        xflags = 0
-        if flags & _EXTENDED:
-            if version < 3 or p + 2 > end:
-                raise _Odd("index: extended flags in a v2 index")
-            xflags = (data[p] << 8) | data[p + 1]
-            p += 2
-        if version == 4:
-            strip, p = _varint(data, p)
-            nul = data.find(b"\0", p, end)
-            if nul < 0 or strip > len(prev):
-                raise _Odd("index: bad v4 path")
-            path = prev[:len(prev) - strip] + data[p:nul]
-            p = nul + 1
-        else:
-            nul = data.find(b"\0", p, end)
-            if nul < 0:
-                raise _Odd("index: bad path")
-            path = data[p:nul]
-            p = pos + ((p - pos + len(path) + 8) & ~7)
-        if (flags & 0x0FFF) != min(len(path), 0x0FFF) or p > end:
-            raise _Odd("index: path length mismatch")
-        entries.append((path, mode, size, mtime_s, mtime_ns, oid, flags, xflags))
-        prev = path
-        pos = p
-    while pos < end:
-        if pos + 8 > end:
-            raise _Odd("index: truncated extension")
-        sig = data[pos:pos + 4]
-        (size,) = struct.unpack_from(">I", data, pos + 4)
-        body_end = pos + 8 + size
-        if body_end > end:
-            raise _Odd("index: truncated extension")
-        if sig == b"TREE":
-            index.tree = _cache_tree_root(data[pos + 8:body_end], hash_len)
-        elif sig == b"link":
-            index.split = True
-        elif sig == b"sdir":
-            pass   # sparse index: its directory entries are read as trees
-        elif not (b"A" <= sig[:1] <= b"Z"):
-            raise _Odd("index: a required extension this reader does not know")
-        pos = body_end
-    return index
-
-
-def _cache_tree_root(body: bytes, hash_len: int) -> Optional[bytes]:
-    """The root tree id recorded in a "TREE" extension, None if invalid."""
-    if not body.startswith(b"\0"):
-        return None
-    nl = body.find(b"\n", 1)
-    if nl < 0:
-        return None
-    fields = body[1:nl].split(b" ")
+def _unfit(path: str, cap: int) -> bool:
+    """Whether `path` exists but is not a regular file of at most `cap` bytes
+    (a FIFO, a device, a symlink loop, a directory, a huge file)."""
     try:
-        entry_count = int(fields[0])
-    except ValueError:
-        return None
-    if entry_count < 0 or len(body) < nl + 1 + hash_len:
-        return None
-    return body[nl + 1:nl + 1 + hash_len]
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError):
+        return True
+    return not stat.S_ISREG(st.st_mode) or st.st_size > cap
 
 
-def _index_tree(entries: Sequence[Tuple[bytes, int, int, int, int, bytes, int, int]],
-                new_hash: Callable[[], Any]) -> bytes:
-    """The root tree id `git write-tree` would write for these (stage 0,
-    not intent-to-add) entries."""
-    root: Dict[bytes, Any] = {}
-    for path, mode, _size, _ms, _mn, oid, _flags, _x in entries:
-        if (mode & _S_IFMT) == _MODE_DIR:            # sparse-index directory entry: a tree
-            parts = path.rstrip(b"/").split(b"/")
-        else:
-            parts = path.split(b"/")
-        node = root
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise _Odd("index: a file and a directory of the same name")
-            node = child
-        if parts[-1] in node:
-            raise _Odd("index: duplicate path")
-        node[parts[-1]] = (mode, oid)
-
-    def tree_id(node: Dict[bytes, Any]) -> bytes:
-        items = []
-        for name, value in node.items():
-            if isinstance(value, dict):
-                items.append((name + b"/", b"40000 " + name + b"\0" + tree_id(value)))
-            else:
-                mode, oid = value
-                if (mode & _S_IFMT) == _MODE_DIR:
-                    items.append((name + b"/", b"40000 " + name + b"\0" + oid))
-                else:
-                    items.append((name, b"%o " % mode + name + b"\0" + oid))
-        items.sort(key=lambda item: item[0])
-        body = b"".join(item[1] for item in items)
-        h = new_hash()
-        h.update(b"tree %d\0" % len(body))
-        h.update(body)
-        digest: bytes = h.digest()
-        return digest
-
-    return tree_id(root)
-
-
-# ----------------------------------------------------------------------------
-# Objects: only the HEAD commit is read (for its tree id)
-# ----------------------------------------------------------------------------
-
-_TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
-
-
-class _Budget:
-    __slots__ = ("deadline", "bytes_left")
-
-    def __init__(self, seconds: float, nbytes: int) -> None:
-        self.deadline = time.monotonic() + seconds
-        self.bytes_left = nbytes
-
-    def check(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise _OverBudget("over the time budget")
-
-    def spend(self, nbytes: int) -> None:
-        self.bytes_left -= nbytes
-        if self.bytes_left < 0:
-            raise _OverBudget("over the byte budget")
-        self.check()
-
-
-class _OverBudget(Exception):
-    pass
-
-
-class _ObjectStore:
-    """Reads objects from loose files and pack files (v2 .idx), following
-    objects/info/alternates; never writes, never runs anything."""
-
-    def __init__(self, commondir: str, hash_len: int, new_hash: Callable[[], Any], budget: _Budget) -> None:
-        self.hash_len = hash_len
-        self.new_hash = new_hash
-        self.budget = budget
-        self.dirs: List[str] = []
-        self._add_dir(os.path.join(commondir, "objects"), 0)
-        self._packs: Optional[List[Tuple[str, str]]] = None
-
-    def _add_dir(self, objdir: str, depth: int) -> None:
-        real = os.path.realpath(objdir)
-        if real in self.dirs or len(self.dirs) >= _MAX_ALTERNATES or not os.path.isdir(real):
-            return
-        self.dirs.append(real)
-        if depth >= 5:
-            return
-        data = _read_capped(os.path.join(real, "info", "alternates"), _SMALL_CAP)
-        for line in (data or b"").split(b"\n"):
-            line = line.strip()
-            if not line or line.startswith((b"#", b'"')):
-                continue
-            self._add_dir(os.path.join(real, os.fsdecode(line)), depth + 1)
-
-    def packs(self) -> List[Tuple[str, str]]:
-        if self._packs is None:
-            self._packs = []
-            for objdir in self.dirs:
-                packdir = os.path.join(objdir, "pack")
-                try:
-                    names = sorted(os.listdir(packdir))
-                except OSError:
-                    continue
-                for name in names:
-                    if name.endswith(".idx") and len(self._packs) < _MAX_PACKS:
-                        self._packs.append((os.path.join(packdir, name),
-                                            os.path.join(packdir, name[:-4] + ".pack")))
-        return self._packs
-
-    def read(self, oid: bytes, depth: int = 0) -> Tuple[bytes, bytes]:
-        """(type, content) of object `oid`, its hash checked."""
-        if depth > 8:
-            raise _Odd("objects: REF_DELTA bases nest too deep")
-        found = self._read_loose(oid)
-        if found is None:
-            for idx_path, pack_path in self.packs():
-                offset = self._find_in_idx(idx_path, oid)
-                if offset is not None:
-                    found = self._read_packed(pack_path, offset, depth)
-                    break
-        if found is None:
-            raise _Odd("objects: HEAD's commit not found")
-        kind, content = found
-        h = self.new_hash()
-        h.update(b"%s %d\0" % (kind, len(content)))
-        h.update(content)
-        if h.digest() != oid:
-            raise _Odd("objects: object does not match its id")
-        return kind, content
-
-    def _read_loose(self, oid: bytes) -> Optional[Tuple[bytes, bytes]]:
-        hexid = oid.hex()
-        for objdir in self.dirs:
-            path = os.path.join(objdir, hexid[:2], hexid[2:])
-            if not os.path.lexists(path):
-                continue
-            data = _read_capped(path, _LOOSE_OBJECT_CAP)
-            if data is None:
-                raise _Odd("objects: loose object too large or not a regular file")
-            d = zlib.decompressobj()
-            raw = d.decompress(data, _OBJECT_CAP + 64)
-            if not d.eof:
-                raise _Odd("objects: loose object truncated or too large")
-            header, nul, content = raw.partition(b"\0")
-            kind, _, size = header.partition(b" ")
-            if not nul or kind not in _TYPES.values() or not size.isdigit() or int(size) != len(content):
-                raise _Odd("objects: bad loose object header")
-            self.budget.spend(len(content))
-            return kind, content
-        return None
-
-    def _find_in_idx(self, idx_path: str, oid: bytes) -> Optional[int]:
-        fd = _open_regular(idx_path)
-        if fd is None:
-            return None
+def _why_not_check(worktree: str, gitdir: str, commondir: str, max_files: int) -> Optional[str]:
+    """Why the repository is not handed to libgit2, or None when it may be."""
+    names = [os.path.join(d, *n.split("/")) for d in {gitdir, commondir} for n in _LIBGIT2_READS]
+    names += [os.path.join(worktree, n) for n in _WORKTREE_READS]
+    for path in names:
+        if _unfit(path, _LIBGIT2_FILE_CAP):
+            return f"{os.path.relpath(path, worktree)} is not a regular file or is over 16 MiB"
+    index = os.path.join(gitdir, "index")
+    if _unfit(index, _INDEX_CAP):
+        return "the index is not a regular file or is over 128 MiB"
+    fd = _open_regular(index)
+    if fd is not None:
         try:
-            hl = self.hash_len
-            head = _pread_exact(fd, 8 + 256 * 4, 0)
-            if head[:8] != b"\xfftOc\x00\x00\x00\x02":
-                raise _Odd("objects: pack index not version 2")
-            fanout = struct.unpack_from(">256I", head, 8)
-            n = fanout[255]
-            lo = fanout[oid[0] - 1] if oid[0] else 0
-            hi = fanout[oid[0]]
-            if not lo <= hi <= n or os.fstat(fd).st_size < 1032 + n * (hl + 8) + 2 * hl:
-                raise _Odd("objects: bad pack index")
-            if (hi - lo) * hl > 64 << 20:
-                raise _Odd("objects: pack index too large")
-            names = _pread_exact(fd, (hi - lo) * hl, 1032 + lo * hl)
-            a, b = 0, hi - lo
-            while a < b:
-                mid = (a + b) // 2
-                cur = names[mid * hl:(mid + 1) * hl]
-                if cur < oid:
-                    a = mid + 1
-                elif cur > oid:
-                    b = mid
-                else:
-                    i = lo + mid
-                    offset: int = struct.unpack(">I", _pread_exact(fd, 4, 1032 + n * (hl + 4) + 4 * i))[0]
-                    if offset & 0x80000000:
-                        offset = struct.unpack(
-                            ">Q", _pread_exact(fd, 8, 1032 + n * (hl + 8) + 8 * (offset & 0x7FFFFFFF)))[0]
-                    return offset
-            return None
+            head = os.pread(fd, 12, 0)
         finally:
             os.close(fd)
-
-    def _inflate(self, fd: int, pos: int, size: int) -> bytes:
-        if size > _OBJECT_CAP:
-            raise _Odd("objects: object too large")
-        self.budget.spend(size)
-        d = zlib.decompressobj()
-        out = bytearray()
-        pending = b""
-        while not d.eof:
-            if not pending:
-                pending = os.pread(fd, 1 << 16, pos)
-                pos += len(pending)
-                if not pending:
-                    raise _Odd("objects: pack truncated")
-            out += d.decompress(pending, size + 1 - len(out))
-            pending = d.unconsumed_tail
-            if len(out) > size:
-                raise _Odd("objects: pack entry larger than its header says")
-        if len(out) != size:
-            raise _Odd("objects: pack entry size mismatch")
-        return bytes(out)
-
-    def _read_packed(self, pack_path: str, offset: int, depth: int) -> Tuple[bytes, bytes]:
-        fd = _open_regular(pack_path)
-        if fd is None:
-            raise _Odd("objects: pack file missing or not a regular file")
-        try:
-            head = _pread_exact(fd, 12, 0)
-            if head[:4] != b"PACK" or struct.unpack_from(">I", head, 4)[0] not in (2, 3):
-                raise _Odd("objects: not a pack file")
-            deltas: List[bytes] = []
-            base: Optional[Tuple[bytes, bytes]] = None
-            cur = offset
-            while base is None:
-                if len(deltas) > _MAX_DELTA_CHAIN or cur < 12:
-                    raise _Odd("objects: bad delta chain")
-                hdr = os.pread(fd, 32 + self.hash_len, cur)
-                if not hdr:
-                    raise _Odd("objects: pack truncated")
-                c = hdr[0]
-                kind = (c >> 4) & 7
-                size = c & 15
-                shift = 4
-                i = 1
-                while c & 0x80:
-                    if i >= 10:
-                        raise _Odd("objects: bad pack entry header")
-                    c = hdr[i]
-                    i += 1
-                    size |= (c & 0x7F) << shift
-                    shift += 7
-                if kind in _TYPES:
-                    base = (_TYPES[kind], self._inflate(fd, cur + i, size))
-                elif kind == 6:     # OFS_DELTA: base at a negative offset in this pack
-                    back, i = _varint(hdr, i)
-                    deltas.append(self._inflate(fd, cur + i, size))
-                    if back <= 0 or back > cur:
-                        raise _Odd("objects: bad OFS_DELTA")
-                    cur -= back
-                elif kind == 7:     # REF_DELTA: base named by its id
-                    base_oid = hdr[i:i + self.hash_len]
-                    if len(base_oid) != self.hash_len:
-                        raise _Odd("objects: pack truncated")
-                    deltas.append(self._inflate(fd, cur + i + self.hash_len, size))
-                    base = self.read(base_oid, depth + 1)
-                else:
-                    raise _Odd("objects: bad pack entry type")
-        finally:
-            os.close(fd)
-        base_kind, content = base
-        for delta in reversed(deltas):
-            content = _apply_delta(content, delta)
-            self.budget.spend(len(content))
-        return base_kind, content
+        if head[:4] == b"DIRC" and int.from_bytes(head[8:12], "big") > max_files:
+            return f"more than {max_files} tracked files"
+    return None
 
 
-def _apply_delta(base: bytes, delta: bytes) -> bytes:
-    def size_varint(pos: int) -> Tuple[int, int]:
-        value = shift = 0
-        while True:
-            c = delta[pos]
-            pos += 1
-            value |= (c & 0x7F) << shift
-            shift += 7
-            if not c & 0x80:
-                return value, pos
-
-    try:
-        src_size, pos = size_varint(0)
-        dst_size, pos = size_varint(pos)
-        if src_size != len(base) or dst_size > _OBJECT_CAP:
-            raise _Odd("objects: delta does not fit its base")
-        out = bytearray()
-        while pos < len(delta):
-            op = delta[pos]
-            pos += 1
-            if op & 0x80:
-                off = n = 0
-                for k in range(4):
-                    if op & (1 << k):
-                        off |= delta[pos] << (8 * k)
-                        pos += 1
-                for k in range(3):
-                    if op & (0x10 << k):
-                        n |= delta[pos] << (8 * k)
-                        pos += 1
-                n = n or 0x10000
-                if off + n > len(base):
-                    raise _Odd("objects: delta copies past its base")
-                out += base[off:off + n]
-            elif op:
-                if pos + op > len(delta):
-                    raise _Odd("objects: truncated delta")
-                out += delta[pos:pos + op]
-                pos += op
-            else:
-                raise _Odd("objects: bad delta opcode")
-        if len(out) != dst_size:
-            raise _Odd("objects: delta result size mismatch")
-        return bytes(out)
-    except IndexError:
-        raise _Odd("objects: truncated delta") from None
-
-
-def _commit_tree(store: _ObjectStore, commit_hex: str) -> bytes:
-    kind, content = store.read(bytes.fromhex(commit_hex))
-    if kind != b"commit":
-        raise _Odd("objects: HEAD is not a commit")
-    line = content.split(b"\n", 1)[0]
-    if not line.startswith(b"tree "):
-        raise _Odd("objects: commit without a tree")
-    tree = _parse_oid(line[5:])
-    if len(tree) != 2 * store.hash_len:
-        raise _Odd("objects: tree id of another hash")
-    return bytes.fromhex(tree)
-
-
-# ----------------------------------------------------------------------------
-# Dirty detection
-# ----------------------------------------------------------------------------
-
-def _safe_index_path(path: bytes) -> bool:
-    if not path or path.startswith(b"/") or path.endswith(b"/") or b"//" in path:
-        return False
-    if b"/." not in path and not path.startswith(b"."):
-        return True
-    for part in path.split(b"/"):
-        if part in (b"", b".", b"..") or part.lower() == b".git":
-            return False
-    return True
-
-
-def _hash_worktree_file(full: bytes, header_kind: bytes, new_hash: Callable[[], Any],
-                        budget: _Budget) -> Optional[bytes]:
-    """The blob id git would compute for a regular file (no filters applied),
-    None if it changed while being read."""
-    fd = _open_regular(full, nofollow=True)
-    if fd is None:
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        budget.spend(size)
-        h = new_hash()
-        h.update(b"%s %d\0" % (header_kind, size))
-        done = 0
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            done += len(chunk)
-            if done > size:
-                return None
-            h.update(chunk)
-            budget.check()
-        return h.digest() if done == size else None
-    finally:
-        os.close(fd)
-
-
-def _show(path: bytes) -> str:
-    return path.decode("utf-8", "backslashreplace")
-
-
-def _submodule_moved(path: str, recorded: bytes) -> bool:
+def _head_commit(path: str) -> Optional[str]:
+    """The commit checked out in the repository at `path` (a submodule), None
+    when it has no .git (not checked out)."""
     dotgit = os.path.join(path, ".git")
     try:
         st = os.stat(dotgit)
     except OSError:
-        return False
+        return None
     _, gitdir, commondir = _open_repository(path, dotgit, st)
-    commit, _ = _resolve(gitdir, commondir)
-    return commit != recorded.hex()
+    return _resolve(gitdir, commondir)[0]
 
 
-def _dirty(worktree: str, gitdir: str, commondir: str, commit: str, budget: _Budget) -> Tuple[Optional[bool], str]:
-    """(dirty, why): True when a tracked file differs from the index or the
-    index from HEAD's tree, False when neither, None when not known."""
-    hash_len = len(commit) // 2
-    new_hash: Callable[[], Any] = (lambda: hashlib.new("sha1", usedforsecurity=False)) if hash_len == 20 \
-        else (lambda: hashlib.new("sha256"))
-    config = _read_config(commondir)
-    fmt = config.get("extensions.objectformat", b"sha1")
-    if fmt != (b"sha1" if hash_len == 20 else b"sha256"):
-        raise _Odd("HEAD's id does not match the repository's object format")
-    filemode = _config_bool(config.get("core.filemode"), True)
+def _pygit2_dirty(pygit2: Any, worktree: str, commit: str) -> Tuple[bool, str]:
+    """(dirty, why) from libgit2's index-to-HEAD and worktree-to-index diffs,
+    what `git status` compares. libgit2 runs no hook, no core.fsmonitor and
+    no filter driver a config names (only its built-in end-of-line and ident
+    filters), never writes, and is not asked about untracked files."""
+    from pygit2.enums import DiffOption, RepositoryOpenFlag
 
-    index_path = os.path.join(gitdir, "index")
-    try:
-        index_mtime_ns = os.stat(index_path).st_mtime_ns
-    except OSError:
-        return None, "no index"
-    data = _read_capped(index_path, _INDEX_CAP)
-    if data is None:
-        return None, "index too large or not a regular file"
-    index = _parse_index(data, hash_len, new_hash, budget)
-    del data
-    if index.split:
-        return None, "split index not read"
-
-    wt = os.path.join(os.fsencode(worktree), b"")
-    dirs_ok: Dict[bytes, bool] = {}
-
-    def leading_dirs_ok(path: bytes) -> bool:
-        # git treats a path below a symlink (or a non-directory) as deleted
-        cut = path.rfind(b"/")
-        if cut < 0:
-            return True
-        parent = path[:cut]
-        ok = dirs_ok.get(parent)
-        if ok is None:
-            ok = leading_dirs_ok(parent)
-            if ok:
-                try:
-                    ok = stat.S_ISDIR(os.lstat(wt + parent).st_mode)
-                except OSError:
-                    ok = False
-            dirs_ok[parent] = ok
-        return ok
-
-    has_ita = False
-    for n, (path, mode, size, mtime_s, mtime_ns, oid, flags, xflags) in enumerate(index.entries):
-        if not n & 63:
-            budget.check()
-        if flags & _STAGE_MASK:
-            return True, f"unmerged: {_show(path)}"
-        if xflags & _INTENT_TO_ADD:
-            has_ita = True
-            continue
-        kind = mode & _S_IFMT
-        if flags & _ASSUME_VALID or xflags & _SKIP_WORKTREE or kind == _MODE_DIR:
-            continue
-        if kind not in (_MODE_FILE, _MODE_LINK, _MODE_GITLINK) or not _safe_index_path(path):
-            raise _Odd("index: an entry git would not write")
-        full = wt + path
-        if not leading_dirs_ok(path):
-            return True, f"deleted: {_show(path)}"
-        try:
-            st = os.lstat(full)
-        except (FileNotFoundError, NotADirectoryError):
-            return True, f"deleted: {_show(path)}"
-        if kind == _MODE_GITLINK:
-            # a submodule counts when its directory is gone or replaced, or when it is
-            # checked out at another commit than the one recorded (changes inside it
-            # are not looked at); one not checked out (no .git in it) never does
-            if not stat.S_ISDIR(st.st_mode):
-                return True, f"type changed: {_show(path)}"
-            if _submodule_moved(os.fsdecode(full), oid):
-                return True, f"submodule at another commit: {_show(path)}"
-            continue
-        if kind == _MODE_LINK:
-            if not stat.S_ISLNK(st.st_mode):
-                return True, f"type changed: {_show(path)}"
-        elif not stat.S_ISREG(st.st_mode):
-            return True, f"type changed: {_show(path)}"
-        elif filemode and bool(mode & 0o100) != bool(st.st_mode & 0o100):
-            return True, f"mode changed: {_show(path)}"
-        st_mtime_s, st_mtime_ns = divmod(st.st_mtime_ns, 1_000_000_000)
-        racy = mtime_s * 1_000_000_000 + mtime_ns >= index_mtime_ns
-        if (not racy and size == st.st_size & 0xFFFFFFFF and mtime_s == st_mtime_s & 0xFFFFFFFF
-                and mtime_ns == st_mtime_ns):
-            continue
-        if kind == _MODE_LINK:
-            target = os.readlink(full)
-            budget.spend(len(target))
-            h = new_hash()
-            h.update(b"blob %d\0" % len(target))
-            h.update(target)
-            digest: Optional[bytes] = h.digest()
-        else:
-            digest = _hash_worktree_file(full, b"blob", new_hash, budget)
-            if digest is None:
-                return None, f"changed while read: {_show(path)}"
-        if digest != oid:
-            return True, f"modified: {_show(path)}"
-
-    if has_ita:
-        return True, "intent-to-add entries (git add -N)"
-    tree = index.tree
-    if tree is None:
-        tree = _index_tree(index.entries, new_hash)
-    store = _ObjectStore(commondir, hash_len, new_hash, budget)
-    if tree != _commit_tree(store, commit):
+    repo = pygit2.Repository(worktree, RepositoryOpenFlag.NO_SEARCH)
+    index = repo.index
+    if index.conflicts is not None:
+        return True, "unmerged paths"
+    if len(index.diff_to_tree(repo[commit].peel(pygit2.Tree))):
         return True, "staged changes (the index differs from HEAD)"
+    # Submodules are left to the loop below: by default libgit2 would also look
+    # inside each one and count its changed and untracked files.
+    for delta in index.diff_to_workdir(DiffOption.IGNORE_SUBMODULES).deltas:
+        return True, f"{_DELTA_WORDS.get(delta.status_char(), 'modified')}: {delta.new_file.path}"
+    # A submodule counts when checked out at another commit than the index
+    # records (a missing one is a deletion, above); one not checked out never.
+    for path in repo.listall_submodules():
+        if path in index:
+            head = _head_commit(os.path.join(worktree, path))
+            if head is not None and head != str(index[path].id):
+                return True, f"submodule at another commit: {path}"
     return False, "clean"
 
 
+def _dirty(worktree: str, gitdir: str, commondir: str, commit: str, time_budget_s: float,
+           max_files: int) -> Tuple[Optional[bool], str]:
+    """(dirty, why): True when a tracked file differs from the index or the
+    index from HEAD's tree, False when neither, None when not known."""
+    try:
+        import pygit2
+    except ImportError:
+        return None, "dirty state unknown: pygit2 is not installed (pip install pygit2 to record it)"
+    why = _why_not_check(worktree, gitdir, commondir, max_files)
+    if why is not None:
+        return None, f"dirty state unknown: {why}"
+    try:
+        st = os.stat(os.path.join(gitdir, "index"))
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = (0, 0, 0)
+    running = _CHECK_RUNNING
+    if not running.acquire(blocking=False):
+        return None, "dirty state unknown: an earlier check is still running"
+    if _OVER_BUDGET.get(worktree) == stamp:
+        running.release()
+        return None, ("dirty state unknown: the last check ran past the time budget (`git status` "
+                      "refreshes what the index knows of the files, which makes the check quick)")
+    result: List[Tuple[Optional[bool], str]] = []
+
+    def check() -> None:
+        try:
+            result.append(_pygit2_dirty(pygit2, worktree, commit))
+        except Exception as exc:  # noqa: BLE001 - libgit2's errors, odd submodules: unknown
+            result.append((None, f"dirty state unknown: {type(exc).__name__}: {exc}"))
+        finally:
+            running.release()
+
+    # In a thread: libgit2 runs with the GIL released, so the job waits at most
+    # the budget however large the tree or slow the disk.
+    worker = threading.Thread(target=check, name="gpuscope-git-dirty", daemon=True)
+    worker.start()
+    worker.join(max(0.0, time_budget_s))
+    if result:
+        return result[0]
+    _OVER_BUDGET[worktree] = stamp
+    return None, f"dirty state unknown: over the time budget ({time_budget_s:g} s)"
+
+
 def git_info(start_dir: "str | os.PathLike[str]", *, time_budget_s: float = DEFAULT_TIME_BUDGET_S,
-             hash_budget_bytes: int = DEFAULT_HASH_BUDGET_BYTES) -> Dict[str, Any]:
-    """The git state of the repository holding `start_dir`, read from its
-    files without running git or anything its config names.
+             max_files: int = DEFAULT_MAX_FILES) -> Dict[str, Any]:
+    """The git state of the repository holding `start_dir`, without running
+    git or anything its config names.
 
     Returns ``{"commit": hex id or None, "dirty": True/False/None,
     "branch": name or None, "object_format": "sha1"/"sha256"/None,
     "reason": why commit/dirty are None, or what made it dirty}``.
-    ``commit`` is None outside a repository, on an unborn branch, and when
-    anything is not as git writes it. ``dirty``: True when a tracked file
-    differs from the index (content, symlink target, executable bit, type,
-    deleted) or the index from HEAD's tree (staged changes, also ``git add
-    -N`` and unmerged paths); False when neither; None when not known (over
-    the time or hashing budget, split index, unreadable objects). Untracked
-    files never count. Never raises."""
+    ``commit`` is read here from HEAD, the refs and packed-refs; None
+    outside a repository, on an unborn branch, and when HEAD or a ref is not
+    as git writes it. ``dirty`` comes from pygit2 (libgit2): True when a
+    tracked file differs from the index (content, symlink target,
+    executable bit, type, deleted), the index from HEAD's tree (staged
+    changes, unmerged paths) or a submodule is missing or at another commit;
+    False when none; None when not known: pygit2 not installed, more than
+    `max_files` tracked files, over `time_budget_s`, or a repository libgit2
+    cannot read (a split index, a repository owned by another user and not
+    in git's safe.directory, an object format it lacks). Untracked files
+    never count. Never raises."""
     info: Dict[str, Any] = {"commit": None, "dirty": None, "branch": None, "object_format": None,
                             "reason": None}
     try:
@@ -963,16 +434,10 @@ def git_info(start_dir: "str | os.PathLike[str]", *, time_budget_s: float = DEFA
         return info
     info.update(commit=commit, branch=branch, object_format="sha1" if len(commit) == 40 else "sha256")
     try:
-        budget = _Budget(time_budget_s, hash_budget_bytes)
-        info["dirty"], info["reason"] = _dirty(worktree, gitdir, commondir, commit, budget)
-    except _OverBudget as exc:
-        info["reason"] = f"dirty state unknown: {exc}"
-    except _Odd as exc:
-        info["reason"] = f"dirty state unknown: {exc}"
+        info["dirty"], info["reason"] = _dirty(worktree, gitdir, commondir, commit, time_budget_s, max_files)
     except Exception as exc:  # noqa: BLE001
         info["reason"] = f"dirty state unknown: {type(exc).__name__}"
     return info
-
 
 # ----------------------------------------------------------------------------
 # Redaction
@@ -1227,8 +692,8 @@ def run_metadata(dataset: Optional[str] = None, extra: Optional[Mapping[str, Any
                  cwd: "Optional[str | os.PathLike[str]]" = None) -> Dict[str, Any]:
     """Where and how this run is made, for a run file: command line
     (redacted), working directory, git commit of `cwd` (default: the current
-    directory; "-dirty" appended when tracked files changed, read without
-    running git), container image, dataset id, host, user, GPUs, driver,
+    directory; "-dirty" appended when tracked files changed, as git_info
+    says, without running git), container image, dataset id, host, user, GPUs, driver,
     library versions, an allowlist of environment variables (redacted) and
     `extra` (redacted). Every string is valid UTF-8. Never raises on the
     metadata it cannot gather (those fields are null/empty)."""
