@@ -135,8 +135,9 @@ constexpr char kStragglerDoc[] =
     "others' step p50).";
 
 constexpr char kRanksStatsDoc[] =
-    "What the last exchange of rank records said (``Summary.ranks``): ``ranks`` (a "
-    "``RankRecord`` per rank heard from, by rank), ``missing`` (ranks not heard from), "
+    "What the last exchange of rank records said (``Summary.ranks``): a sequence of the "
+    "``RankRecord`` of each rank heard from, by rank (``len()``, iteration, indexing; also "
+    "``ranks``, the same as a list), ``missing`` (ranks not heard from), "
     "``stragglers`` (``Straggler``, most time added first), ``exchanges`` (completed so far), "
     "``age`` (s since the last), and ``straggler_exchanges`` of the ``recent_exchanges`` that "
     "found the first straggler's rank slow (chronic when most).";
@@ -279,6 +280,20 @@ void AddSummaryParts(py::module_& m) {
     return py::str("RanksStats(ranks={}, missing={}, stragglers={}, exchanges={})")
         .format(r.ranks.size(), r.missing.size(), r.stragglers.size(), r.exchanges);
   });
+  // A sequence of the ranks heard from (``summary.ranks`` is "a list, one
+  // entry per rank"): len(), iteration and indexing over ``.ranks``, whose
+  // list it reads; the exchange's other attributes stay beside it. An
+  // exchange is truthy even when it heard from no rank: it happened.
+  ranks.def("__len__", [](const RanksStats& r) { return r.ranks.size(); })
+      .def("__iter__", [](py::object self) { return py::iter(self.attr("ranks")); })
+      .def("__getitem__",
+           [](py::object self, py::object index) {
+             // The list first, owned here: an item accessor does not keep
+             // the object it indexes alive.
+             const py::object list = self.attr("ranks");
+             return py::object(list[index]);
+           })
+      .def("__bool__", [](const RanksStats&) { return true; });
 
   auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
   const std::vector<std::string> names = DefineFields(phase, {"device", "backlog_p50"});

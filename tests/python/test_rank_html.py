@@ -90,6 +90,22 @@ def test_the_per_rank_plot_names_the_straggler(tmp_path):
     s.close()
 
 
+def test_summary_ranks_is_a_list_of_the_ranks():
+    # The contract: summary.ranks is "a list, one entry per rank" (None alone),
+    # and keeps the exchange's other attributes beside it.
+    s = job(present=[0, 1, 2])
+    ranks = s.summary().ranks
+    assert len(ranks) == 3 and bool(ranks)
+    assert [r.rank for r in ranks] == [0, 1, 2] == [r.rank for r in ranks.ranks]
+    assert ranks[0].rank == 0 and ranks[-1].rank == 2 and [r.rank for r in ranks[1:]] == [1, 2]
+    assert ranks[1].host == ranks.ranks[1].host and ranks[2].steps == ranks.ranks[2].steps
+    with pytest.raises(IndexError):
+        ranks[3]
+    assert ranks.missing == [3] and ranks.exchanges == 1
+    assert list(reversed(list(ranks)))[0].rank == 2
+    s.close()
+
+
 def test_a_missing_rank_is_a_labelled_gap():
     s = job(present=[0, 1, 2])
     summary = s.summary()
