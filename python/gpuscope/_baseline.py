@@ -41,6 +41,15 @@ DEFAULT_MAX_REGRESSION_PCT = 5.0
 # anything larger is not one, and is refused before it is read.
 MAX_RUN_FILE_BYTES = 64 << 20
 RUN_FILE_MODE = 0o600  # a new run file: its metadata names hosts, users and paths
+# The most phase names a session holds: Options::max_phases is at most
+# kMaxPhases (include/gpuscope/options.h; the extension does not expose it,
+# and tests/python/test_compare.py checks this against Session(max_phases=)).
+# The nine built-in names are in every session's table, used or not, so a
+# summary lists at most MAX_PHASE_NAMES - 9 other names, the built-in ones it
+# used and "other". A run file listing more was not written by gpuscope, and
+# is refused before its summary is read.
+MAX_PHASE_NAMES = 4096
+BUILTIN_PHASES = ("data", "h2d", "forward", "backward", "optimizer", "comm", "sync", "eval", "checkpoint")
 
 
 class BaselineError(ValueError):
@@ -122,6 +131,24 @@ def _check_step_times(shown: str, value: Any, summary: Summary) -> List[float]:
     return [float(t) for t in value]
 
 
+def _check_phase_count(shown: str, phases: Any) -> None:
+    """BaselineError when a summary's ``phases`` lists more than a session
+    holds (see MAX_PHASE_NAMES); anything else is left to the summary's
+    reader."""
+    if not isinstance(phases, list):
+        return
+    not_named = frozenset(BUILTIN_PHASES) | {"other"}
+    named = sum(1 for p in phases
+                if not (isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"] in not_named))
+    most_named = MAX_PHASE_NAMES - len(BUILTIN_PHASES)
+    if named > most_named or len(phases) > MAX_PHASE_NAMES + 1:
+        raise BaselineError(
+            f"{shown}: its summary lists {len(phases)} phases, {named} of them not built-in, more than a session "
+            f"holds ({MAX_PHASE_NAMES} phase names at most, the highest max_phases, the {len(BUILTIN_PHASES)} "
+            f"built-in ones among them: {most_named} others, and \"other\"); it is not a run file gpuscope wrote "
+            "(edited or corrupt?): save the run again")
+
+
 def load_run_file(path: str) -> RunFile:
     """The summary, metadata and step times of a run file; BaselineError
     saying what is wrong with it otherwise. Only a regular file of at most
@@ -172,6 +199,7 @@ def load_run_file(path: str) -> RunFile:
                             "the gpuscope that wrote it, or save the run again")
     if not isinstance(doc.get("summary"), dict):
         raise BaselineError(f"{shown}: run file has no summary object")
+    _check_phase_count(shown, doc["summary"].get("phases"))
     try:
         # Read from this one parse (the checks above need Python's: it names
         # the NaN, Infinity or 1e400 it met, and tells 1.0 from 1).
@@ -310,11 +338,15 @@ def _compare(base: Summary, new: Summary, base_meta: Dict[str, Any], new_meta: D
                                .replace(" steps)", f" steps; bound {bound:g}%)"))
     else:
         regressions.extend(old_rule)
-    names = sorted(set(base.phases) | set(new.phases), key=lambda p: -max(
-        base.phases[p].share if p in base.phases else 0, new.phases[p].share if p in new.phases else 0))
+    # Summary.phases builds a new dict of every phase on each read: read once
+    # (once per phase made the comparison quadratic in the phases).
+    base_shares = {name: p.share for name, p in base.phases.items()}
+    new_shares = {name: p.share for name, p in new.phases.items()}
+    names = sorted(set(base_shares) | set(new_shares),
+                   key=lambda p: -max(base_shares.get(p, 0), new_shares.get(p, 0)))
     for p in names:
-        b = base.phases[p].share * 100 if p in base.phases else 0.0
-        n = new.phases[p].share * 100 if p in new.phases else 0.0
+        b = base_shares[p] * 100 if p in base_shares else 0.0
+        n = new_shares[p] * 100 if p in new_shares else 0.0
         if b >= 0.5 or n >= 0.5:
             row(f"phase {printable(p)} (% of step)", b, n, "{:.1f}", f"{n - b:+.1f} pt")
     base_ids = {f.id for f in diagnose_summary(base) if f.severity != "info"}

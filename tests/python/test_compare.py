@@ -327,3 +327,91 @@ def test_step_times_of_zero_get_a_clear_error(tmp_path):
     assert compare(good, zero).returncode == 0  # 0 s steps are not slower
     p = compare(good, zero, "--statistic", "throughput")  # but infinitely many per second
     assert p.returncode == 2 and "the new run's mean step time is 0 s" in p.stderr
+
+
+# ------------------------------------------- many phases: linear, and bounded
+
+
+def many_phases_run(path, names, steps=40, slower=1.0):
+    """A run file of a real session whose every step opens each of `names`
+    once: p0, p1 and p2 for 3, 2 and 1 ms (times `slower`), the others 1 us."""
+    big = {"p0": 3 * MS, "p1": 2 * MS, "p2": MS}
+    clock = gs.testing.ManualClock()
+    s = gs.Session(clock=clock, max_phases=4096, telemetry_interval_ms=0)
+    for _ in range(steps):
+        with s.step():
+            for name in names:
+                with s.phase(name):
+                    clock.advance(round(big[name] * slower) if name in big else 1000)
+        s.flush()  # 4000 records a step: never more than the queue holds
+    clock.advance(1000 * MS)
+    out = s.save(path)
+    s.close()
+    return out
+
+
+def test_comparing_4000_phases_reads_each_runs_phases_once(tmp_path, monkeypatch):
+    # Summary.phases builds a dict of every phase on each read; compare read
+    # it once per phase, and two runs of 4,000 phases took 35 s to compare.
+    from gpuscope._baseline import compare_runs, load_run_file
+
+    names = [f"p{i}" for i in range(4000)]
+    base = load_run_file(many_phases_run(tmp_path / "base.json", names))
+    new = load_run_file(many_phases_run(tmp_path / "new.json", names, slower=1.5))
+    assert len(base.summary.phases) == len(new.summary.phases) == 4001  # and "other"
+    reads = []
+    phases = gs.Summary.phases
+    monkeypatch.setattr(gs.Summary, "phases", property(lambda s: reads.append(s) or phases.fget(s)))
+    lines, regressions = compare_runs(base.summary, new.summary, base.metadata, new.metadata,
+                                      base_step_times=base.step_times, new_step_times=new.step_times)
+    assert len(reads) <= 2, f"Summary.phases read {len(reads)} times for 2 runs of 4,000 phases"
+    monkeypatch.undo()
+    # The rows are still those of the phases over 0.5 % of a step, largest first.
+    rows = [line.split()[1] for line in lines if line.lstrip().startswith("phase ")]
+    assert rows == ["p0", "p1", "p2"], rows
+    assert regressions and "p50 step time grew" in regressions[0]
+    p = compare(tmp_path / "base.json", tmp_path / "new.json")
+    assert p.returncode == 1 and "phase p2 (% of step)" in p.stdout, p.stdout + p.stderr
+
+
+BUILTIN = ("data", "h2d", "forward", "backward", "optimizer", "comm", "sync", "eval", "checkpoint")
+
+
+def test_the_phase_limit_on_read_is_the_sessions(tmp_path):
+    from gpuscope._baseline import BaselineError, load_run_file
+
+    # The limit: max_phases goes up to 4096, not past it, and a session's
+    # table holds the nine built-in names whether used or not.
+    gs.Session(max_phases=4096).close()
+    with pytest.raises(ValueError, match="from 10 to 4096"):
+        gs.Session(max_phases=4097)
+    custom = [f"p{i}" for i in range(4096 - len(BUILTIN))]
+    s = gs.Session(max_phases=4096)
+    with pytest.raises(gs.GpuscopeError, match="phase table holds 4096 names"):
+        for name in custom + ["one-more"]:
+            with s.phase(name):
+                pass
+    s.close()
+    # A session filled to it, every built-in name used: read and compared.
+    full = many_phases_run(tmp_path / "full.json", list(BUILTIN) + custom, steps=30)
+    summary = load_run_file(full).summary
+    assert len(summary.phases) == 4097  # and "other"
+    assert {n for n, p in summary.phases.items() if p.builtin} == set(BUILTIN) | {"other"}
+    assert compare(full, full).returncode == 0
+    # One entry more is not a run gpuscope wrote: refused, file and limit named.
+    doc = json.load(open(full))
+    extra = dict(doc["summary"]["phases"][-1], share=0.0, inclusive_share=0.0)
+    for what, added in (("one more name", [dict(extra, name="one-more")]),
+                        ("a built-in name twice", [dict(extra, name="data")])):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(dict(doc, summary=dict(doc["summary"], phases=doc["summary"]["phases"] + added))))
+        p = compare(full, bad)
+        assert p.returncode == 2 and p.stderr.startswith(f"gpuscope compare: {bad}: its summary lists 4098 "
+                                                         "phases"), (what, p.stdout + p.stderr)
+        assert "4096 phase names at most" in p.stderr and "save the run again" in p.stderr, p.stderr
+        with pytest.raises(BaselineError, match="its summary lists 4098 phases"):
+            load_run_file(str(bad))
+    # The reader's constants are the session's.
+    from gpuscope._baseline import BUILTIN_PHASES, MAX_PHASE_NAMES
+
+    assert MAX_PHASE_NAMES == 4096 and sorted(BUILTIN_PHASES) == sorted(BUILTIN)

@@ -12,7 +12,8 @@ What is checked (each item broke once, or could):
 3. Exit codes mean one thing (0 no regression, 1 regression, 2 unusable
    input with one line on stderr) and nothing ever prints a traceback.
 4. Impossible summary values are refused when read (Summary.from_json, and
-   therefore compare).
+   therefore compare), and compare refuses more phases than a session holds,
+   with the file named.
 5. GPUSCOPE_LIB* paths that are FIFOs do not hang a session.
 6. GPUSCOPE_SIMULATE / GPUSCOPE_DISABLE are parsed as booleans.
 7. Saved files: modes, no writing through symlinks, no temporary files left,
@@ -479,6 +480,39 @@ def test_run_file_schema_version_must_be_a_known_integer(runs, tmp_path, version
     assert json.loads(bad.read_text())["schema_version"] == version  # 1.0 stays 1.0 in the file
     for args in ((runs["cupti"], bad), (bad, runs["cupti"])):
         assert_refused(*cli("compare", *args)[:3], "schema_version")
+
+
+def split_phase(doc, name, parts):
+    """`doc` with phase `name` split into `parts` phases of equal time: a
+    consistent summary (shares still sum to 1), with as many phase names."""
+    phases = doc["summary"]["phases"]
+    at = next(i for i, p in enumerate(phases) if p["name"] == name)
+    one = copy.deepcopy(phases[at])
+    for key in ("total", "share", "inclusive_share"):
+        one[key] /= parts
+    one["time"] = {k: v if k == "count" else v / parts for k, v in one["time"].items()}
+    pieces = [dict(one, name=f"{name}{i}", builtin=False) for i in range(parts)]
+    out = copy.deepcopy(doc)
+    out["summary"]["phases"] = phases[:at] + pieces + phases[at + 1:]
+    return out
+
+
+def test_a_run_file_of_20000_phases_is_refused_at_once(runs, tmp_path):
+    # 11 MB, far under the 64 MiB cap, and consistent: compare, quadratic in
+    # the phases, ran for more than 10 minutes on it. A session holds 4096
+    # phase names at most; more is refused before the summary is read.
+    doc = split_phase(json.loads(open(runs["base"]).read()), "forward", 20000)
+    assert len(gs.Summary._from_dict(doc["summary"]).phases) == 20002  # otherwise readable
+    bad = write_doc(tmp_path / "many.json", doc)
+    assert 10e6 < os.path.getsize(bad) < 64 << 20
+    for args in ((runs["base"], bad), (bad, runs["base"])):
+        rc, out, err, _ = cli("compare", *args)
+        assert_refused(rc, out, err, f"{bad}: its summary lists 20002 phases, 20000 of them not built-in",
+                       "4096 phase names at most", "save the run again")
+    from gpuscope._baseline import BaselineError, load_run_file
+
+    with pytest.raises(BaselineError, match="20002 phases"):
+        load_run_file(str(bad))
 
 
 # --------------------------------------------------- 5. library paths
