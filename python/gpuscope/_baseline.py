@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import _gpuscope
@@ -50,6 +51,11 @@ RUN_FILE_MODE = 0o600  # a new run file: its metadata names hosts, users and pat
 # is refused before its summary is read.
 MAX_PHASE_NAMES = 4096
 BUILTIN_PHASES = ("data", "h2d", "forward", "backward", "optimizer", "comm", "sync", "eval", "checkpoint")
+# The longest integer a run file holds: Python's default limit on converting
+# one (sys.int_info.default_max_str_digits, 4300 digits; a summary's have at
+# most 19), whatever the interpreter is set to: lifted, converting a 60 MB
+# number would take hours (quadratic in the digits before Python 3.12).
+MAX_INT_DIGITS = 4300
 
 
 class BaselineError(ValueError):
@@ -177,8 +183,26 @@ def load_run_file(path: str) -> RunFile:
         value = float(token)
         return value if math.isfinite(value) else not_finite(token)
 
+    def whole(token: str) -> int:
+        # Without this, Python's own ValueError names no file and suggests
+        # sys.set_int_max_str_digits().
+        digits = len(token) - token.startswith("-")
+        if digits <= MAX_INT_DIGITS:
+            try:
+                return int(token)
+            except ValueError:  # the interpreter's limit is set lower
+                pass
+        at = text.find(token)  # a run of this many digits: the token itself
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        key = re.search(r'"((?:[^"\\]|\\.){1,64})"\s*:\s*$', text[max(0, at - 200):at])
+        where = f"field {printable(key.group(1))!r} " if key else ""
+        raise BaselineError(f"{shown}: {where}holds an integer of {digits} digits (line {line}, column {column}), "
+                            f"which no gpuscope run file holds (its integers have at most {MAX_INT_DIGITS}); "
+                            "the file is corrupt or not a gpuscope run file: save the run again")
+
     try:
-        doc = json.loads(text, parse_constant=not_finite, parse_float=finite)
+        doc = json.loads(text, parse_constant=not_finite, parse_float=finite, parse_int=whole)
     except json.JSONDecodeError as e:
         raise BaselineError(f"{shown}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
                             "save the run again") from None

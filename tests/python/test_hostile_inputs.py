@@ -12,8 +12,8 @@ What is checked (each item broke once, or could):
 3. Exit codes mean one thing (0 no regression, 1 regression, 2 unusable
    input with one line on stderr) and nothing ever prints a traceback.
 4. Impossible summary values are refused when read (Summary.from_json, and
-   therefore compare), and compare refuses more phases than a session holds,
-   with the file named.
+   therefore compare), and compare refuses more phases than a session holds
+   and integers too long for Python, with the file named.
 5. GPUSCOPE_LIB* paths that are FIFOs do not hang a session.
 6. GPUSCOPE_SIMULATE / GPUSCOPE_DISABLE are parsed as booleans.
 7. Saved files: modes, no writing through symlinks, no temporary files left,
@@ -513,6 +513,53 @@ def test_a_run_file_of_20000_phases_is_refused_at_once(runs, tmp_path):
 
     with pytest.raises(BaselineError, match="20002 phases"):
         load_run_file(str(bad))
+
+
+DIGITS = "7" * 5000  # past Python's 4300-digit limit on converting an integer
+
+
+@pytest.mark.parametrize("where,mutate,needle", [
+    ("summary", lambda doc: doc["summary"].update(steps="INT"), "field 'steps' holds an integer of 5000 digits"),
+    ("metadata", lambda doc: doc["metadata"].update(extra="INT"), "field 'extra' holds an integer of 5000 digits"),
+    ("step-times", lambda doc: doc.update(step_times=[0.01, "INT"]), "holds an integer of 5000 digits"),
+    ("negative", lambda doc: doc["summary"].update(steps="-INT"), "field 'steps' holds an integer of 5000 digits"),
+])
+def test_a_number_too_long_for_python_names_the_file(runs, tmp_path, where, mutate, needle):
+    doc = json.loads(open(runs["base"]).read())
+    mutate(doc)
+    bad = tmp_path / "long.json"
+    bad.write_text(json.dumps(doc, indent=2).replace('"-INT"', "-" + DIGITS).replace('"INT"', DIGITS))
+    line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if DIGITS in text)
+    for args in ((runs["base"], bad), (bad, runs["base"])):
+        rc, out, err, _ = cli("compare", *args)
+        assert_refused(rc, out, err, f"{bad}: {needle} (line {line}, column ", "corrupt or not a gpuscope run file",
+                       "save the run again")
+        assert "set_int_max_str_digits" not in err
+
+
+def test_a_number_past_the_interpreters_int_limit_names_the_file(runs, tmp_path):
+    # The interpreter's limit may be set lower than Python's default: the
+    # same one line, not Python's ValueError.
+    doc = json.loads(open(runs["base"]).read())
+    doc["metadata"]["extra"] = "INT"
+    bad = tmp_path / "long.json"
+    bad.write_text(json.dumps(doc).replace('"INT"', "7" * 700))
+    # Lifted, the limit would let the reader convert an 8 MB number: minutes
+    # (quadratic in the digits before Python 3.12). Still refused, at once.
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps(doc).replace('"INT"', "7" * (8 << 20)))
+    for limit, path, needle in ((640, bad, "holds an integer of 700 digits"),
+                                (0, huge, f"holds an integer of {8 << 20} digits")):
+        rc, out, err = python("""
+            import sys
+            from gpuscope._baseline import BaselineError, load_run_file
+            sys.set_int_max_str_digits(int(sys.argv[2]))
+            try:
+                load_run_file(sys.argv[1])
+            except BaselineError as e:
+                print(e)
+        """, str(path), str(limit))
+        assert rc == 0 and f"{path}: field 'extra' {needle}" in out, out + err
 
 
 # --------------------------------------------------- 5. library paths
