@@ -76,6 +76,7 @@ from ._summary import (  # noqa: E402
 from ._ranks import ExchangeResult  # noqa: E402
 from ._loader import add_loader_workers  # noqa: E402
 from ._flops import count_flops  # noqa: E402
+from ._files import FileWriteError, UnsafePathError  # noqa: E402
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -84,6 +85,7 @@ __all__ = [
     "ActivityStats",
     "DeviceStats",
     "EfficiencyStats",
+    "FileWriteError",
     "Finding",
     "GpuTelemetry",
     "GpuscopeError",
@@ -100,6 +102,7 @@ __all__ = [
     "Straggler",
     "Summary",
     "TelemetryStats",
+    "UnsafePathError",
     "WarmupStats",
     "__version__",
     "add_loader_workers",

@@ -711,6 +711,28 @@ def test_writers_refuse_a_symlink_target(recorded, tmp_path, method, dangling):
     assert sorted(os.listdir(tmp_path)) == before  # nothing left behind
 
 
+@pytest.mark.parametrize("method", ["save", "save_trace", "save_html", "save_prometheus"])
+def test_writers_raise_the_errors_gpuscope_exports(recorded, tmp_path, method):
+    if method == "save_html":
+        pytest.importorskip("matplotlib")
+    from gpuscope import _files
+
+    assert gs.FileWriteError is _files.FileWriteError and gs.UnsafePathError is _files.UnsafePathError
+    assert {"FileWriteError", "UnsafePathError"} <= set(gs.__all__)
+    assert issubclass(gs.UnsafePathError, gs.FileWriteError) and issubclass(gs.FileWriteError, OSError)
+    link = tmp_path / "out"
+    os.symlink("elsewhere", link)
+    with pytest.raises(gs.UnsafePathError, match="symbolic link"):
+        getattr(recorded, method)(link)
+    os.mkdir(tmp_path / "dir")
+    with pytest.raises(gs.UnsafePathError, match="it is a directory"):
+        getattr(recorded, method)(tmp_path / "dir")
+    missing = tmp_path / "missing" / "out"
+    with pytest.raises(gs.FileWriteError, match="does not exist") as e:
+        getattr(recorded, method)(missing)
+    assert type(e.value) is gs.FileWriteError and e.value.filename
+
+
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyzABCDEF12"
 
 
