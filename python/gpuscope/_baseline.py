@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import _gpuscope
@@ -160,8 +161,10 @@ def load_run_file(path: str) -> RunFile:
     saying what is wrong with it otherwise. Only a regular file of at most
     MAX_RUN_FILE_BYTES is read (a device, a FIFO or a huge file is refused
     before reading), and every field of its summary is checked against the
-    range a session can produce (as ``Summary.from_json`` does). The file is
-    parsed once."""
+    range a session can produce (as ``Summary.from_json`` does); more phases
+    than a session holds (MAX_PHASE_NAMES) are refused before that. The file
+    is parsed once (a second time only to name an integer too long for
+    Python)."""
     shown = printable(path)
     try:
         data = read_capped(path, MAX_RUN_FILE_BYTES, "run file")
@@ -184,7 +187,7 @@ def load_run_file(path: str) -> RunFile:
         return value if math.isfinite(value) else not_finite(token)
 
     def whole(token: str) -> int:
-        # Without this, Python's own ValueError names no file and suggests
+        # Python's own ValueError would name no file and suggest
         # sys.set_int_max_str_digits().
         digits = len(token) - token.startswith("-")
         if digits <= MAX_INT_DIGITS:
@@ -201,13 +204,28 @@ def load_run_file(path: str) -> RunFile:
                             f"which no gpuscope run file holds (its integers have at most {MAX_INT_DIGITS}); "
                             "the file is corrupt or not a gpuscope run file: save the run again")
 
+    def parse(**hooks: Any) -> Any:
+        try:
+            return json.loads(text, parse_constant=not_finite, parse_float=finite, **hooks)
+        except json.JSONDecodeError as e:
+            raise BaselineError(f"{shown}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column "
+                                f"{e.colno}); save the run again") from None
+        except RecursionError:
+            raise BaselineError(f"{shown}: JSON nested too deeply to be a gpuscope run file") from None
+
+    # Under Python's limit (the default), int() refuses a longer integer
+    # itself, faster than a hook on every integer; the file is then parsed
+    # again with the hook, which names it.
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # 0: none (lifted, or before the limit)
+    too_long = False
     try:
-        doc = json.loads(text, parse_constant=not_finite, parse_float=finite, parse_int=whole)
-    except json.JSONDecodeError as e:
-        raise BaselineError(f"{shown}: corrupt or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
-                            "save the run again") from None
-    except RecursionError:
-        raise BaselineError(f"{shown}: JSON nested too deeply to be a gpuscope run file") from None
+        doc = parse() if 0 < limit <= MAX_INT_DIGITS else parse(parse_int=whole)
+    except BaselineError:
+        raise
+    except ValueError:
+        too_long = True
+    if too_long:
+        doc = parse(parse_int=whole)
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         hint = ""
         if isinstance(doc, dict) and doc.get("schema") == "gpuscope.doctor":
