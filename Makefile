@@ -124,6 +124,7 @@ bench: deps
 	$(PYTHON) benchmarks/real_loop.py
 	$(PYTHON) benchmarks/worker_cost.py
 	$(PYTHON) benchmarks/series_html.py
+	$(PYTHON) benchmarks/compare_phases.py
 	$(PYTHON) benchmarks/wheel_import.py dist/gpuscope-*.whl
 
 clean:
