@@ -292,20 +292,16 @@ void AppendRanks(std::string* out, const Summary& s) {
   }
 }
 
-}  // namespace
-
-std::string EscapeForTerminal(std::string_view text) { return internal::TerminalSafe(text); }
-
-std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
-  const Summary s = TerminalSafeCopy(unsafe);
-  std::string out;
-  absl::StrAppend(&out, "gpuscope ", s.version, " | ", s.steps, " steps in window (", s.total_steps,
+// The first lines: version, steps, source and why, warm-up, rank, and what makes
+// every number below less trustworthy.
+void AppendHeader(std::string* out, const Summary& s) {
+  absl::StrAppend(out, "gpuscope ", s.version, " | ", s.steps, " steps in window (", s.total_steps,
                   " total) | source: ", internal::ToAbsl(SourceName(s.source)),
                   s.simulated ? " (SIMULATED GPU)" : "", "\n");
-  internal::AppendWrapped(&out, s.source_reason, 2);
+  internal::AppendWrapped(out, s.source_reason, 2);
   if (s.warmup.steps > 0) {
     internal::AppendWrapped(
-        &out,
+        out,
         absl::StrCat(s.warmup.steps, s.warmup.steps == 1 ? " warm-up step" : " warm-up steps",
                      " excluded (", Duration(s.warmup.total),
                      s.warmup.steps > 1 ? absl::StrCat(", longest ", Duration(s.warmup.max)) : "",
@@ -313,20 +309,20 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         2);
   }
   if (s.rank.has_value()) {
-    internal::AppendWrapped(&out,
+    internal::AppendWrapped(out,
                             absl::StrFormat("rank %d of %d (local rank %d) on %s", s.rank->rank,
                                             s.rank->world_size, s.rank->local_rank, s.rank->host),
                             2);
   }
   if (s.simulated) {
-    internal::AppendWrapped(&out,
+    internal::AppendWrapped(out,
                             "GPU numbers come from gpuscope's simulated device (simulated_device, "
                             "GPUSCOPE_SIMULATE), not from a GPU.",
                             2);
   }
   if (s.misuse.dropped_records > 0) {
     internal::AppendWrapped(
-        &out,
+        out,
         absl::StrCat(
             "warning: ", s.misuse.dropped_records,
             " records were dropped (the queue to the background worker was full); ",
@@ -334,154 +330,166 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
             " steps were left out. Raise Options::queue_capacity (Python: queue_capacity=)."),
         2);
   }
-  if (s.steps == 0 && s.warmup.steps > 0) {
-    absl::StrAppend(&out, "\nno measured steps yet: every step so far was a warm-up step\n");
-  } else if (s.steps == 0) {
-    absl::StrAppend(&out,
-                    "\nno completed steps yet: wrap each training step in a StepScope "
-                    "(C++) or s.step() / s.steps() (Python)\n");
-  } else {
-    absl::StrAppendFormat(&out, "\n%-11s %9s %9s %9s %9s %9s %9s\n", "step time", "p50", "p90",
-                          "p95", "p99", "mean", "max");
-    QuantileRow(&out, "window", s.step_time, "");
-    if (s.lifetime_step_time.count > s.step_time.count) {
-      QuantileRow(&out, "lifetime", s.lifetime_step_time, " ~1%");
-    }
-    if (s.samples_per_second.has_value() || s.tokens_per_second.has_value()) {
-      std::string rates;
-      if (s.samples_per_second.has_value()) rates = Rate(*s.samples_per_second, "samples");
-      if (s.tokens_per_second.has_value()) {
-        absl::StrAppend(&rates, rates.empty() ? "" : ", ", Rate(*s.tokens_per_second, "tokens"));
-      }
-      absl::StrAppend(&out, "throughput  ", rates, "\n");
-    }
-    if (s.efficiency.has_value()) {
-      internal::AppendHanging(&out, "efficiency  ", EfficiencyLine(*s.efficiency), 12);
-    }
-    for (const PeriodicSpike& p : s.periodic_spikes) {
-      const std::string what = p.phase == kOtherPhaseName
-                                   ? std::string("untimed work (outside every phase)")
-                                   : absl::StrCat("phase ", p.phase);
-      internal::AppendHanging(
-          &out, "spikes      ",
-          absl::StrFormat("every %d steps, %s adds %s: %.1f%% of step time (%d in the window, "
-                          "the last at step %d)",
-                          p.period_steps, what, Duration(p.excess), 100 * p.share, p.occurrences,
-                          p.last_step),
-          12);
-    }
-    if (s.gpu_idle_pct.has_value()) {
-      absl::StrAppendFormat(
-          &out, "GPU idle    %s%.1f%% of step time (%d of %d steps%s)\n",
-          s.source == Source::kEvents ? "at least " : "", *s.gpu_idle_pct, s.gpu_steps, s.steps,
-          s.pending_steps > 0 ? absl::StrCat(", ", s.pending_steps, " pending") : "");
-      std::vector<std::pair<double, std::string>> causes;
-      for (const auto& [cause, pct] : s.idle_by_cause) causes.emplace_back(pct, cause);
-      std::sort(causes.rbegin(), causes.rend());
-      std::string line = "idle while";
-      for (const auto& [pct, cause] : causes) {
-        absl::StrAppendFormat(&line, " %s %.1f%%,", cause, pct);
-      }
-      if (!causes.empty()) {
-        line.pop_back();
-        internal::AppendWrapped(&out, line, 12);
-      }
-      if (s.devices.size() > 1) {
-        std::string per_device = absl::StrFormat("per device:");
-        for (const DeviceStats& d : s.devices) {
-          if (!d.gpu_idle_pct.has_value()) continue;
-          absl::StrAppendFormat(&per_device, " device %d %.1f%%,", d.device, *d.gpu_idle_pct);
-        }
-        per_device.back() = ' ';
-        absl::StrAppendFormat(&per_device, "(the line above is their mean)");
-        internal::AppendWrapped(&out, per_device, 12);
-      }
-    } else if (s.source != Source::kHost && s.pending_steps > 0) {
-      absl::StrAppendFormat(&out, "GPU idle    (%d steps waiting for the GPU to catch up)\n",
-                            s.pending_steps);
-    } else if (s.source == Source::kEvents) {
-      internal::AppendWrapped(&out,
-                              "GPU idle    (no step has device markers yet: is a stream set "
-                              "(Options::stream, SetStream), and has CUDA been initialized on the "
-                              "recording thread?)",
-                              0);
-    }
+}
 
-    absl::StrAppendFormat(&out, "\nwhere the step time goes (window, host time)\n");
-    absl::StrAppendFormat(&out, "  %-24s %7s %9s %9s %9s %7s\n", "phase", "share", "p50/step",
-                          "p95/step", "max/step", "count");
-    for (const PhaseStats& p : s.phases) {
-      if (!p.top_level || p.steps == 0) continue;
-      absl::StrAppendFormat(&out, "  %s %7s %9s %9s %9s %7d\n", Fit(p.name, 24), Percent(p.share),
-                            Duration(p.time.p50), Duration(p.time.p95), Duration(p.time.max),
-                            p.count);
-    }
-    bool nested_header = false;
-    for (const PhaseStats& p : s.phases) {
-      if (p.steps == 0 || (p.top_level && p.inclusive_share <= p.share + 1e-12)) continue;
-      if (!nested_header) {
-        absl::StrAppend(&out, "  nested (inside the phases above, not added to the breakdown):\n");
-        nested_header = true;
-      }
-      absl::StrAppendFormat(&out, "  %s %7s %9s %9s %9s %7d\n", Fit(absl::StrCat("  ", p.name), 24),
-                            Percent(p.inclusive_share), Duration(p.time.p50), Duration(p.time.p95),
-                            Duration(p.time.max), p.count);
-    }
+// Step-time quantiles, throughput, MFU and periodic spikes.
+void AppendStepTime(std::string* out, const Summary& s) {
+  absl::StrAppendFormat(out, "\n%-11s %9s %9s %9s %9s %9s %9s\n", "step time", "p50", "p90", "p95",
+                        "p99", "mean", "max");
+  QuantileRow(out, "window", s.step_time, "");
+  if (s.lifetime_step_time.count > s.step_time.count) {
+    QuantileRow(out, "lifetime", s.lifetime_step_time, " ~1%");
   }
+  if (s.samples_per_second.has_value() || s.tokens_per_second.has_value()) {
+    std::string rates;
+    if (s.samples_per_second.has_value()) rates = Rate(*s.samples_per_second, "samples");
+    if (s.tokens_per_second.has_value()) {
+      absl::StrAppend(&rates, rates.empty() ? "" : ", ", Rate(*s.tokens_per_second, "tokens"));
+    }
+    absl::StrAppend(out, "throughput  ", rates, "\n");
+  }
+  if (s.efficiency.has_value()) {
+    internal::AppendHanging(out, "efficiency  ", EfficiencyLine(*s.efficiency), 12);
+  }
+  for (const PeriodicSpike& p : s.periodic_spikes) {
+    const std::string what = p.phase == kOtherPhaseName
+                                 ? std::string("untimed work (outside every phase)")
+                                 : absl::StrCat("phase ", p.phase);
+    internal::AppendHanging(
+        out, "spikes      ",
+        absl::StrFormat("every %d steps, %s adds %s: %.1f%% of step time (%d in the window, "
+                        "the last at step %d)",
+                        p.period_steps, what, Duration(p.excess), 100 * p.share, p.occurrences,
+                        p.last_step),
+        12);
+  }
+}
+
+// GPU idle and its causes (or why there is none yet).
+void AppendGpuIdle(std::string* out, const Summary& s) {
+  if (s.gpu_idle_pct.has_value()) {
+    absl::StrAppendFormat(
+        out, "GPU idle    %s%.1f%% of step time (%d of %d steps%s)\n",
+        s.source == Source::kEvents ? "at least " : "", *s.gpu_idle_pct, s.gpu_steps, s.steps,
+        s.pending_steps > 0 ? absl::StrCat(", ", s.pending_steps, " pending") : "");
+    std::vector<std::pair<double, std::string>> causes;
+    for (const auto& [cause, pct] : s.idle_by_cause) causes.emplace_back(pct, cause);
+    std::sort(causes.rbegin(), causes.rend());
+    std::string line = "idle while";
+    for (const auto& [pct, cause] : causes) {
+      absl::StrAppendFormat(&line, " %s %.1f%%,", cause, pct);
+    }
+    if (!causes.empty()) {
+      line.pop_back();
+      internal::AppendWrapped(out, line, 12);
+    }
+    if (s.devices.size() > 1) {
+      std::string per_device = absl::StrFormat("per device:");
+      for (const DeviceStats& d : s.devices) {
+        if (!d.gpu_idle_pct.has_value()) continue;
+        absl::StrAppendFormat(&per_device, " device %d %.1f%%,", d.device, *d.gpu_idle_pct);
+      }
+      per_device.back() = ' ';
+      absl::StrAppendFormat(&per_device, "(the line above is their mean)");
+      internal::AppendWrapped(out, per_device, 12);
+    }
+  } else if (s.source != Source::kHost && s.pending_steps > 0) {
+    absl::StrAppendFormat(out, "GPU idle    (%d steps waiting for the GPU to catch up)\n",
+                          s.pending_steps);
+  } else if (s.source == Source::kEvents) {
+    internal::AppendWrapped(out,
+                            "GPU idle    (no step has device markers yet: is a stream set "
+                            "(Options::stream, SetStream), and has CUDA been initialized on the "
+                            "recording thread?)",
+                            0);
+  }
+}
+
+// Where the step time goes: the top-level phases, then the nested ones.
+void AppendPhases(std::string* out, const Summary& s) {
+  absl::StrAppendFormat(out, "\nwhere the step time goes (window, host time)\n");
+  absl::StrAppendFormat(out, "  %-24s %7s %9s %9s %9s %7s\n", "phase", "share", "p50/step",
+                        "p95/step", "max/step", "count");
+  for (const PhaseStats& p : s.phases) {
+    if (!p.top_level || p.steps == 0) continue;
+    absl::StrAppendFormat(out, "  %s %7s %9s %9s %9s %7d\n", Fit(p.name, 24), Percent(p.share),
+                          Duration(p.time.p50), Duration(p.time.p95), Duration(p.time.max),
+                          p.count);
+  }
+  bool nested_header = false;
+  for (const PhaseStats& p : s.phases) {
+    if (p.steps == 0 || (p.top_level && p.inclusive_share <= p.share + 1e-12)) continue;
+    if (!nested_header) {
+      absl::StrAppend(out, "  nested (inside the phases above, not added to the breakdown):\n");
+      nested_header = true;
+    }
+    absl::StrAppendFormat(out, "  %s %7s %9s %9s %9s %7d\n", Fit(absl::StrCat("  ", p.name), 24),
+                          Percent(p.inclusive_share), Duration(p.time.p50), Duration(p.time.p95),
+                          Duration(p.time.max), p.count);
+  }
+}
+
+// GPU time per step, by phase.
+void AppendDeviceTimes(std::string* out, const Summary& s) {
   if (s.gpu_steps > 0 && s.source == Source::kEvents) {
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "\nGPU time per step (events: span between the phase's markers, +-%s)\n",
                           Duration(s.gpu_clock_error));
-    absl::StrAppendFormat(&out, "  %-24s %9s %9s %11s %8s\n", "phase", "p50", "p95", "backlog p50",
+    absl::StrAppendFormat(out, "  %-24s %9s %9s %11s %8s\n", "phase", "p50", "p95", "backlog p50",
                           "GPU idle");
     for (const PhaseStats& p : s.phases) {
       if (p.device.count == 0) continue;
       const auto idle = s.idle_by_cause.find(p.name);
-      absl::StrAppendFormat(&out, "  %s %9s %9s %11s %7.1f%%\n", Fit(p.name, 24),
+      absl::StrAppendFormat(out, "  %s %9s %9s %11s %7.1f%%\n", Fit(p.name, 24),
                             Duration(p.device.p50), Duration(p.device.p95), Duration(p.backlog_p50),
                             idle == s.idle_by_cause.end() ? 0.0 : idle->second);
     }
-    absl::StrAppendFormat(&out, "  %s %9s %9s\n", Fit("(step)", 24),
+    absl::StrAppendFormat(out, "  %s %9s %9s\n", Fit("(step)", 24),
                           Duration(s.device_step_time.p50), Duration(s.device_step_time.p95));
   } else if (s.gpu_steps > 0) {
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "\nGPU time per step (%s: device time of the work each phase launched)\n",
                           SourceName(s.source));
-    absl::StrAppendFormat(&out, "  %-24s %9s %9s %8s\n", "phase", "p50", "p95", "GPU idle");
+    absl::StrAppendFormat(out, "  %-24s %9s %9s %8s\n", "phase", "p50", "p95", "GPU idle");
     for (const PhaseStats& p : s.phases) {
       if (p.device.count == 0) continue;
       const auto idle = s.idle_by_cause.find(p.name);
-      absl::StrAppendFormat(&out, "  %s %9s %9s %7.1f%%\n", Fit(p.name, 24), Duration(p.device.p50),
+      absl::StrAppendFormat(out, "  %s %9s %9s %7.1f%%\n", Fit(p.name, 24), Duration(p.device.p50),
                             Duration(p.device.p95),
                             idle == s.idle_by_cause.end() ? 0.0 : idle->second);
     }
   }
+}
+
+// CUPTI activity per step: kernels, GEMMs, copies, syncs, device time by
+// category.
+void AppendActivity(std::string* out, const Summary& s) {
   if (s.activity.has_value()) {
     const ActivityStats& a = *s.activity;
-    absl::StrAppend(&out, "\nGPU activity per step (mean over the window)\n");
+    absl::StrAppend(out, "\nGPU activity per step (mean over the window)\n");
     internal::AppendHanging(
-        &out, absl::StrFormat("  kernels %9.1f   ", a.kernels_per_step),
+        out, absl::StrFormat("  kernels %9.1f   ", a.kernels_per_step),
         absl::StrFormat("median %s; %.1f waits for a launch (%s)", Duration(a.kernel_time_p50),
                         a.host_wait_gaps_per_step, Duration(a.host_wait_time_per_step)),
         20);
     if (a.kernel_time_per_step > 0) {
       internal::AppendHanging(
-          &out, absl::StrFormat("  GEMMs   %9s   ", Duration(a.gemm_time_per_step)),
+          out, absl::StrFormat("  GEMMs   %9s   ", Duration(a.gemm_time_per_step)),
           absl::StrFormat("FP32 %s of them; NCCL %s; of %s kernel time",
                           Duration(a.fp32_gemm_time_per_step), Duration(a.collective_time_per_step),
                           Duration(a.kernel_time_per_step)),
           22);
     }
-    absl::StrAppendFormat(&out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n",
+    absl::StrAppendFormat(out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n",
                           a.copies_per_step, a.pageable_copies_per_step,
                           Bytes(a.h2d_bytes_per_step), Bytes(a.d2h_bytes_per_step));
-    absl::StrAppendFormat(&out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
+    absl::StrAppendFormat(out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
                           Duration(a.sync_time_per_step));
     if (a.device_share_idle.has_value()) {
       // By priority: kernels hide the copies, memsets and collectives they
       // overlap (docs/definitions.md "Device time by category").
       internal::AppendHanging(
-          &out, "  device time: ",
+          out, "  device time: ",
           absl::StrFormat("kernels %.1f%%, memcpy %.1f%%, memset %.1f%%, comm %.1f%%, idle %.1f%%",
                           100 * a.device_share_kernel.value_or(0),
                           100 * a.device_share_memcpy.value_or(0),
@@ -491,23 +499,58 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
     }
     if (a.dropped_records > 0) {
       internal::AppendWrapped(
-          &out,
+          out,
           absl::StrCat("  ", a.dropped_records,
                        " activity records were dropped (buffers full): the numbers above "
                        "miss them"),
           4);
     }
   }
+}
+
+// The host's CPU line: how busy, who used it, what held it back.
+std::string HostCpuLine(const TelemetryStats& t) {
+  std::string line = absl::StrFormat("host CPUs %.0f%% busy, %.0f%% iowait", *t.host_cpu_pct,
+                                     t.host_iowait_pct.value_or(0));
+  if (t.steal_pct.has_value() && *t.steal_pct >= 0.5)
+    absl::StrAppendFormat(&line, ", %.0f%% stolen", *t.steal_pct);
+  if (t.process_cores.has_value())
+    absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
+  if (t.worker_cores.has_value())
+    absl::StrAppendFormat(&line, ", its loader workers %.1f", *t.worker_cores);
+  if (t.child_cores.has_value() && (*t.child_cores >= 0.05 || !t.worker_cores.has_value()))
+    absl::StrAppendFormat(
+        &line, ", %s %.1f",
+        t.worker_cores.has_value() ? "other child processes" : "its child processes",
+        *t.child_cores);
+  if (t.cpus_available.has_value())
+    absl::StrAppendFormat(&line, " (%.1f available)", *t.cpus_available);
+  if (t.cpu_throttled_pct.has_value() && *t.cpu_throttled_pct >= 0.5) {
+    absl::StrAppendFormat(&line, "; the container's CPU limit throttled it in %.0f%% of periods",
+                          *t.cpu_throttled_pct);
+  }
+  if (t.cpu_wait_share.has_value() && *t.cpu_wait_share >= 0.005) {
+    absl::StrAppendFormat(&line, "; the training thread waited for a CPU %.0f%% of the time",
+                          100 * *t.cpu_wait_share);
+  }
+  if (t.load1.has_value()) absl::StrAppendFormat(&line, "; load %.1f", *t.load1);
+  if (t.cpu_pressure_pct.has_value() && *t.cpu_pressure_pct >= 0.5)
+    absl::StrAppendFormat(&line, ", CPU pressure %.0f%%", *t.cpu_pressure_pct);
+  return line;
+}
+
+// Telemetry: nvidia-smi's utilization labelled as what it is, clocks, host
+// CPUs and memory, and each GPU.
+void AppendTelemetry(std::string* out, const Summary& s) {
   if (s.telemetry.has_value() && s.telemetry->steps > 0) {
     const TelemetryStats& t = *s.telemetry;
-    internal::AppendHanging(&out, absl::StrFormat("\ntelemetry (%d steps): ", t.steps), t.source,
-                            4);
+    internal::AppendHanging(out, absl::StrFormat("\ntelemetry (%d steps): ", t.steps), t.source, 4);
     if (t.gpu_utilization_pct.has_value()) {
       std::string line = absl::StrFormat(
           "GPU utilization as nvidia-smi reports it: %.0f%% (a kernel ran during the sample: "
           "not GPU busy time%s)",
           *t.gpu_utilization_pct, s.gpu_idle_pct.has_value() ? ", see GPU idle above" : "");
-      internal::AppendHanging(&out, "  ", line, 4);
+      internal::AppendHanging(out, "  ", line, 4);
     }
     if (t.sm_clock_ratio.has_value()) {
       std::string line = absl::StrFormat(
@@ -516,38 +559,9 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         absl::StrAppendFormat(&line, "; %.0f%% of steps throttled; reasons seen: %s",
                               100 * t.throttled_steps, absl::StrJoin(t.clocks_event_reasons, ", "));
       }
-      internal::AppendHanging(&out, "  ", line, 4);
+      internal::AppendHanging(out, "  ", line, 4);
     }
-    if (t.host_cpu_pct.has_value()) {
-      std::string line = absl::StrFormat("host CPUs %.0f%% busy, %.0f%% iowait", *t.host_cpu_pct,
-                                         t.host_iowait_pct.value_or(0));
-      if (t.steal_pct.has_value() && *t.steal_pct >= 0.5)
-        absl::StrAppendFormat(&line, ", %.0f%% stolen", *t.steal_pct);
-      if (t.process_cores.has_value())
-        absl::StrAppendFormat(&line, "; this process %.1f cores", *t.process_cores);
-      if (t.worker_cores.has_value())
-        absl::StrAppendFormat(&line, ", its loader workers %.1f", *t.worker_cores);
-      if (t.child_cores.has_value() && (*t.child_cores >= 0.05 || !t.worker_cores.has_value()))
-        absl::StrAppendFormat(
-            &line, ", %s %.1f",
-            t.worker_cores.has_value() ? "other child processes" : "its child processes",
-            *t.child_cores);
-      if (t.cpus_available.has_value())
-        absl::StrAppendFormat(&line, " (%.1f available)", *t.cpus_available);
-      if (t.cpu_throttled_pct.has_value() && *t.cpu_throttled_pct >= 0.5) {
-        absl::StrAppendFormat(&line,
-                              "; the container's CPU limit throttled it in %.0f%% of periods",
-                              *t.cpu_throttled_pct);
-      }
-      if (t.cpu_wait_share.has_value() && *t.cpu_wait_share >= 0.005) {
-        absl::StrAppendFormat(&line, "; the training thread waited for a CPU %.0f%% of the time",
-                              100 * *t.cpu_wait_share);
-      }
-      if (t.load1.has_value()) absl::StrAppendFormat(&line, "; load %.1f", *t.load1);
-      if (t.cpu_pressure_pct.has_value() && *t.cpu_pressure_pct >= 0.5)
-        absl::StrAppendFormat(&line, ", CPU pressure %.0f%%", *t.cpu_pressure_pct);
-      internal::AppendHanging(&out, "  ", line, 4);
-    }
+    if (t.host_cpu_pct.has_value()) internal::AppendHanging(out, "  ", HostCpuLine(t), 4);
     if (t.memory_available_bytes.has_value()) {
       std::string line = absl::StrFormat("memory %.1f GiB available",
                                          *t.memory_available_bytes / (1024.0 * 1024 * 1024));
@@ -555,7 +569,7 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         absl::StrAppendFormat(&line, ", pressure %.1f%%", *t.memory_pressure_pct);
       if (t.swap_pages_per_s.has_value())
         absl::StrAppendFormat(&line, ", swapping %.0f pages/s", *t.swap_pages_per_s);
-      internal::AppendHanging(&out, "  ", line, 4);
+      internal::AppendHanging(out, "  ", line, 4);
     }
     for (const GpuTelemetry& g : t.gpus) {
       std::string line =
@@ -568,20 +582,27 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       }
       if (!g.clocks_event_reasons.empty())
         absl::StrAppend(&line, "; ", absl::StrJoin(g.clocks_event_reasons, ", "));
-      internal::AppendHanging(&out, "  ", line, 4);
+      internal::AppendHanging(out, "  ", line, 4);
     }
   }
-  if (s.ranks.has_value()) AppendRanks(&out, s);
+}
+
+// Phases outside steps, over the whole run.
+void AppendOutsideSteps(std::string* out, const Summary& s) {
   bool outside_header = false;
   for (const PhaseStats& p : s.phases) {
     if (p.outside_steps_count == 0) continue;
     if (!outside_header) {
-      absl::StrAppend(&out, "\noutside steps (whole run)\n");
+      absl::StrAppend(out, "\noutside steps (whole run)\n");
       outside_header = true;
     }
-    absl::StrAppendFormat(&out, "  %s %7d x %9s total\n", Fit(p.name, 24), p.outside_steps_count,
+    absl::StrAppendFormat(out, "  %s %7d x %9s total\n", Fit(p.name, 24), p.outside_steps_count,
                           Duration(p.outside_steps_total));
   }
+}
+
+// gpuscope's own cost.
+void AppendOverhead(std::string* out, const Summary& s) {
   if (s.overhead.scope_ns.has_value() && s.overhead.records_per_step > 0) {
     const OverheadStats& o = s.overhead;
     const double per_step = *o.scope_ns * 1e-9 * o.records_per_step;
@@ -594,10 +615,14 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
     if (o.activity_buffers > 0)
       absl::StrAppendFormat(&line, "; %d CUPTI buffers read", o.activity_buffers);
     absl::StrAppendFormat(&line, "; %d records dropped", s.misuse.dropped_records);
-    internal::AppendHanging(&out, "\ngpuscope's own cost: ", line, 4);
+    internal::AppendHanging(out, "\ngpuscope's own cost: ", line, 4);
   }
+}
+
+// Instrumentation problems.
+void AppendMisuse(std::string* out, const Summary& s) {
   if (s.misuse.total() > 0) {
-    absl::StrAppend(&out, "\ninstrumentation problems (numbers above may be off):\n");
+    absl::StrAppend(out, "\ninstrumentation problems (numbers above may be off):\n");
     const struct {
       int64_t n;
       const char* what;
@@ -612,12 +637,16 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         {s.misuse.incomplete_steps, "steps left out: records dropped"},
     };
     for (const auto& row : rows) {
-      if (row.n > 0) absl::StrAppendFormat(&out, "  %8d %s\n", row.n, row.what);
+      if (row.n > 0) absl::StrAppendFormat(out, "  %8d %s\n", row.n, row.what);
     }
   }
+}
+
+// The findings, ranked, each with its fix.
+void AppendFindings(std::string* out, const Summary& s, const ReportOptions& options) {
   const std::vector<Finding> findings = Diagnose(s);
   if (!findings.empty()) {
-    absl::StrAppend(&out, "\nfindings (ranked by the step time they explain)\n");
+    absl::StrAppend(out, "\nfindings (ranked by the step time they explain)\n");
     int rank = 0;
     for (const Finding& f : findings) {
       const char* on = "";
@@ -629,9 +658,9 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
       const std::string explains = f.share > 0
                                        ? absl::StrFormat("%.0f%% of step time", 100 * f.share)
                                        : std::string("notice");
-      absl::StrAppendFormat(&out, "%3d. %s%-8s%s %s (%s)\n", ++rank, on,
+      absl::StrAppendFormat(out, "%3d. %s%-8s%s %s (%s)\n", ++rank, on,
                             internal::ToAbsl(SeverityName(f.severity)), off, f.id, explains);
-      internal::AppendWrapped(&out, f.title, 5);
+      internal::AppendWrapped(out, f.title, 5);
       // The host-only and events-only findings end with why no better
       // source was used: the header has just said it, so say it once.
       std::string fix = f.recommendation;
@@ -640,11 +669,40 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
         fix.replace(fix.size() - why.size(), why.size(),
                     "Why not here: see the reason under the report's first line.");
       }
-      internal::AppendHanging(&out, "     fix: ", fix, 10);
+      internal::AppendHanging(out, "     fix: ", fix, 10);
       internal::AppendHanging(
-          &out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
+          out, "     confidence: ", absl::StrCat(f.confidence, " (source: ", f.source, ")"), 10);
     }
   }
+}
+
+}  // namespace
+
+std::string EscapeForTerminal(std::string_view text) { return internal::TerminalSafe(text); }
+
+std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
+  const Summary s = TerminalSafeCopy(unsafe);
+  std::string out;
+  AppendHeader(&out, s);
+  if (s.steps == 0 && s.warmup.steps > 0) {
+    absl::StrAppend(&out, "\nno measured steps yet: every step so far was a warm-up step\n");
+  } else if (s.steps == 0) {
+    absl::StrAppend(&out,
+                    "\nno completed steps yet: wrap each training step in a StepScope "
+                    "(C++) or s.step() / s.steps() (Python)\n");
+  } else {
+    AppendStepTime(&out, s);
+    AppendGpuIdle(&out, s);
+    AppendPhases(&out, s);
+  }
+  AppendDeviceTimes(&out, s);
+  AppendActivity(&out, s);
+  AppendTelemetry(&out, s);
+  if (s.ranks.has_value()) AppendRanks(&out, s);
+  AppendOutsideSteps(&out, s);
+  AppendOverhead(&out, s);
+  AppendMisuse(&out, s);
+  AppendFindings(&out, s, options);
   return out;
 }
 
