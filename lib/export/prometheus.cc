@@ -80,11 +80,8 @@ class Exposition {
   std::vector<std::pair<std::string, std::string>> always_;
 };
 
-}  // namespace
-
-std::string ToPrometheus(const Summary& s) {
-  Exposition e;
-  if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
+// gpuscope_info: version, source, simulation, place in the job.
+void Info(Exposition& e, const Summary& s) {
   e.Family("info", "gauge",
            "gpuscope's version, the data source in use, whether its GPU is simulated, and in a "
            "distributed job the process's place in it (value 1).");
@@ -98,6 +95,10 @@ std::string ToPrometheus(const Summary& s) {
     info.emplace_back("host", s.rank->host);
   }
   e.Sample(1, std::move(info));
+}
+
+// Step counts, step-time quantiles and the phases' shares and times.
+void Steps(Exposition& e, const Summary& s) {
   e.Family("steps_total", "counter",
            "Steps measured since the session started or was last reset (warm-up steps "
            "excluded).");
@@ -124,6 +125,10 @@ std::string ToPrometheus(const Summary& s) {
       e.Sample(p.time.p95, {{"phase", p.name}, {"quantile", "0.95"}});
     }
   }
+}
+
+// Throughput and MFU.
+void Throughput(Exposition& e, const Summary& s) {
   e.Gauge("throughput_samples_per_second",
           "Samples per second over the window's steps that gave a count.", s.samples_per_second);
   e.Gauge("throughput_tokens_per_second",
@@ -135,6 +140,10 @@ std::string ToPrometheus(const Summary& s) {
     e.Gauge("mfu_ratio", "Model FLOPs utilization: model FLOP/s over one GPU's dense peak, 0..1.",
             s.efficiency->mfu);
   }
+}
+
+// gpuscope's own cost.
+void Self(Exposition& e, const Summary& s) {
   e.Gauge("self_scope_seconds",
           "Host time one gpuscope scope (begin and end) costs on this machine.",
           s.overhead.scope_ns.has_value() ? std::optional<double>(*s.overhead.scope_ns * 1e-9)
@@ -143,6 +152,10 @@ std::string ToPrometheus(const Summary& s) {
           s.overhead.records_per_step);
   e.Gauge("self_worker_cpu_ratio", "gpuscope's background worker's CPU, as a share of one core.",
           s.overhead.worker_cpu_share);
+}
+
+// GPU idle, by cause and (cupti) device time by category.
+void GpuIdle(Exposition& e, const Summary& s) {
   if (s.gpu_idle_pct.has_value()) {
     e.Gauge("gpu_idle_ratio", "Share of step time the GPU was idle (source events: a lower bound).",
             *s.gpu_idle_pct / 100);
@@ -162,6 +175,10 @@ std::string ToPrometheus(const Summary& s) {
     e.Sample(a.device_share_comm.value_or(0), {{"category", "comm"}});
     e.Sample(*a.device_share_idle, {{"category", "idle"}});
   }
+}
+
+// Telemetry: nvidia-smi's utilization labelled as what it is, clocks, host CPUs.
+void Telemetry(Exposition& e, const Summary& s) {
   if (s.telemetry.has_value()) {
     const TelemetryStats& t = *s.telemetry;
     const auto ratio = [](const std::optional<double>& pct) {
@@ -199,6 +216,10 @@ std::string ToPrometheus(const Summary& s) {
             "Share of the container CPU limit's periods in which it was throttled.",
             ratio(t.cpu_throttled_pct));
   }
+}
+
+// The last rank exchange: ranks compared and missing, stragglers.
+void Ranks(Exposition& e, const Summary& s) {
   if (s.ranks.has_value()) {
     const RanksStats& r = *s.ranks;
     e.Family("ranks_compared", "gauge", "Ranks whose records the last exchange compared.");
@@ -212,6 +233,10 @@ std::string ToPrometheus(const Summary& s) {
       e.Sample(x.slowdown, {{"straggler_rank", absl::StrCat(x.rank)}, {"phase", x.phase}});
     }
   }
+}
+
+// Periodic spikes, by phase.
+void PeriodicSpikes(Exposition& e, const Summary& s) {
   if (!s.periodic_spikes.empty()) {
     e.Family("periodic_spike_share_ratio", "gauge",
              "Work every N steps inside the step (evaluation, checkpoints), by the phase that "
@@ -223,6 +248,10 @@ std::string ToPrometheus(const Summary& s) {
       e.Sample(static_cast<double>(p.period_steps), {{"phase", p.phase}});
     }
   }
+}
+
+// Misuse counters and the findings' shares.
+void Diagnosis(Exposition& e, const Summary& s) {
   e.Family("misuse_total", "counter",
            "Scope calls that could not be recorded as written, by kind.");
   const std::pair<const char*, int64_t> misuse[] = {
@@ -241,6 +270,17 @@ std::string ToPrometheus(const Summary& s) {
            "severity.");
   for (const Finding& f : findings) {
     e.Sample(f.share, {{"id", f.id}, {"severity", std::string(SeverityName(f.severity))}});
+  }
+}
+
+}  // namespace
+
+std::string ToPrometheus(const Summary& s) {
+  Exposition e;
+  if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
+  for (void (*family)(Exposition&, const Summary&) :
+       {Info, Steps, Throughput, Self, GpuIdle, Telemetry, Ranks, PeriodicSpikes, Diagnosis}) {
+    family(e, s);
   }
   return e.Take();
 }

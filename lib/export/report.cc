@@ -185,14 +185,9 @@ std::string DurationOrDash(double seconds) {
 // slowest and fastest ranks and each phase's spread.
 constexpr size_t kRankRows = 8;
 
-void AppendRanks(std::string* out, const Summary& s) {
-  const RanksStats& r = *s.ranks;
-  if (r.ranks.empty()) return;
-  const int world = s.rank.has_value() ? s.rank->world_size : static_cast<int>(r.ranks.size());
-  absl::StrAppendFormat(out, "\nranks (exchange %d, %s ago: %d of %d ranks%s)\n", r.exchanges,
-                        Duration(r.age), r.ranks.size(), world,
-                        r.missing.empty() ? "" : absl::StrCat(", ", r.missing.size(), " missing"));
-  // The phases to show: the largest by share on the median rank's record.
+// The phases to show: the largest by share on the median rank's record,
+// largest first.
+std::vector<std::pair<double, std::string>> RankPhasesByShare(const RanksStats& r) {
   std::vector<std::pair<double, std::string>> shares;
   std::map<std::string, std::vector<double>> by_phase;
   for (const RankRecord& x : r.ranks) {
@@ -205,79 +200,104 @@ void AppendRanks(std::string* out, const Summary& s) {
   std::sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
-  // Device time where every rank with the phase has it, as CompareRanks() scores.
-  const auto on_device = [&](const std::string& phase) {
-    for (const RankRecord& x : r.ranks) {
-      const double d = RankPhaseTime(x, phase, true);
-      const double h = RankPhaseTime(x, phase, false);
-      if (!std::isnan(h) && !(d > 0)) return false;
+  return shares;
+}
+
+// Whether `phase` is compared on device time: where every rank with the
+// phase has it, as CompareRanks() scores.
+bool RankPhaseOnDevice(const RanksStats& r, const std::string& phase) {
+  for (const RankRecord& x : r.ranks) {
+    const double d = RankPhaseTime(x, phase, true);
+    const double h = RankPhaseTime(x, phase, false);
+    if (!std::isnan(h) && !(d > 0)) return false;
+  }
+  return true;
+}
+
+// A row per rank: step time, the largest phases' times, GPU idle; the
+// straggler starred.
+void AppendRankRows(std::string* out, const RanksStats& r,
+                    const std::vector<std::pair<double, std::string>>& shares,
+                    const Straggler* top) {
+  const auto on_device = [&](const std::string& phase) { return RankPhaseOnDevice(r, phase); };
+  const size_t columns = std::min<size_t>(3, shares.size());
+  std::string header =
+      absl::StrFormat("  %4s %-12s %9s %9s", "rank", "host", "step p50", "step p95");
+  for (size_t c = 0; c < columns; ++c) {
+    // Right-aligned over the times below it.
+    const std::string name(absl::StripTrailingAsciiWhitespace(Fit(shares[c].second, 9)));
+    absl::StrAppend(&header, " ", std::string(9 - std::min<size_t>(9, Columns(name)), ' '), name);
+  }
+  absl::StrAppend(&header, "  GPU idle\n");
+  absl::StrAppend(out, header);
+  for (const RankRecord& x : r.ranks) {
+    const bool slow_rank = top != nullptr && top->rank == x.rank;
+    std::string line = absl::StrFormat("  %3d%s %s %9s %9s", x.rank, slow_rank ? "*" : " ",
+                                       Fit(x.host, 12), Duration(x.step_p50), Duration(x.step_p95));
+    for (size_t c = 0; c < columns; ++c) {
+      const std::string& phase = shares[c].second;
+      absl::StrAppend(
+          &line, " ",
+          absl::StrFormat("%9s", DurationOrDash(RankPhaseTime(x, phase, on_device(phase)))));
     }
-    return true;
-  };
+    absl::StrAppend(&line, std::isnan(x.gpu_idle_pct)
+                               ? std::string("         -")
+                               : absl::StrFormat("  %7.1f%%", x.gpu_idle_pct));
+    absl::StrAppend(out, line, "\n");
+  }
+  std::string note = "phase times are per-step medians";
+  bool any_device = false;
+  for (size_t c = 0; c < columns; ++c) any_device = any_device || on_device(shares[c].second);
+  absl::StrAppend(&note, any_device ? " (device time where every rank has it)" : " (host time)");
+  if (top != nullptr) absl::StrAppend(&note, "; * the straggler");
+  internal::AppendWrapped(out, note, 2);
+}
+
+// Too many ranks for a row each: the fastest and slowest, and per phase the
+// median, the least and the most with their ranks.
+void AppendRankSpread(std::string* out, const RanksStats& r,
+                      const std::vector<std::pair<double, std::string>>& shares) {
+  const auto [lo, hi] = std::minmax_element(
+      r.ranks.begin(), r.ranks.end(),
+      [](const RankRecord& a, const RankRecord& b) { return a.step_p50 < b.step_p50; });
+  internal::AppendHanging(
+      out, "  ",
+      absl::StrFormat("step p50: fastest rank %d (%s) %s, slowest rank %d (%s) %s", lo->rank,
+                      lo->host, Duration(lo->step_p50), hi->rank, hi->host, Duration(hi->step_p50)),
+      4);
+  absl::StrAppendFormat(out, "  %-24s %9s %9s %6s %9s %6s\n", "phase (p50 per step)", "median",
+                        "min", "rank", "max", "rank");
+  for (size_t c = 0; c < std::min<size_t>(6, shares.size()); ++c) {
+    const std::string& phase = shares[c].second;
+    const bool device = RankPhaseOnDevice(r, phase);
+    std::vector<std::pair<double, int>> times;
+    for (const RankRecord& x : r.ranks) {
+      const double t = RankPhaseTime(x, phase, device);
+      if (!std::isnan(t)) times.emplace_back(t, x.rank);
+    }
+    if (times.empty()) continue;
+    std::sort(times.begin(), times.end());
+    absl::StrAppendFormat(out, "  %s %9s %9s %6d %9s %6d\n", Fit(phase, 24),
+                          Duration(times[times.size() / 2].first), Duration(times.front().first),
+                          times.front().second, Duration(times.back().first), times.back().second);
+  }
+}
+
+void AppendRanks(std::string* out, const Summary& s) {
+  const RanksStats& r = *s.ranks;
+  if (r.ranks.empty()) return;
+  const int world = s.rank.has_value() ? s.rank->world_size : static_cast<int>(r.ranks.size());
+  absl::StrAppendFormat(out, "\nranks (exchange %d, %s ago: %d of %d ranks%s)\n", r.exchanges,
+                        Duration(r.age), r.ranks.size(), world,
+                        r.missing.empty() ? "" : absl::StrCat(", ", r.missing.size(), " missing"));
+  const std::vector<std::pair<double, std::string>> shares = RankPhasesByShare(r);
   const Straggler* top = r.stragglers.empty() ? nullptr : &r.stragglers.front();
   // A row per rank while they fit: up to kRankRows ranks, numbered below
   // 1000 (the rank column's width).
-  const bool rows = r.ranks.size() <= kRankRows && r.ranks.back().rank < 1000;
-  if (rows) {
-    const size_t columns = std::min<size_t>(3, shares.size());
-    std::string header =
-        absl::StrFormat("  %4s %-12s %9s %9s", "rank", "host", "step p50", "step p95");
-    for (size_t c = 0; c < columns; ++c) {
-      // Right-aligned over the times below it.
-      const std::string name(absl::StripTrailingAsciiWhitespace(Fit(shares[c].second, 9)));
-      absl::StrAppend(&header, " ", std::string(9 - std::min<size_t>(9, Columns(name)), ' '), name);
-    }
-    absl::StrAppend(&header, "  GPU idle\n");
-    absl::StrAppend(out, header);
-    for (const RankRecord& x : r.ranks) {
-      const bool slow_rank = top != nullptr && top->rank == x.rank;
-      std::string line =
-          absl::StrFormat("  %3d%s %s %9s %9s", x.rank, slow_rank ? "*" : " ", Fit(x.host, 12),
-                          Duration(x.step_p50), Duration(x.step_p95));
-      for (size_t c = 0; c < columns; ++c) {
-        const std::string& phase = shares[c].second;
-        absl::StrAppend(
-            &line, " ",
-            absl::StrFormat("%9s", DurationOrDash(RankPhaseTime(x, phase, on_device(phase)))));
-      }
-      absl::StrAppend(&line, std::isnan(x.gpu_idle_pct)
-                                 ? std::string("         -")
-                                 : absl::StrFormat("  %7.1f%%", x.gpu_idle_pct));
-      absl::StrAppend(out, line, "\n");
-    }
-    std::string note = "phase times are per-step medians";
-    bool any_device = false;
-    for (size_t c = 0; c < columns; ++c) any_device = any_device || on_device(shares[c].second);
-    absl::StrAppend(&note, any_device ? " (device time where every rank has it)" : " (host time)");
-    if (top != nullptr) absl::StrAppend(&note, "; * the straggler");
-    internal::AppendWrapped(out, note, 2);
+  if (r.ranks.size() <= kRankRows && r.ranks.back().rank < 1000) {
+    AppendRankRows(out, r, shares, top);
   } else {
-    const auto [lo, hi] = std::minmax_element(
-        r.ranks.begin(), r.ranks.end(),
-        [](const RankRecord& a, const RankRecord& b) { return a.step_p50 < b.step_p50; });
-    internal::AppendHanging(
-        out, "  ",
-        absl::StrFormat("step p50: fastest rank %d (%s) %s, slowest rank %d (%s) %s", lo->rank,
-                        lo->host, Duration(lo->step_p50), hi->rank, hi->host,
-                        Duration(hi->step_p50)),
-        4);
-    absl::StrAppendFormat(out, "  %-24s %9s %9s %6s %9s %6s\n", "phase (p50 per step)", "median",
-                          "min", "rank", "max", "rank");
-    for (size_t c = 0; c < std::min<size_t>(6, shares.size()); ++c) {
-      const std::string& phase = shares[c].second;
-      const bool device = on_device(phase);
-      std::vector<std::pair<double, int>> times;
-      for (const RankRecord& x : r.ranks) {
-        const double t = RankPhaseTime(x, phase, device);
-        if (!std::isnan(t)) times.emplace_back(t, x.rank);
-      }
-      if (times.empty()) continue;
-      std::sort(times.begin(), times.end());
-      absl::StrAppendFormat(out, "  %s %9s %9s %6d %9s %6d\n", Fit(phase, 24),
-                            Duration(times[times.size() / 2].first), Duration(times.front().first),
-                            times.front().second, Duration(times.back().first),
-                            times.back().second);
-    }
+    AppendRankSpread(out, r, shares);
   }
   if (!r.missing.empty()) {
     std::vector<std::string> ids;
