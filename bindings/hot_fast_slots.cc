@@ -24,9 +24,18 @@ struct BoundSlotObject {
   ExitFn exit;
 };
 
+// Bound callables are reused from a free list: binding one per `with` would
+// otherwise allocate and free every time. The list is a plain global that
+// the GIL guards; a free-threaded CPython (Py_GIL_DISABLED) has no GIL to
+// guard it, so there every bound callable is allocated and freed
+// (docs/benchmarks.md measures what that costs). GPUSCOPE_NO_SLOT_FREE_LIST
+// builds the same on a CPython with a GIL, to measure it.
+#if !defined(Py_GIL_DISABLED) && !defined(GPUSCOPE_NO_SLOT_FREE_LIST)
+#define GPUSCOPE_SLOT_FREE_LIST 1
 constexpr int kBoundSlotFreeListSize = 64;
 BoundSlotObject* g_bound_free[kBoundSlotFreeListSize];
 int g_bound_free_count = 0;
+#endif
 
 PyObject* CallSlot(EnterFn enter, ExitFn exit, PyObject* owner, PyObject* const* args,
                    Py_ssize_t nargs) {
@@ -53,11 +62,13 @@ PyObject* BoundSlotVectorcall(PyObject* self, PyObject* const* args, size_t narg
 void BoundSlotDealloc(PyObject* self) {
   auto* b = reinterpret_cast<BoundSlotObject*>(self);
   Py_CLEAR(b->owner);
+#ifdef GPUSCOPE_SLOT_FREE_LIST
   if (g_bound_free_count < kBoundSlotFreeListSize) {
     g_bound_free[g_bound_free_count++] = b;
-  } else {
-    PyObject_Free(self);
+    return;
   }
+#endif
+  PyObject_Free(self);
 }
 
 PyTypeObject BoundSlotType = [] {
@@ -80,10 +91,11 @@ PyObject* SlotDescrGet(PyObject* self, PyObject* obj, PyObject*) {
                  Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  BoundSlotObject* b;
-  if (g_bound_free_count > 0) {
-    b = g_bound_free[--g_bound_free_count];
-  } else {
+  BoundSlotObject* b = nullptr;
+#ifdef GPUSCOPE_SLOT_FREE_LIST
+  if (g_bound_free_count > 0) b = g_bound_free[--g_bound_free_count];
+#endif
+  if (b == nullptr) {
     b = static_cast<BoundSlotObject*>(PyObject_Malloc(sizeof(BoundSlotObject)));
     if (b == nullptr) return PyErr_NoMemory();
   }

@@ -85,7 +85,7 @@ def doctor(args: argparse.Namespace) -> int:
             save_error = f"gpuscope doctor: {printable(str(e))}"
 
     if args.json:
-        # The report as DoctorToJson writes it, with the differences added.
+        # The report as ToJson(report) writes it, with the differences added.
         out = json.loads(report.to_json())
         if baseline is not None:
             out["baseline_differences"] = diffs
