@@ -34,7 +34,7 @@ namespace gpuscope::python::hot {
 
 extern PyObject* g_decorate;       // gpuscope._session._decorate
 extern PyObject* g_stream_getter;  // gpuscope._session._torch_stream
-extern PyObject* g_loop_range;     // gpuscope._session._loop_range
+extern PyObject* g_loop_range;     // gpuscope._loopwatch._loop_range
 extern PyObject* g_loader_note;    // gpuscope._loader.note_loader
 
 // ---------------------------------------------------------------------------

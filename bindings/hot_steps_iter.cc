@@ -16,7 +16,7 @@
 
 namespace gpuscope::python::hot {
 
-constexpr int kMaxLoopRanges = 32;  // as _session._MAX_LOOP_RANGES
+constexpr int kMaxLoopRanges = 32;  // as _loopwatch._MAX_LOOP_RANGES
 
 // Not in the anonymous namespace: LoopWatch, shared by every file, points to it.
 struct StepsIterObject {

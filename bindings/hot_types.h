@@ -46,7 +46,7 @@ void SetDecorator(PyObject* fn);
 void SetStreamGetter(PyObject* fn);
 
 // Installs the Python function that gives the bytecode range of the `for`
-// loop whose FOR_ITER is at (code, offset), or None: gpuscope._session._loop_range.
+// loop whose FOR_ITER is at (code, offset), or None: gpuscope._loopwatch._loop_range.
 void SetLoopRange(PyObject* fn);
 
 // Installs the Python function that s.steps(iterable) calls with (iterable,

@@ -52,7 +52,8 @@ def _cupti_search_path() -> None:
 _cupti_search_path()
 
 from . import _gpuscope, testing  # noqa: E402
-from ._session import Session, _decorate, _loop_range, _torch_stream  # noqa: E402
+from ._loopwatch import _loop_range  # noqa: E402
+from ._session import Session, _decorate, _torch_stream  # noqa: E402
 from ._summary import (  # noqa: E402
     ActivityStats,
     DeviceStats,

@@ -288,7 +288,7 @@ def test_loop_ranges_follow_the_body_wherever_the_compiler_puts_it():
     import dis
     import sys
 
-    from gpuscope._session import _loop_range
+    from gpuscope._loopwatch import _loop_range
 
     seen = []
 
