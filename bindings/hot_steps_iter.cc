@@ -273,18 +273,18 @@ PyObject* StepsIterNext(PyObject* self) {
     // Another loop's step still open: its loop may have been left.
     if (s->watch != nullptr && s->watch->open != nullptr) CheckLoopLeft(s->watch);
     if (!FollowTorchStream(s->session, s->follow_torch)) return nullptr;
+    // Where the loop is, before the step's clock starts: a loop's first
+    // next() analyses its bytecode (milliseconds in a big module), which is
+    // gpuscope's set-up, not the step's.
+    if (s->watch != nullptr && !NoteLoop(s)) return nullptr;
     const ScopeToken step = s->session->BeginStep();
-    if (!step.ok() && IsMisuse(step.status)) return RaiseMisuse(step.status);
+    if (!step.ok()) {
+      Py_CLEAR(s->loop_frame);  // held only while a step is open; `self` is held by our caller
+      if (IsMisuse(step.status)) return RaiseMisuse(step.status);
+    }
     s->step = step;
     s->step_thread = PyThread_get_thread_ident();
-    if (step.ok() && s->watch != nullptr) {
-      if (!NoteLoop(s)) {
-        s->session->Cancel(s->step);
-        s->step = ScopeToken{};
-        return nullptr;
-      }
-      s->watch->open = s;
-    }
+    if (step.ok() && s->watch != nullptr) s->watch->open = s;
   }
   const ScopeToken data = recording ? s->session->BeginPhase(Phase::kData) : ScopeToken{};
   PyObject* it = Py_NewRef(s->it);  // the inner iterator may close() us while it runs

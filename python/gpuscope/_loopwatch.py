@@ -8,6 +8,11 @@ bytecode offsets of that loop's body, which ``_loop_range()`` works out here
 from ``dis``, once per loop (cached). The session's next scope then checks
 whether that frame is still inside those offsets; if not, the loop was left
 and its step ends at its last recorded scope.
+
+The analysis reads the whole code object the loop is in (a script's module
+can hold thousands of instructions: milliseconds), so the iterator asks for
+it before it takes the step's begin timestamp: it is gpuscope's set-up, not
+part of the user's first step.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ def _loop_range(code: Any, offset: int) -> Optional[Tuple[Tuple[int, int], ...]]
 
     Called from C when a ``steps()`` iterator is iterated by a loop, so that a
     loop left by ``break``, ``return`` or an exception ends its step; cached.
+    The call comes before the step's begin timestamp, so that its cost is in
+    no step.
     """
     instructions = list(dis.get_instructions(code))
     index = {ins.offset: i for i, ins in enumerate(instructions)}
