@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dis
 import functools
+import itertools
+from array import array
 from typing import Any, List, Optional, Tuple
 
 _JUMPS = frozenset(getattr(dis, "hasjump", None) or (list(dis.hasjrel) + list(dis.hasjabs)))
@@ -49,45 +51,71 @@ def _loop_range(code: Any, offset: int) -> Optional[Tuple[Tuple[int, int], ...]]
     The call comes before the step's begin timestamp, so that its cost is in
     no step.
     """
-    instructions = list(dis.get_instructions(code))
-    index = {ins.offset: i for i, ins in enumerate(instructions)}
-    loop = instructions[index[offset]] if offset in index else None
+    # One pass over the instructions, keeping a few numbers of each rather
+    # than the Instruction objects: a module of thousands of lines has tens
+    # of thousands of them, and holding them all (tens of MB) would leave the
+    # CPU's caches cold for the step that begins right after this call.
+    units = len(code.co_code) // 2
+    if not 0 <= offset < 2 * units or offset % 2:
+        return None
+    number = array("i", [-1]) * units  # instruction number at each offset // 2; -1: none
+    offsets = array("i")  # by instruction number
+    jumps = array("i")  # the jump's target offset, or -1
+    falls = bytearray()  # 1: control can go on to the next instruction
+    loop = None
+    for ins in dis.get_instructions(code):
+        number[ins.offset >> 1] = len(offsets)
+        offsets.append(ins.offset)
+        falls.append(ins.opname not in _NO_FALLTHROUGH)
+        jumps.append(ins.argval if ins.opcode in _JUMPS and isinstance(ins.argval, int) else -1)
+        if ins.offset == offset:
+            loop = ins
     if loop is None or loop.opname != "FOR_ITER" or not isinstance(loop.argval, int):
         return None
+    count = len(offsets)
+
+    def at(o: int) -> int:
+        return number[o >> 1] if 0 <= o < 2 * units and not o % 2 else -1
+
     try:
-        handlers = [(e.start, e.end, e.target) for e in dis.Bytecode(code).exception_entries]
+        handlers = [(e.start, e.end, at(e.target)) for e in dis.Bytecode(code).exception_entries]
     except AttributeError:  # Python < 3.11: no exception table
         handlers = []
 
     def successors(i: int) -> List[int]:
-        ins = instructions[i]
         out = []
-        if ins.opname not in _NO_FALLTHROUGH and i + 1 < len(instructions):
-            out.append(instructions[i + 1].offset)
-        if ins.opcode in _JUMPS and isinstance(ins.argval, int):
-            out.append(ins.argval)
-        out.extend(target for start, end, target in handlers if start <= ins.offset < end)
+        if falls[i] and i + 1 < count:
+            out.append(i + 1)
+        if jumps[i] >= 0:
+            out.append(at(jumps[i]))
+        o = offsets[i]
+        out.extend(target for start, end, target in handlers if start <= o < end)
         return out
 
-    def reach(starts: List[int], stop: set) -> set:
-        seen: set = set()
-        todo = [o for o in starts if o in index and o not in stop]
+    def reach(starts: List[int], stop: bytearray) -> bytearray:
+        seen = bytearray(count)
+        todo = [i for i in starts if 0 <= i < count and not stop[i]]
         while todo:
-            o = todo.pop()
-            if o in seen:
+            i = todo.pop()
+            if seen[i]:
                 continue
-            seen.add(o)
-            todo.extend(n for n in successors(index[o]) if n in index and n not in stop and n not in seen)
+            seen[i] = 1
+            todo.extend(k for k in successors(i) if k >= 0 and not stop[k] and not seen[k])
         return seen
 
     # What follows the loop: from its exit, never through its FOR_ITER (an
     # outer loop comes back to it).
-    after = reach([int(loop.argval)], {offset})
-    body = reach([instructions[index[offset] + 1].offset], {offset} | after) | {offset}
+    first = number[offset >> 1]
+    stop = bytearray(count)
+    stop[first] = 1
+    after = reach([at(int(loop.argval))], stop)
+    after[first] = 1
+    body = reach([first + 1], after)
+    body[first] = 1
     ranges: List[Tuple[int, int]] = []
-    for o in sorted(body):
-        i = index[o]
-        end = instructions[i + 1].offset if i + 1 < len(instructions) else o + 2
+    for i in itertools.compress(range(count), body):
+        o = offsets[i]
+        end = offsets[i + 1] if i + 1 < count else o + 2
         if ranges and ranges[-1][1] == o:
             ranges[-1] = (ranges[-1][0], end)
         else:
