@@ -276,15 +276,18 @@ PyObject* StepsIterNext(PyObject* self) {
     // Where the loop is, before the step's clock starts: a loop's first
     // next() analyses its bytecode (milliseconds in a big module), which is
     // gpuscope's set-up, not the step's.
-    if (s->watch != nullptr && !NoteLoop(s)) return nullptr;
+    LoopWatch* const watch = s->watch;
+    if (watch != nullptr && !NoteLoop(s)) [[unlikely]]
+      return nullptr;
     const ScopeToken step = s->session->BeginStep();
-    if (!step.ok()) {
+    if (!step.ok()) [[unlikely]] {
       Py_CLEAR(s->loop_frame);  // held only while a step is open; `self` is held by our caller
       if (IsMisuse(step.status)) return RaiseMisuse(step.status);
+    } else if (watch != nullptr) {
+      watch->open = s;
     }
     s->step = step;
     s->step_thread = PyThread_get_thread_ident();
-    if (step.ok() && s->watch != nullptr) s->watch->open = s;
   }
   const ScopeToken data = recording ? s->session->BeginPhase(Phase::kData) : ScopeToken{};
   PyObject* it = Py_NewRef(s->it);  // the inner iterator may close() us while it runs
