@@ -265,7 +265,7 @@ class Session(_gpuscope._Session):
         ``worker_cores``); None where not measured."""
         # Built from the columns (a copy of each into Python floats, then a
         # dict per step), four times quicker than parsing the same steps as
-        # JSON; key order as StepSeriesToJson() writes them.
+        # JSON; key order as ToJson(series) writes them.
         return _series_from_columns(self.step_columns())
 
     def step_columns(self) -> Dict[str, Any]:
