@@ -5,6 +5,7 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <string>
 #include <string_view>
@@ -58,7 +59,7 @@ void AddDoctorTypes(py::module_& m) {
       .def_property_readonly(
           "facts",
           [](const DoctorReport& r) {
-            py::dict out;
+            py::typing::Dict<py::str, py::str> out;
             for (const auto& [k, v] : r.facts) out[Str(k)] = Str(v);
             return out;
           },

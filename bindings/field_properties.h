@@ -7,7 +7,10 @@
 // class, named as the field is in JSON and converted as the JSON encoding
 // does (optional or NaN: None, a list, a dict of numbers, a nested bound
 // object). Where the Python API differs from the JSON, the caller names the
-// field as an exception and defines that property itself.
+// field as an exception and defines that property itself. Each getter
+// returns a typed handle (pybind11/typing.h), so that its signature, and the
+// type stubs generated from it (scripts/gen_stubs.py), give the attribute's
+// type: `float | None`, `list[str]`, `dict[str, float]`, a bound class.
 //
 // Value semantics of the bound views (AddValueMethods): two objects are
 // equal when every attribute is, as the dataclasses they replace compared
@@ -20,6 +23,7 @@
 
 #include <Python.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/typing.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +51,14 @@ inline pybind11::str Str(std::string_view text) {
   return pybind11::reinterpret_steal<pybind11::str>(s);
 }
 
+// `value` as the typed handle `T` (a pybind11::typing type: an annotation
+// only), without the check their converting constructors make, which
+// accepts anything and costs a reference to the value's type.
+template <typename T>
+T Typed(pybind11::object value) {
+  return pybind11::reinterpret_steal<T>(value.release());
+}
+
 // FieldProperties
 //
 // A summary_fields.h visitor that defines a read-only property per field:
@@ -61,6 +73,8 @@ inline pybind11::str Str(std::string_view text) {
 // the same in every object of a (non-virtual) struct.
 template <typename T>
 class FieldProperties {
+  using OptionalFloat = pybind11::typing::Optional<pybind11::float_>;
+
  public:
   // `exceptions`: fields whose Python attribute the caller defines itself;
   // they are recorded in order (for Finish()) but not defined here.
@@ -91,47 +105,49 @@ class FieldProperties {
     DefineInt(key, field, range);
   }
   void Number(std::string_view key, const double& field, internal::Range, bool = true) {
-    Define(key, field, [](double v) -> pybind11::object { return pybind11::float_(v); });
+    Define(key, field, [](double v) { return pybind11::float_(v); });
   }
   void Bool(std::string_view key, const bool& field, bool = true) {
-    Define(key, field, [](bool v) -> pybind11::object { return pybind11::bool_(v); });
+    Define(key, field, [](bool v) { return pybind11::bool_(v); });
   }
   void String(std::string_view key, const std::string& field) {
-    Define(key, field, [](const std::string& v) -> pybind11::object { return Str(v); });
+    Define(key, field, [](const std::string& v) { return Str(v); });
   }
   void PhaseName(std::string_view key, const std::string& field) { String(key, field); }
   void Source(std::string_view key, const gpuscope::Source& field) {
-    Define(key, field, [](gpuscope::Source v) -> pybind11::object { return Str(SourceName(v)); });
+    Define(key, field, [](gpuscope::Source v) { return Str(SourceName(v)); });
   }
   void Optional(std::string_view key, const std::optional<double>& field, internal::Range,
                 bool = true) {
-    Define(key, field, [](const std::optional<double>& v) -> pybind11::object {
-      return v.has_value() ? pybind11::object(pybind11::float_(*v)) : pybind11::none();
+    Define(key, field, [](const std::optional<double>& v) -> OptionalFloat {
+      return Typed<OptionalFloat>(v.has_value() ? pybind11::object(pybind11::float_(*v))
+                                                : pybind11::object(pybind11::none()));
     });
   }
   void NanNumber(std::string_view key, const double& field, internal::Range) {
-    Define(key, field, [](double v) -> pybind11::object {
-      return std::isnan(v) ? pybind11::none() : pybind11::object(pybind11::float_(v));
+    Define(key, field, [](double v) -> OptionalFloat {
+      return Typed<OptionalFloat>(std::isnan(v) ? pybind11::object(pybind11::none())
+                                                : pybind11::object(pybind11::float_(v)));
     });
   }
   void Strings(std::string_view key, const std::vector<std::string>& field) {
-    Define(key, field, [](const std::vector<std::string>& v) -> pybind11::object {
-      pybind11::list out;
+    Define(key, field, [](const std::vector<std::string>& v) {
+      pybind11::typing::List<pybind11::str> out;
       for (const std::string& s : v) out.append(Str(s));
       return out;
     });
   }
   void Ints(std::string_view key, const std::vector<int>& field, internal::Range) {
-    Define(key, field, [](const std::vector<int>& v) -> pybind11::object {
-      pybind11::list out;
+    Define(key, field, [](const std::vector<int>& v) {
+      pybind11::typing::List<pybind11::int_> out;
       for (int x : v) out.append(pybind11::int_(x));
       return out;
     });
   }
   void NumberMap(std::string_view key, const std::map<std::string, double>& field,
                  internal::Range) {
-    Define(key, field, [](const std::map<std::string, double>& v) -> pybind11::object {
-      pybind11::dict out;
+    Define(key, field, [](const std::map<std::string, double>& v) {
+      pybind11::typing::Dict<pybind11::str, pybind11::float_> out;
       for (const auto& [k, x] : v) out[Str(k)] = pybind11::float_(x);
       return out;
     });
@@ -139,18 +155,19 @@ class FieldProperties {
   // Nested structs are their own bound classes; an attribute returns a copy.
   template <typename F, typename Fn>
   void Object(std::string_view key, const F& field, Fn, bool = true) {
-    Define(key, field, [](const F& v) -> pybind11::object { return pybind11::cast(v); });
+    Define(key, field, [](const F& v) -> F { return v; });
   }
   template <typename F, typename Fn>
   void OptionalObject(std::string_view key, const std::optional<F>& field, Fn) {
-    Define(key, field, [](const std::optional<F>& v) -> pybind11::object {
-      return v.has_value() ? pybind11::cast(*v) : pybind11::none();
+    Define(key, field, [](const std::optional<F>& v) -> pybind11::typing::Optional<F> {
+      return Typed<pybind11::typing::Optional<F>>(v.has_value() ? pybind11::cast(*v)
+                                                                : pybind11::none());
     });
   }
   template <typename F, typename Fn>
   void Array(std::string_view key, const std::vector<F>& field, Fn, bool = true) {
-    Define(key, field, [](const std::vector<F>& v) -> pybind11::object {
-      pybind11::list out;
+    Define(key, field, [](const std::vector<F>& v) {
+      pybind11::typing::List<F> out;
       for (const F& x : v) out.append(pybind11::cast(x));
       return out;
     });
@@ -160,11 +177,14 @@ class FieldProperties {
   // A state (kState) is -1 when not available: None in Python.
   template <typename I>
   void DefineInt(std::string_view key, const I& field, internal::Range range) {
-    const bool state = range == internal::kState;
-    Define(key, field, [state](I v) -> pybind11::object {
-      if (state && v < 0) return pybind11::none();
-      return pybind11::int_(v);
-    });
+    if (range == internal::kState) {
+      Define(key, field, [](I v) -> pybind11::typing::Optional<pybind11::int_> {
+        return Typed<pybind11::typing::Optional<pybind11::int_>>(
+            v < 0 ? pybind11::object(pybind11::none()) : pybind11::object(pybind11::int_(v)));
+      });
+    } else {
+      Define(key, field, [](I v) { return pybind11::int_(v); });
+    }
   }
 
   template <typename F, typename Convert>

@@ -4,6 +4,7 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <string>
 #include <string_view>
@@ -35,15 +36,15 @@ Severity SeverityOf(std::string_view name) {
 
 // Evidence is a list of (name, number) in C++ and a dict in Python; a name
 // given twice keeps its last number, as the JSON object read back does.
-py::dict EvidenceDict(const Finding& f) {
-  py::dict out;
+py::typing::Dict<py::str, py::float_> EvidenceDict(const Finding& f) {
+  py::typing::Dict<py::str, py::float_> out;
   for (const auto& [name, value] : f.evidence) out[Str(name)] = py::float_(value);
   return out;
 }
 
 Finding MakeFinding(std::string id, std::string title, std::string_view severity, double share,
-                    const py::dict& evidence, std::string recommendation, std::string confidence,
-                    std::string source) {
+                    const py::typing::Dict<py::str, py::float_>& evidence,
+                    std::string recommendation, std::string confidence, std::string source) {
   Finding f;
   f.id = std::move(id);
   f.title = std::move(title);
@@ -93,24 +94,23 @@ std::string RunFileJson(std::string_view head, const Summary& summary,
 }  // namespace
 
 void AddFindingTypes(py::module_& m) {
-  using Getter = py::object (*)(const Finding&);
-  // The attributes, in the order of the dataclass this type replaces.
-  static const std::pair<const char*, Getter> kAttributes[] = {
-      {"id", [](const Finding& f) -> py::object { return Str(f.id); }},
-      {"title", [](const Finding& f) -> py::object { return Str(f.title); }},
-      {"severity", [](const Finding& f) -> py::object { return Str(SeverityName(f.severity)); }},
-      {"share", [](const Finding& f) -> py::object { return py::float_(f.share); }},
-      {"evidence", [](const Finding& f) -> py::object { return EvidenceDict(f); }},
-      {"recommendation", [](const Finding& f) -> py::object { return Str(f.recommendation); }},
-      {"confidence", [](const Finding& f) -> py::object { return Str(f.confidence); }},
-      {"source", [](const Finding& f) -> py::object { return Str(f.source); }},
+  using Text = py::str (*)(const Finding&);
+  // The text attributes; with share and evidence, in the order of the
+  // dataclass this type replaces.
+  static const std::pair<const char*, Text> kText[] = {
+      {"id", [](const Finding& f) { return Str(f.id); }},
+      {"title", [](const Finding& f) { return Str(f.title); }},
+      {"severity", [](const Finding& f) { return Str(SeverityName(f.severity)); }},
+      {"recommendation", [](const Finding& f) { return Str(f.recommendation); }},
+      {"confidence", [](const Finding& f) { return Str(f.confidence); }},
+      {"source", [](const Finding& f) { return Str(f.source); }},
   };
   py::class_<Finding> finding(m, "Finding", kFindingDoc);
   finding.attr("__module__") = "gpuscope";
   finding
       .def(py::init(&MakeFinding), py::arg("id"), py::arg("title"), py::arg("severity"),
-           py::arg("share"), py::arg("evidence") = py::dict(), py::arg("recommendation") = "",
-           py::arg("confidence") = "", py::arg("source") = "")
+           py::arg("share"), py::arg("evidence") = py::typing::Dict<py::str, py::float_>(),
+           py::arg("recommendation") = "", py::arg("confidence") = "", py::arg("source") = "")
       .def("__str__",
            [](const Finding& f) {
              return py::str("[{}] {}").format(Str(SeverityName(f.severity)), Str(f.title));
@@ -121,15 +121,20 @@ void AddFindingTypes(py::module_& m) {
                                   f.recommendation, f.confidence, f.source);
           },
           [](const py::tuple& t) {
-            return MakeFinding(t[0].cast<std::string>(), t[1].cast<std::string>(),
-                               t[2].cast<std::string>(), t[3].cast<double>(), t[4].cast<py::dict>(),
-                               t[5].cast<std::string>(), t[6].cast<std::string>(),
-                               t[7].cast<std::string>());
+            return MakeFinding(
+                t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(),
+                t[3].cast<double>(), t[4].cast<py::typing::Dict<py::str, py::float_>>(),
+                t[5].cast<std::string>(), t[6].cast<std::string>(), t[7].cast<std::string>());
           }));
   std::vector<std::string> names;
-  for (const auto& [name, get] : kAttributes) {
+  for (const auto& [name, get] : kText) {
     finding.def_property_readonly(name, get);
     names.emplace_back(name);
+    if (names.size() == 3) {  // after severity
+      finding.def_property_readonly("share", [](const Finding& f) { return py::float_(f.share); });
+      finding.def_property_readonly("evidence", &EvidenceDict);
+      names.insert(names.end(), {"share", "evidence"});
+    }
   }
   // Not hashable (evidence is a dict), as the dataclass it replaces.
   AddValueMethods(finding, std::move(names), /*hashable=*/false);

@@ -22,6 +22,7 @@
 #include "gpuscope/version.h"
 #include "hot_types.h"
 #include "status_to_python.h"
+#include "type_hints.h"
 
 namespace py = pybind11;
 
@@ -58,10 +59,30 @@ PYBIND11_MODULE(_gpuscope, m) {
       .def("advance", &ManualClock::Advance, py::arg("ns"), "Moves the clock forward by ns.")
       .def_property_readonly("now_ns", &ManualClock::NowNs);
 
-  m.def("_set_decorator", [](py::object fn) { SetDecorator(fn.ptr()); });
-  m.def("_set_stream_getter", [](py::object fn) { SetStreamGetter(fn.ptr()); });
-  m.def("_set_loop_range", [](py::object fn) { SetLoopRange(fn.ptr()); });
-  m.def("_set_loader_note", [](py::object fn) { SetLoaderNote(fn.ptr()); });
+  // The package's callbacks (python/gpuscope): any object is taken, as with
+  // py::object; the hints say which callables the package passes.
+  m.def(
+      "_set_decorator",
+      [](Hinted<"collections.abc.Callable[[typing.Any, collections.abc.Callable[..., typing.Any]],"
+                " collections.abc.Callable[..., typing.Any]]">
+             fn) { SetDecorator(fn.ptr()); },
+      py::arg("fn"));
+  m.def(
+      "_set_stream_getter",
+      [](Hinted<"collections.abc.Callable[[], int | None]"> fn) { SetStreamGetter(fn.ptr()); },
+      py::arg("fn"));
+  m.def(
+      "_set_loop_range",
+      [](Hinted<"collections.abc.Callable[[typing.Any, int], tuple[int, int] | None]"> fn) {
+        SetLoopRange(fn.ptr());
+      },
+      py::arg("fn"));
+  m.def(
+      "_set_loader_note",
+      [](Hinted<"collections.abc.Callable[[typing.Any, typing.Any], None]"> fn) {
+        SetLoaderNote(fn.ptr());
+      },
+      py::arg("fn"));
   m.def(
       "_add_loader_workers", [](const std::vector<int>& pids) { AddLoaderWorkers(pids); },
       py::arg("pids"),

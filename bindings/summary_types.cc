@@ -6,6 +6,7 @@
 // differed from the JSON. All times are in seconds.
 
 #include <pybind11/pybind11.h>
+#include <pybind11/typing.h>
 
 #include <algorithm>
 #include <initializer_list>
@@ -25,6 +26,7 @@
 #include "gpuscope/summary.h"
 #include "hot_types.h"
 #include "py_json.h"
+#include "type_hints.h"
 #include "value_or_throw.h"
 
 namespace py = pybind11;
@@ -219,7 +221,7 @@ std::vector<std::string> LeadWith(std::vector<std::string> names,
 
 // MisuseCounts as the dict of counts Summary.misuse has always been.
 struct CountsDict {
-  py::dict out;
+  py::typing::Dict<py::str, py::int_> out;
   void Int(std::string_view key, int64_t v, internal::Range, bool = true) {
     out[Str(key)] = py::int_(v);
   }
@@ -285,25 +287,32 @@ void AddSummaryParts(py::module_& m) {
   // list it reads; the exchange's other attributes stay beside it. An
   // exchange is truthy even when it heard from no rank: it happened.
   ranks.def("__len__", [](const RanksStats& r) { return r.ranks.size(); })
-      .def("__iter__", [](py::object self) { return py::iter(self.attr("ranks")); })
-      .def("__getitem__",
-           [](py::object self, py::object index) {
-             // The list first, owned here: an item accessor does not keep
-             // the object it indexes alive.
-             const py::object list = self.attr("ranks");
-             return py::object(list[index]);
+      .def("__iter__",
+           [](py::object self) {
+             return Typed<py::typing::Iterator<RankRecord>>(py::iter(self.attr("ranks")));
            })
+      .def(
+          "__getitem__",
+          [](py::object self, py::object index) {
+            // The list first, owned here: an item accessor does not keep
+            // the object it indexes alive.
+            const py::object list = self.attr("ranks");
+            return py::object(list[index]);
+          },
+          py::arg("index"))
       .def("__bool__", [](const RanksStats&) { return true; });
 
   auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
   const std::vector<std::string> names = DefineFields(phase, {"device", "backlog_p50"});
   // Exception: without device data for the phase (no GPU source, or not in
   // yet), its device numbers are zeros that mean "not measured": None.
-  phase.def_property_readonly("device", [](const PhaseStats& p) -> py::object {
-    return p.device.count != 0 ? py::cast(p.device) : py::none();
+  phase.def_property_readonly("device", [](const PhaseStats& p) {
+    return Typed<py::typing::Optional<Quantiles>>(p.device.count != 0 ? py::cast(p.device)
+                                                                      : py::none());
   });
-  phase.def_property_readonly("backlog_p50", [](const PhaseStats& p) -> py::object {
-    return p.device.count != 0 ? py::object(py::float_(p.backlog_p50)) : py::none();
+  phase.def_property_readonly("backlog_p50", [](const PhaseStats& p) {
+    return Typed<py::typing::Optional<py::float_>>(
+        p.device.count != 0 ? py::object(py::float_(p.backlog_p50)) : py::none());
   });
   // Exception: the repr leads with the fields the dataclass this type
   // replaces listed first (the shares are what people look for).
@@ -328,14 +337,15 @@ void AddSummary(py::module_& m) {
   // Exception: JSON keeps the breakdown as an array; Python looks phases up
   // by name, so `phases` is a dict in breakdown order.
   summary.def_property_readonly("phases", [](const Summary& s) {
-    py::dict out;
+    py::typing::Dict<py::str, PhaseStats> out;
     for (const PhaseStats& p : s.phases) out[Str(p.name)] = py::cast(p);
     return out;
   });
   // Exception: with no GPU step timed, the device step time is zeros that
   // mean "not measured": None.
-  summary.def_property_readonly("device_step_time", [](const Summary& s) -> py::object {
-    return s.gpu_steps != 0 ? py::cast(s.device_step_time) : py::none();
+  summary.def_property_readonly("device_step_time", [](const Summary& s) {
+    return Typed<py::typing::Optional<Quantiles>>(s.gpu_steps != 0 ? py::cast(s.device_step_time)
+                                                                   : py::none());
   });
   // Exception: the misuse counts are a dict (name -> count), not an object.
   summary.def_property_readonly("misuse", [](const Summary& s) {
@@ -345,9 +355,10 @@ void AddSummary(py::module_& m) {
   });
   // Exception: samples_per_second is also `throughput`, the name the
   // Python API has always used for it.
-  summary.def_property_readonly("throughput", [](const Summary& s) -> py::object {
-    return s.samples_per_second.has_value() ? py::object(py::float_(*s.samples_per_second))
-                                            : py::none();
+  summary.def_property_readonly("throughput", [](const Summary& s) {
+    return Typed<py::typing::Optional<py::float_>>(
+        s.samples_per_second.has_value() ? py::object(py::float_(*s.samples_per_second))
+                                         : py::none());
   });
   AddValueMethods(summary, names, /*hashable=*/false, /*repr=*/false);
 
@@ -358,7 +369,7 @@ void AddSummary(py::module_& m) {
           "text that is not a summary, ``GpuscopeError`` for another schema version.")
       .def_static(
           "_from_dict",
-          [](py::handle data) {
+          [](Hinted<"dict[str, typing.Any]"> data) {
             absl::StatusOr<internal::JsonValue> doc = JsonValueFromPython(data);
             if (!doc.ok()) {
               ThrowIfError(absl::InvalidArgumentError(std::string("not a gpuscope summary: ") +
@@ -376,7 +387,10 @@ void AddSummary(py::module_& m) {
       // (integral numbers as int), as it has always been.
       .def(
           "to_dict",
-          [](const Summary& s) { return py::module_::import("json").attr("loads")(ToJson(s)); },
+          [](const Summary& s) {
+            return Typed<py::typing::Dict<py::str, Hinted<"typing.Any">>>(
+                py::module_::import("json").attr("loads")(ToJson(s)));
+          },
           "The summary as plain data (the JSON schema, docs/json-schema.md); a new copy each call.")
       .def(
           "report",
@@ -407,7 +421,7 @@ void AddSummaryTypes(py::module_& m) {
 
   m.def(
       "summarize",
-      [](py::handle session) {
+      [](Hinted<"_Session"> session) {
         Session* s = SessionOf(session.ptr());
         if (s == nullptr) throw py::error_already_set();
         Summary summary;
@@ -424,7 +438,8 @@ void AddSummaryTypes(py::module_& m) {
   m.attr("RANK_RECORD_BYTES") = kRankRecordBytes;
   m.def(
       "_set_rank",
-      [](py::handle session, int rank, int local_rank, int world_size, const std::string& host) {
+      [](Hinted<"_Session"> session, int rank, int local_rank, int world_size,
+         const std::string& host) {
         Session* s = SessionOf(session.ptr());
         if (s == nullptr) throw py::error_already_set();
         ThrowIfError(s->SetRank(RankIdentity{rank, local_rank, world_size, host}));
@@ -446,8 +461,8 @@ void AddSummaryTypes(py::module_& m) {
       py::arg("data"), "The RankRecord `data` holds; ValueError when it holds none.");
   m.def(
       "_set_rank_records",
-      [](py::handle session, const py::list& records, double straggler_score,
-         double min_excess_share) {
+      [](Hinted<"_Session"> session, const py::typing::List<py::bytes>& records,
+         double straggler_score, double min_excess_share) {
         Session* s = SessionOf(session.ptr());
         if (s == nullptr) throw py::error_already_set();
         std::vector<RankRecord> decoded;
