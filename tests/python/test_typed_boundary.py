@@ -5,9 +5,13 @@ a run file is parsed once."""
 
 import ast
 import copy
+import difflib
+import importlib.metadata
 import json
 import pathlib
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -162,6 +166,42 @@ def test_the_stubs_declare_every_attribute_the_extension_defines():
     exported = {n for n, v in vars(_gpuscope).items() if callable(v) and not isinstance(v, type)
                 and not n.startswith("__")}
     assert exported <= functions, sorted(exported - functions)
+    # The hot types (C API, their part of the stub kept by hand in
+    # bindings/hot_types.pyi): every attribute, the private ones the package
+    # calls included, and nothing they lack.
+    hot = [n for n, v in vars(_gpuscope).items() if isinstance(v, type)
+           and type(v).__name__ != "pybind11_type" and not issubclass(v, BaseException)]
+    assert {"_Session", "_PhaseScope", "_StepScope", "_StepsIter", "_SizedStepsIter"} <= set(hot)
+    for name in hot:
+        cls = getattr(_gpuscope, name)
+        defined = {a for a in vars(cls) if not a.startswith("__")}
+        assert defined <= classes[name], f"{name}: {sorted(defined - classes[name])} missing from the stubs"
+        assert all(hasattr(cls, a) for a in classes[name]), name
+
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STUBGEN = "2.5.5"  # scripts/gen_stubs.py's STUBGEN_VERSION
+
+
+def test_the_committed_stub_is_what_gen_stubs_writes():
+    """python/gpuscope/_gpuscope.pyi is generated from the extension's
+    pybind11 signatures and bindings/hot_types.pyi: a binding changed without
+    regenerating it shows here."""
+    try:
+        version = importlib.metadata.version("pybind11-stubgen")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"needs pip install pybind11-stubgen=={STUBGEN}")
+    if version != STUBGEN:
+        pytest.skip(f"pybind11-stubgen {version} is installed; the stub is generated with {STUBGEN}")
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_stubs.py"), "--stdout"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    committed = (REPO / "python" / "gpuscope" / "_gpuscope.pyi").read_text()
+    diff = "".join(list(difflib.unified_diff(committed.splitlines(True), run.stdout.splitlines(True),
+                                             "committed", "generated"))[:60])
+    assert run.stdout == committed, (
+        f"the stub differs from what {_gpuscope.__file__} gives: run python3 scripts/gen_stubs.py "
+        f"(after rebuilding the extension: make python)\n{diff}")
 
 
 # -------------------------------------------------- values as the dataclasses had
