@@ -12,25 +12,10 @@
 #include <string>
 #include <thread>
 
+#include "fakes/fake_cuda.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
-
-extern "C" {
-void fake_cuda_create_context();
-void fake_cuda_fail_version(int result);
-void fake_cuda_fail_records(int result);
-int fake_cuda_init_calls();
-int fake_cuda_push_balance();
-void fake_cuda_set_sticky_error(int result);
-int64_t fake_cuda_live_events();
-int64_t fake_cuda_records();
-void fake_cuda_launch(uintptr_t stream, int64_t duration_ns);
-void fake_cuda_set_device(int device);
-uintptr_t fake_cuda_create_stream(int device);
-int64_t fake_cuda_wrong_context_records();
-void fake_cuda_set_name(int device, const char* name);
-}
 
 namespace gpuscope {
 namespace {

@@ -15,32 +15,11 @@
 #include <thread>
 
 #include "backends/host/clock.h"
+#include "fakes/fake_cuda.h"
+#include "fakes/fake_cupti.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
-
-extern "C" {
-void fake_cuda_create_context();
-void fake_cupti_hold(const char* name);
-void fake_cupti_release();
-int fake_cupti_subscribed();
-const char* fake_cupti_subscriber_name();
-int fake_cupti_enabled_kinds();
-int fake_cupti_finalize_calls();
-void fake_cupti_drop(size_t n);
-void fake_cupti_fail_enable(int result);
-void fake_cupti_emit_api(uint32_t correlation, int64_t start_ns, int64_t end_ns);
-void fake_cupti_set_kernel_name(const char* name);
-void fake_cupti_emit_kernel(int64_t start_ns, int64_t end_ns, uint32_t device, uint32_t stream,
-                            uint32_t correlation);
-void fake_cupti_emit_memcpy(int64_t start_ns, int64_t end_ns, uint8_t copy_kind, uint8_t src_kind,
-                            uint8_t dst_kind, uint64_t bytes, uint32_t correlation);
-void fake_cupti_emit_sync(int64_t start_ns, int64_t end_ns, uint32_t type);
-void fake_cupti_set_version(uint32_t version);
-size_t fake_cupti_last_params_size();
-int fake_cupti_last_allow_multiple();
-int cuptiSubscribe(void** subscriber, void* callback, void* userdata);
-}
 
 namespace gpuscope {
 namespace {
@@ -218,13 +197,13 @@ TEST(CuptiActivityTest, ClosingDetachesSoThatAProfilerCanSubscribe) {
     EXPECT_EQ(fake_cupti_subscribed(), 1);
     // While gpuscope holds CUPTI, a profiler that subscribes is refused
     // (what torch.profiler meets on CUPTI before 13.2).
-    void* other = nullptr;
+    CUpti_SubscriberHandle other = nullptr;
     EXPECT_EQ(cuptiSubscribe(&other, nullptr, nullptr), 39);
   }
   EXPECT_EQ(fake_cupti_subscribed(), 0);
   EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
   EXPECT_EQ(fake_cupti_finalize_calls(), 0) << "never cuptiFinalize: another subscriber may exist";
-  void* profiler = nullptr;
+  CUpti_SubscriberHandle profiler = nullptr;
   EXPECT_EQ(cuptiSubscribe(&profiler, nullptr, nullptr), 0)
       << "a profiler can subscribe after close";
   // ... and while it holds CUPTI, a new gpuscope session steps aside.
@@ -242,7 +221,7 @@ TEST(CuptiActivityTest, ReleaseCuptiHandsItBackAndGoesOnWithEvents) {
   EXPECT_EQ(session.source(), Source::kEvents);
   EXPECT_EQ(fake_cupti_subscribed(), 0);
   EXPECT_EQ(fake_cupti_enabled_kinds(), 0);
-  void* profiler = nullptr;
+  CUpti_SubscriberHandle profiler = nullptr;
   EXPECT_EQ(cuptiSubscribe(&profiler, nullptr, nullptr), 0) << "a profiler can subscribe now";
   // The loop goes on, timed by CUDA events once the timer is armed.
   Summary s;

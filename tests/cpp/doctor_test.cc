@@ -13,10 +13,10 @@
 #include <fstream>
 #include <string>
 
+#include "fakes/fake_nvml.h"
 #include "gmock/gmock.h"
 #include "gpuscope/report.h"
 #include "gtest/gtest.h"
-#include "support/fake_nvml.h"
 #include "test_util.h"
 
 namespace gpuscope {

@@ -8,9 +8,9 @@
 
 #include <cmath>
 
+#include "fakes/fake_nvml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "support/fake_nvml.h"
 
 namespace gpuscope::internal {
 namespace {

@@ -15,19 +15,14 @@
 #include "backends/nvml/nvml.h"
 #include "backends/telemetry/process_roles.h"
 #include "backends/telemetry/system_telemetry.h"
+#include "fakes/fake_cuda.h"
+#include "fakes/fake_nvml.h"
 #include "gmock/gmock.h"
 #include "gpuscope/gpuscope.h"
 #include "gtest/gtest.h"
 #include "session/session_impl.h"
 #include "session/sources.h"
-#include "support/fake_nvml.h"
 #include "test_util.h"
-
-extern "C" {
-void fake_cuda_set_device(int device);  // tests/cpp/support/fake_libcuda.cc
-void fake_cuda_set_bus_id(int device, const char* bus_id);
-void fake_cuda_reset();
-}
 
 namespace gpuscope {
 namespace {

@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "fakes/fake_cuda.h"  // the test controls defined here
+
 // The driver's opaque handles, given a body here.
 struct CUctx_st {
   int device = 0;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backends/cupti/cupti_records.h"  // cupti.h, and gpuscope's 13.2 subscriber parameters
+#include "fakes/fake_cupti.h"              // the test controls defined here
 
 namespace {
 

@@ -1,9 +1,10 @@
-// The fake NVML's device table (tests/cpp/support/fake_libnvml.cc): what
-// each query answers. A negative value makes that query answer
-// NVML_ERROR_NOT_SUPPORTED, as a GPU without the feature does.
+// The test controls of the fake NVML (tests/cpp/fakes/fake_libnvml.cc,
+// built as fake_libnvml; a test links it and points GPUSCOPE_LIBNVML at it):
+// its device table, what each query answers. A negative value makes that
+// query answer NVML_ERROR_NOT_SUPPORTED, as a GPU without the feature does.
 
-#ifndef GPUSCOPE_TESTS_CPP_SUPPORT_FAKE_NVML_H_
-#define GPUSCOPE_TESTS_CPP_SUPPORT_FAKE_NVML_H_
+#ifndef GPUSCOPE_TESTS_CPP_FAKES_FAKE_NVML_H_
+#define GPUSCOPE_TESTS_CPP_FAKES_FAKE_NVML_H_
 
 #include <cstdint>
 
@@ -26,6 +27,6 @@ extern "C" {
 void fake_nvml_set_gpus(const FakeGpu* gpus, int count);
 void fake_nvml_fail_init(int result);
 int fake_nvml_inits();  // nvmlInit calls not yet shut down
-}
+}  // extern "C"
 
-#endif  // GPUSCOPE_TESTS_CPP_SUPPORT_FAKE_NVML_H_
+#endif  // GPUSCOPE_TESTS_CPP_FAKES_FAKE_NVML_H_

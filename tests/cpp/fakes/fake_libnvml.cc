@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "support/fake_nvml.h"
+#include "fakes/fake_nvml.h"
 
 namespace {
 
