@@ -11,6 +11,7 @@
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
 #include "gtest/gtest.h"
+#include "sim_loop.h"
 #include "test_util.h"
 
 namespace gpuscope {
@@ -25,38 +26,9 @@ SimulatedDevice::Config WithActivity(SimulatedDevice::Config c = {}) {
   return c;
 }
 
-struct ActivityLoop {
-  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
-  std::shared_ptr<SimulatedDevice> gpu;
-  std::unique_ptr<Session> session;
-  std::vector<std::pair<int64_t, int64_t>> windows;
-
-  explicit ActivityLoop(SimulatedDevice::Config config = WithActivity())
-      : gpu(std::make_shared<SimulatedDevice>(config)) {
-    session =
-        std::make_unique<Session>(Options{.clock = clock, .stream = 0, .simulated_device = gpu});
-  }
-  template <typename Body>
-  void Step(Body body) {
-    const int64_t begin = clock->NowNs();
-    {
-      StepScope step(*session);
-      body();
-    }
-    windows.emplace_back(begin, clock->NowNs());
-  }
-  Summary DrainAndSummarize() {
-    clock->Advance(10'000 * kMs);
-    return session->Summarize();
-  }
-  double TrueIdlePct(int device = 0) const {
-    int64_t window = 0, busy = 0;
-    for (const auto& [b, e] : windows) {
-      window += e - b;
-      busy += gpu->DeviceBusyBetween(b, e, device);
-    }
-    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
-  }
+// The cupti source's loop: a simulated device that delivers activity records.
+struct ActivityLoop : testing::SimLoop {
+  explicit ActivityLoop(SimulatedDevice::Config config = WithActivity()) : SimLoop(config) {}
 };
 
 // The starved-loop example, exact: 30 ms of data, then a 10 ms kernel the host waits
@@ -112,7 +84,7 @@ TEST(ActivityTest, LaunchBoundLoopChargesGapsToLaunchAndCountsHostWaits) {
   // the first step's trailing gap and each step's end count too).
   EXPECT_NEAR(s.idle_by_cause.at("launch"), 100.0 * 199 * 5 / 3000, 0.2);
   EXPECT_NEAR(*s.gpu_idle_pct, 100.0 / 3, 0.01);
-  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-9);
+  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePctOnDevice(0), 1e-9);
   EXPECT_NEAR(s.activity->host_wait_gaps_per_step, 200, 1.0);
   EXPECT_DOUBLE_EQ(s.activity->kernels_per_step, 200);
   EXPECT_DOUBLE_EQ(s.activity->kernel_time_p50, 10e-6);
@@ -147,7 +119,7 @@ TEST(ActivityTest, PageableCopiesAndItemSyncsAreCounted) {
   EXPECT_DOUBLE_EQ(s.activity->h2d_bytes_per_step, 64 << 20);
   EXPECT_DOUBLE_EQ(s.activity->d2h_bytes_per_step, 4);
   EXPECT_DOUBLE_EQ(s.activity->syncs_per_step, 2);
-  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-9);
+  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePctOnDevice(0), 1e-9);
   EXPECT_DOUBLE_EQ(s.FindPhase("h2d")->device.p50, 0.005);
   // The copy and kernel launched in forward run 8.01 ms.
   EXPECT_DOUBLE_EQ(s.FindPhase("forward")->device.p50, 0.00801);
@@ -235,7 +207,7 @@ TEST(ActivityTest, DeviceTimeByCategoryGoesToTheHighestPriorityRunning) {
   EXPECT_NEAR(*a.device_share_comm, 1.0 / 11, 1e-12);
   EXPECT_NEAR(*a.device_share_idle, 3.0 / 11, 1e-12);
   EXPECT_NEAR(100 * *a.device_share_idle, *s.gpu_idle_pct, 1e-9);
-  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-9);
+  EXPECT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePctOnDevice(0), 1e-9);
   // The collective's exposed part is the comm category's.
   EXPECT_NEAR(a.exposed_collective_time_per_step, *a.device_time_comm, 1e-12);
   EXPECT_THAT(FormatReport(s), HasSubstr("device time: kernels 45.5%, memcpy 9.1%, memset 9.1%, "
@@ -310,7 +282,7 @@ TEST(ActivityTest, IdleMatchesTheTruthExactlyOnRandomLoops) {
     const Summary s = loop.DrainAndSummarize();
     ASSERT_EQ(s.gpu_steps, 15) << "trial " << trial;
     if (launches == 0) continue;  // no GPU work at all: no records, no GPU numbers
-    ASSERT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePct(), 1e-6) << "trial " << trial;
+    ASSERT_NEAR(*s.gpu_idle_pct, loop.TrueIdlePctOnDevice(0), 1e-6) << "trial " << trial;
     double causes = 0;
     for (const auto& [cause, pct] : s.idle_by_cause) causes += pct;
     ASSERT_NEAR(causes, *s.gpu_idle_pct, 1e-6) << "trial " << trial;

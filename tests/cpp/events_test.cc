@@ -11,6 +11,7 @@
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
 #include "gtest/gtest.h"
+#include "sim_loop.h"
 #include "test_util.h"
 
 namespace gpuscope {
@@ -19,68 +20,13 @@ namespace {
 using ::testing::HasSubstr;
 using testing::kMs;
 using testing::kUs;
-
-// A session on a ManualClock and a simulated GPU, recording the host windows
-// of its steps so tests can compute the true idle time.
-struct GpuLoop {
-  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
-  std::shared_ptr<SimulatedDevice> gpu;
-  std::unique_ptr<Session> session;
-  std::vector<std::pair<int64_t, int64_t>> windows;
-
-  explicit GpuLoop(SimulatedDevice::Config config = {}, Options options = {})
-      : gpu(std::make_shared<SimulatedDevice>(config)) {
-    options.clock = clock;
-    options.simulated_device = gpu;
-    if (options.stream == kNoStream) options.stream = 0;  // the stream kernels are launched on
-    session = std::make_unique<Session>(std::move(options));
-  }
-
-  template <typename Body>
-  void Step(Body body) {
-    const int64_t begin = clock->NowNs();
-    {
-      StepScope step(*session);
-      body();
-    }
-    windows.emplace_back(begin, clock->NowNs());
-  }
-  // A phase that launches a kernel (if kernel_ns > 0) and keeps the host
-  // busy for host_ns: host_ns >= kernel_ns models a host that waits for the
-  // kernel (.item(), a synchronizing copy).
-  void Phase(gpuscope::Phase p, int64_t host_ns, int64_t kernel_ns = 0) {
-    PhaseScope scope(*session, p);
-    if (kernel_ns > 0) gpu->Launch(kernel_ns);
-    clock->Advance(host_ns);
-  }
-  // Lets the GPU finish everything enqueued, then summarizes.
-  Summary DrainAndSummarize() {
-    clock->Advance(10'000 * kMs);
-    return session->Summarize();
-  }
-  double TrueIdlePctOnDevice(int device) const {
-    int64_t window = 0, busy = 0;
-    for (const auto& [b, e] : windows) {
-      window += e - b;
-      busy += gpu->DeviceBusyBetween(b, e, device);
-    }
-    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
-  }
-  double TrueIdlePct() const {
-    int64_t window = 0, busy = 0;
-    for (const auto& [b, e] : windows) {
-      window += e - b;
-      busy += gpu->BusyBetween(b, e);
-    }
-    return 100.0 * static_cast<double>(window - busy) / static_cast<double>(window);
-  }
-};
+using testing::SimLoop;
 
 // The starved-loop example: the host waits 30 ms in data, then the GPU works 10 ms
 // while the host waits for it: the truth is 75 % idle, the events lower
 // bound at least 70 %.
 TEST(EventsTest, StarvedLoopIdleLowerBoundIsNearTheTruth) {
-  GpuLoop loop;
+  SimLoop loop;
   for (int i = 0; i < 20; ++i) {
     loop.Step([&] {
       loop.Phase(Phase::kData, 30 * kMs);
@@ -112,7 +58,7 @@ TEST(EventsTest, StarvedLoopIdleLowerBoundIsNearTheTruth) {
 // A saturated stream: the host enqueues 20 ms of work per 5 ms step and
 // never waits, so the GPU lags further behind at every boundary.
 TEST(EventsTest, SaturatedStreamHasBacklogEverywhereAndNoIdle) {
-  GpuLoop loop;
+  SimLoop loop;
   for (int i = 0; i < 20; ++i) {
     loop.Step([&] {
       loop.Phase(Phase::kData, 1 * kMs);
@@ -139,7 +85,7 @@ TEST(EventsTest, SaturatedStreamHasBacklogEverywhereAndNoIdle) {
 // Kernels launched asynchronously run into the next step's data phase: the
 // bound charges that time as busy and stays under the truth.
 TEST(EventsTest, AsyncWorkOverlappingTheNextDataPhaseCountsAsBusy) {
-  GpuLoop loop;
+  SimLoop loop;
   for (int i = 0; i < 10; ++i) {
     loop.Step([&] {
       loop.Phase(Phase::kData, 30 * kMs);
@@ -161,7 +107,7 @@ TEST(EventsTest, AsyncWorkOverlappingTheNextDataPhaseCountsAsBusy) {
 TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthOnRandomLoops) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 40; ++trial) {
-    GpuLoop loop;
+    SimLoop loop;
     const int steps = 5 + static_cast<int>(rng() % 20);
     for (int i = 0; i < steps; ++i) {
       loop.Step([&] {
@@ -189,7 +135,7 @@ TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthOnRandomLoops) {
 }
 
 TEST(EventsTest, NoMarkerIsLeakedWhateverTheLoopDoes) {
-  GpuLoop loop;
+  SimLoop loop;
   Session& s = *loop.session;
   loop.Step([&] { loop.Phase(Phase::kForward, kMs, 2 * kMs); });
   // Misuse, cancelled steps, phases outside steps, nested steps.
@@ -220,7 +166,7 @@ TEST(EventsTest, NoMarkerIsLeakedWhateverTheLoopDoes) {
 // A phase nested in data may wait for the GPU (a blocking copy timed as
 // h2d): the data assumption does not cover it, so the bound stays sound.
 TEST(EventsTest, WorkInsideAPhaseNestedInDataIsNotAssumedAway) {
-  GpuLoop loop;
+  SimLoop loop;
   for (int i = 0; i < 10; ++i) {
     loop.Step([&] {
       {
@@ -241,7 +187,7 @@ TEST(EventsTest, WorkInsideAPhaseNestedInDataIsNotAssumedAway) {
 TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthWithPhasesNestedInData) {
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 40; ++trial) {
-    GpuLoop loop;
+    SimLoop loop;
     const int steps = 3 + static_cast<int>(rng() % 10);
     for (int i = 0; i < steps; ++i) {
       loop.Step([&] {
@@ -266,7 +212,7 @@ TEST(EventsTest, IdleLowerBoundNeverExceedsTheTruthWithPhasesNestedInData) {
 }
 
 TEST(EventsTest, ClosingWithScopesOpenLeaksNoMarker) {
-  GpuLoop loop;
+  SimLoop loop;
   Session& s = *loop.session;
   loop.Step([&] { loop.Phase(Phase::kForward, kMs, kMs); });
   const ScopeToken step = s.BeginStep();
@@ -281,7 +227,7 @@ TEST(EventsTest, ClosingWithScopesOpenLeaksNoMarker) {
 }
 
 TEST(EventsTest, AFaultWithRecordsStillQueuedLeavesNothingPending) {
-  GpuLoop loop({}, Options{.flush_interval_ms = 10000});
+  SimLoop loop({}, Options{.flush_interval_ms = 10000});
   for (int i = 0; i < 5; ++i) loop.Step([&] { loop.Phase(Phase::kForward, kMs, 3 * kMs); });
   loop.gpu->InjectFault(SimulatedDevice::Fault::kStickyError);  // before anything was drained
   const Summary s = loop.DrainAndSummarize();
@@ -293,7 +239,7 @@ TEST(EventsTest, AFaultWithRecordsStillQueuedLeavesNothingPending) {
 }
 
 TEST(EventsTest, ASimulatedDeviceServesOneSession) {
-  GpuLoop loop;
+  SimLoop loop;
   Session second(Options{.clock = loop.clock, .stream = 0, .simulated_device = loop.gpu});
   EXPECT_EQ(second.source(), Source::kHost);
   EXPECT_THAT(second.Summarize().source_reason, HasSubstr("already serves another session"));
@@ -301,7 +247,7 @@ TEST(EventsTest, ASimulatedDeviceServesOneSession) {
 }
 
 TEST(EventsTest, RecordsDroppedByAFullQueueStillReturnTheirMarkers) {
-  GpuLoop loop({}, Options{.queue_capacity = 64, .flush_interval_ms = 10000});
+  SimLoop loop({}, Options{.queue_capacity = 64, .flush_interval_ms = 10000});
   loop.Step([&] {
     for (int i = 0; i < 500; ++i) loop.Phase(Phase::kForward, kUs, kUs);
   });
@@ -312,7 +258,7 @@ TEST(EventsTest, RecordsDroppedByAFullQueueStillReturnTheirMarkers) {
 }
 
 TEST(EventsTest, StepsLeftWithoutMarkersWhenThePoolRunsOutAndThePoolGrows) {
-  GpuLoop loop(SimulatedDevice::Config{.initial_markers = 8, .max_markers = 64},
+  SimLoop loop(SimulatedDevice::Config{.initial_markers = 8, .max_markers = 64},
                Options{.flush_interval_ms = 10000});
   for (int i = 0; i < 20; ++i) {  // 6 markers per step, the GPU lagging: the pool runs dry
     loop.Step([&] {
@@ -354,7 +300,7 @@ TEST_P(FaultTest, AFaultMidRunLowersTheSourceOnceAndTheLoopGoesOn) {
   SetLogSink([&](LogLevel level, std::string_view m) {
     if (level == LogLevel::kWarning) warnings.emplace_back(m);
   });
-  GpuLoop loop;
+  SimLoop loop;
   for (int i = 0; i < 5; ++i) loop.Step([&] { loop.Phase(Phase::kForward, 2 * kMs, kMs); });
   EXPECT_EQ(loop.DrainAndSummarize().source, Source::kEvents);
   loop.gpu->InjectFault(GetParam());
@@ -383,7 +329,7 @@ INSTANTIATE_TEST_SUITE_P(Faults, FaultTest,
                                            SimulatedDevice::Fault::kContextDestroyed));
 
 TEST(EventsTest, MarkersFollowTheSessionsStream) {
-  GpuLoop loop;
+  SimLoop loop;
   loop.session->SetStream(7);
   for (int i = 0; i < 5; ++i) {
     loop.Step([&] {
@@ -407,7 +353,7 @@ TEST(EventsTest, MarkersFollowTheSessionsStream) {
 //             be told from work (the step spans it): 60 % idle at least.
 //   device 1: its stream's markers show exactly [40, 50]: 80 %.
 TEST(EventsTest, CopyStreamAndSecondDeviceGivePerDeviceNumbers) {
-  GpuLoop loop;
+  SimLoop loop;
   loop.gpu->PlaceStream(7, /*device=*/1);
   for (int i = 0; i < 10; ++i) {
     loop.Step([&] {
@@ -462,7 +408,7 @@ TEST(EventsTest, CopyStreamAndSecondDeviceGivePerDeviceNumbers) {
 // must not change their numbers (the worker never pumps here: one drain
 // sees the steps and the cancelled probe together).
 TEST(EventsTest, ACancelledProbeStepLeavesPendingStepsAlone) {
-  GpuLoop loop(SimulatedDevice::Config{}, Options{.flush_interval_ms = 10000});
+  SimLoop loop(SimulatedDevice::Config{}, Options{.flush_interval_ms = 10000});
   loop.gpu->PlaceStream(7, /*device=*/1);
   for (int i = 0; i < 10; ++i) {
     loop.Step([&] {
@@ -489,7 +435,7 @@ TEST(EventsTest, ACancelledProbeStepLeavesPendingStepsAlone) {
 // inside a kept step, or a phase between steps. Each enqueues a 30 ms copy
 // that runs into the next step's data phase; the bound must not call that
 // time idle.
-struct CopyLoop : GpuLoop {
+struct CopyLoop : SimLoop {
   void NormalStep(const std::function<void()>& extra = [] {}) {
     Step([&] {
       Phase(Phase::kData, 30 * kMs);
@@ -548,7 +494,7 @@ TEST(EventsTest, ANamedStreamPhaseBetweenStepsMakesTheNextStepCautious) {
 TEST(EventsTest, ACopyStreamBacklogCarriesIntoTheNextStep) {
   // The copy stream's 40 ms transfer, enqueued without waiting, runs 25 ms
   // into the next step's data phase: that part of data is not idle.
-  GpuLoop loop;
+  SimLoop loop;
   for (int i = 0; i < 4; ++i) {
     loop.Step([&] {
       loop.Phase(Phase::kData, 30 * kMs);
@@ -568,7 +514,7 @@ TEST(EventsTest, ACopyStreamBacklogCarriesIntoTheNextStep) {
 }
 
 TEST(EventsTest, PhasesInAStepWithoutMarkersRecordNone) {
-  GpuLoop loop(SimulatedDevice::Config{}, Options{.stream = kNoStream});
+  SimLoop loop(SimulatedDevice::Config{}, Options{.stream = kNoStream});
   loop.session->SetStream(kNoStream);
   loop.Step([&] {
     PhaseScope p(*loop.session, Phase::kH2D, Stream(1));
