@@ -1,5 +1,6 @@
 """Shared fixtures. Tests marked `gpu` need an NVIDIA GPU and are skipped
-cleanly without one."""
+cleanly without one (the check is here, once); the `gpu` fixture is a
+simulated GPU, which every machine has."""
 
 import ctypes
 
@@ -31,6 +32,16 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def clock():
     return gs.testing.ManualClock()
+
+
+@pytest.fixture
+def gpu(request):
+    """A simulated GPU (gs.testing.SimulatedDevice), not a real one. It serves
+    the events source unless the test or its module is marked
+    ``simulated_device(activity=True)``: then it also delivers activity
+    records, and serves the cupti source."""
+    marker = request.node.get_closest_marker("simulated_device")
+    return gs.testing.SimulatedDevice(**(marker.kwargs if marker is not None else {}))
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ from conftest import MS
 US = 1_000
 
 
-@pytest.fixture
-def gpu():
-    return gs.testing.SimulatedDevice(activity=True)
+# The `gpu` fixture (conftest.py): a simulated device with activity records.
+pytestmark = pytest.mark.simulated_device(activity=True)
 
 
 def test_exact_idle_pageable_copy_and_item_sync(clock, gpu):

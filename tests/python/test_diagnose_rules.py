@@ -10,9 +10,8 @@ from conftest import MS
 US = 1_000
 
 
-@pytest.fixture
-def gpu():
-    return gs.testing.SimulatedDevice(activity=True)
+# The `gpu` fixture (conftest.py): a simulated device with activity records.
+pytestmark = pytest.mark.simulated_device(activity=True)
 
 
 def _ids(findings):

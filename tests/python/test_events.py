@@ -12,11 +12,6 @@ import gpuscope as gs
 from conftest import MS
 
 
-@pytest.fixture
-def gpu():
-    return gs.testing.SimulatedDevice()
-
-
 def starved_loop(s, clock, gpu, steps=20, stream=0):
     """The host waits 30 ms for data, then 10 ms for a 10 ms kernel."""
 
