@@ -45,15 +45,10 @@ class Checks {
 
 std::string Link(int gen, int width) { return absl::StrCat("Gen", gen, " x", width); }
 
-void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::string& sys_root,
-              Checks& c) {
-  const std::string s = absl::StrCat("gpu", g.index);
-  c.Fact(s + ".name", g.name);
-  if (!g.bus_id.empty()) c.Fact(s + ".bus_id", g.bus_id);
-
-  // PCIe: a narrower link than the slot and card allow is a fault (reseat,
-  // riser, BIOS); a lower generation is normal at idle (GPUs save power by
-  // dropping it) but not under load.
+// PCIe: a narrower link than the slot and card allow is a fault (reseat,
+// riser, BIOS); a lower generation is normal at idle (GPUs save power by
+// dropping it) but not under load.
+void CheckPcieLink(const GpuState& g, const std::string& s, Checks& c) {
   if (g.pcie_gen > 0 && g.pcie_width > 0 && g.pcie_gen_max > 0 && g.pcie_width_max > 0) {
     const std::string value = absl::StrCat(Link(g.pcie_gen, g.pcie_width), " (max ",
                                            Link(g.pcie_gen_max, g.pcie_width_max), ")");
@@ -76,8 +71,10 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
       c.Add(s, "pcie_link", CheckStatus::kOk, value);
     }
   }
+}
 
-  // Clocks now, and why they are held back.
+// Clocks now, and why they are held back.
+void CheckClocks(const GpuState& g, const std::string& s, Checks& c) {
   if (Known(g.sm_clock_mhz) && Known(g.sm_clock_max_mhz)) {
     std::string value = absl::StrFormat("SM %.0f of %.0f MHz", g.sm_clock_mhz, g.sm_clock_max_mhz);
     if (g.clocks_event_reasons_known && g.clocks_event_reasons != 0) {
@@ -99,7 +96,10 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
       c.Add(s, "clocks", CheckStatus::kOk, value);
     }
   }
+}
 
+// Persistence mode: off costs each new process a GPU re-initialization.
+void CheckPersistence(const GpuState& g, const std::string& s, Checks& c) {
   if (g.persistence_mode >= 0) {
     c.Fact(s + ".persistence", g.persistence_mode == 1 ? "on" : "off");
     if (g.persistence_mode == 1) {
@@ -110,7 +110,10 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
             "nvidia-smi -pm 1 (gpuscope never changes settings)");
     }
   }
+}
 
+// ECC memory errors since the driver loaded.
+void CheckEcc(const GpuState& g, const std::string& s, Checks& c) {
   if (g.ecc_uncorrected >= 0) {
     const std::string value =
         absl::StrCat(g.ecc_uncorrected, " uncorrected, ", std::max<int64_t>(0, g.ecc_corrected),
@@ -127,7 +130,10 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
       c.Add(s, "ecc", CheckStatus::kOk, value);
     }
   }
+}
 
+// Temperature: hot means thermal slowdown is near.
+void CheckTemperature(const GpuState& g, const std::string& s, Checks& c) {
   if (Known(g.temperature_c)) {
     const std::string value = absl::StrFormat("%.0f C", g.temperature_c);
     if (g.temperature_c >= 85) {
@@ -137,7 +143,10 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
       c.Add(s, "temperature", CheckStatus::kOk, value);
     }
   }
+}
 
+// Power draw against the power limit.
+void CheckPower(const GpuState& g, const std::string& s, Checks& c) {
   if (Known(g.power_w) && Known(g.power_limit_w) && g.power_limit_w > 0) {
     const std::string value = absl::StrFormat("%.0f of %.0f W", g.power_w, g.power_limit_w);
     c.Fact(s + ".power_limit", absl::StrFormat("%.0f W", g.power_limit_w));
@@ -149,7 +158,10 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
       c.Add(s, "power", CheckStatus::kOk, value);
     }
   }
+}
 
+// Compute mode (prohibited is a fault) and MIG mode.
+void CheckComputeMode(const GpuState& g, const std::string& s, Checks& c) {
   if (g.compute_mode >= 0) {
     const char* names[] = {"default", "exclusive thread", "prohibited", "exclusive process"};
     const std::string mode =
@@ -167,8 +179,11 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
     c.Add(s, "mig", CheckStatus::kOk,
           g.mig_mode == 1 ? "on (the process sees a MIG slice)" : "off");
   }
+}
 
-  // NUMA: the process's CPUs should sit on the GPU's node.
+// NUMA: the process's CPUs should sit on the GPU's node.
+void CheckNuma(const GpuState& g, const HostPlacement& placement, const std::string& sys_root,
+               const std::string& s, Checks& c) {
   const int node = internal::PciNumaNode(sys_root, g.bus_id);
   if (node >= 0 && !placement.numa_nodes_of_allowed_cpus.empty()) {
     const auto& nodes = placement.numa_nodes_of_allowed_cpus;
@@ -184,6 +199,23 @@ void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::stri
       c.Add(s, "numa", CheckStatus::kOk, value);
     }
   }
+}
+
+// One GPU's facts and checks, in report order.
+void CheckGpu(const GpuState& g, const HostPlacement& placement, const std::string& sys_root,
+              Checks& c) {
+  const std::string s = absl::StrCat("gpu", g.index);
+  c.Fact(s + ".name", g.name);
+  if (!g.bus_id.empty()) c.Fact(s + ".bus_id", g.bus_id);
+
+  CheckPcieLink(g, s, c);
+  CheckClocks(g, s, c);
+  CheckPersistence(g, s, c);
+  CheckEcc(g, s, c);
+  CheckTemperature(g, s, c);
+  CheckPower(g, s, c);
+  CheckComputeMode(g, s, c);
+  CheckNuma(g, placement, sys_root, s, c);
 }
 
 void CheckHost(const DoctorOptions& o, const HostPlacement& p, Checks& c) {

@@ -66,22 +66,14 @@ bool LoaderContended(const TelemetryStats& t) {
   return t.cpu_wait_share.value_or(0) >= 0.10;
 }
 
-}  // namespace
+// What limits the input pipeline, as telemetry tells it.
+enum class InputCause { kUnknown, kCpu, kStorage };
 
-// The input pipeline: time in phase "data" (steps() puts next(loader) there),
-// told apart by telemetry as CPU-bound (the process and its loader's
-// workers use the CPUs they may) or storage-bound (iowait while the CPUs
-// idle). A host kept busy by other processes is not the loader's CPU limit:
-// the loader then may get less CPU than it asks for, which cpu-contention
-// judges by the run-queue wait.
-void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
-  const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
-  if (data == nullptr || data->steps == 0) return;
-  bool measured = false;
-  const double share = InputShare(s, &measured);
-  if (share < o.input_bound_moderate) return;
-  enum class Cause { kUnknown, kCpu, kStorage } cause = Cause::kUnknown;
-  bool contended = false;
+// The loader's limit by telemetry: its CPUs when the process and its
+// workers use the CPUs they may, storage when the CPUs idle in iowait;
+// `contended` when, not CPU-bound, the loader waits for CPUs others take.
+InputCause FindInputCause(const Summary& s, const DiagnoseOptions& o, bool* contended) {
+  InputCause cause = InputCause::kUnknown;
   if (s.telemetry.has_value()) {
     const TelemetryStats& t = *s.telemetry;
     const std::optional<double> cores_used = LoaderCores(t);
@@ -92,26 +84,25 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
                                *t.host_iowait_pct >= o.storage_iowait_pct &&
                                t.host_cpu_pct.has_value() && *t.host_cpu_pct < o.storage_cpu_pct;
     if (cores_saturated) {
-      cause = Cause::kCpu;
+      cause = InputCause::kCpu;
     } else if (waiting_on_io) {
-      cause = Cause::kStorage;
+      cause = InputCause::kStorage;
     }
-    contended = cause != Cause::kCpu && LoaderContended(t);
+    *contended = cause != InputCause::kCpu && LoaderContended(t);
   }
-  Finding f;
-  f.severity = Grade(share, o.input_bound_moderate, o.input_bound_high);
-  f.share = share;
-  const std::string wait =
-      measured
-          ? absl::StrCat("the GPU idles ", Pct(share), " of step time waiting for the next batch")
-          : absl::StrCat(Pct(share), " of step time is spent waiting for the next batch");
-  f.evidence = {{"data_share", data->inclusive_share},
-                {"data_p50_s", data->time.p50},
-                {"data_p95_s", data->time.p95},
+  return cause;
+}
+
+// Input-bound's evidence: the data phase's times, throughput, the GPU's
+// idle time in it, and the host's CPU and the loader's use of it.
+void AddInputEvidence(const Summary& s, const PhaseStats& data, Finding& f) {
+  f.evidence = {{"data_share", data.inclusive_share},
+                {"data_p50_s", data.time.p50},
+                {"data_p95_s", data.time.p95},
                 {"step_p50_s", s.step_time.p50}};
   if (s.samples_per_second.has_value())
     f.evidence.emplace_back("samples_per_second", *s.samples_per_second);
-  if (const auto idle = s.idle_by_cause.find(data->name); idle != s.idle_by_cause.end()) {
+  if (const auto idle = s.idle_by_cause.find(data.name); idle != s.idle_by_cause.end()) {
     f.evidence.emplace_back("gpu_idle_in_data_pct", idle->second);
   }
   if (s.telemetry.has_value()) {
@@ -124,9 +115,18 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
     AddIf(f, "worker_cpu_wait_cores", s.telemetry->worker_cpu_wait_cores);
     AddIf(f, "cpu_wait_share", s.telemetry->cpu_wait_share);
   }
+}
+
+// Input-bound's id, title and recommendation for its cause.
+void DescribeInputBound(const Summary& s, InputCause cause, bool measured, double share,
+                        bool contended, Finding& f) {
+  const std::string wait =
+      measured
+          ? absl::StrCat("the GPU idles ", Pct(share), " of step time waiting for the next batch")
+          : absl::StrCat(Pct(share), " of step time is spent waiting for the next batch");
   const std::string also = contended ? ", and the loader waits for CPUs others take" : "";
   switch (cause) {
-    case Cause::kCpu:
+    case InputCause::kCpu:
       f.id = "input-bound.cpu";
       f.title =
           absl::StrCat("Input-bound on CPU: ", wait, ", with the loader using ",
@@ -141,7 +141,7 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
           "NVIDIA DALI), keep pin_memory=True and persistent_workers=True, or get more CPU cores "
           "(a container CPU limit may be the cap).";
       break;
-    case Cause::kStorage:
+    case InputCause::kStorage:
       f.id = "input-bound.storage";
       f.title =
           absl::StrCat("Input-bound on storage: ", wait, ", with the CPUs idle in iowait", also);
@@ -151,7 +151,7 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
           "keep more reads in flight (raise num_workers and prefetch_factor, "
           "persistent_workers=True).";
       break;
-    case Cause::kUnknown:
+    case InputCause::kUnknown:
       f.id = "input-bound";
       f.title = absl::StrCat("Input-bound: ", wait, also);
       f.recommendation =
@@ -168,66 +168,101 @@ void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>
                     " The loader is short of CPU because other processes take it: more workers "
                     "add to the contention (see cpu-contention).");
   }
+}
+
+// How far input-bound's share can be trusted, by what measured it.
+const char* InputConfidence(const Summary& s, bool measured) {
   if (!measured) {
-    f.confidence =
-        "medium: host timing only; if the loop waits for the GPU inside the data phase (a "
-        "synchronizing copy, say), that wait counts as data time. A GPU source separates them.";
-  } else if (s.source == Source::kCupti) {
-    f.confidence = "high: the GPU was measured idle while the host waited for data";
-  } else {
-    f.confidence =
-        "high: the GPU was idle at least this long while the host waited for data "
-        "(CUDA events give a lower bound)";
+    return "medium: host timing only; if the loop waits for the GPU inside the data phase (a "
+           "synchronizing copy, say), that wait counts as data time. A GPU source separates them.";
   }
+  if (s.source == Source::kCupti) {
+    return "high: the GPU was measured idle while the host waited for data";
+  }
+  return "high: the GPU was idle at least this long while the host waited for data "
+         "(CUDA events give a lower bound)";
+}
+
+}  // namespace
+
+// The input pipeline: time in phase "data" (steps() puts next(loader) there),
+// told apart by telemetry as CPU-bound (the process and its loader's
+// workers use the CPUs they may) or storage-bound (iowait while the CPUs
+// idle). A host kept busy by other processes is not the loader's CPU limit:
+// the loader then may get less CPU than it asks for, which cpu-contention
+// judges by the run-queue wait.
+void InputBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  const PhaseStats* data = s.FindPhase(PhaseName(Phase::kData));
+  if (data == nullptr || data->steps == 0) return;
+  bool measured = false;
+  const double share = InputShare(s, &measured);
+  if (share < o.input_bound_moderate) return;
+  bool contended = false;
+  const InputCause cause = FindInputCause(s, o, &contended);
+  Finding f;
+  f.severity = Grade(share, o.input_bound_moderate, o.input_bound_high);
+  f.share = share;
+  AddInputEvidence(s, *data, f);
+  DescribeInputBound(s, cause, measured, share, contended, f);
+  f.confidence = InputConfidence(s, measured);
   f.source = std::string(SourceName(s.source));
   out->push_back(std::move(f));
 }
 
-// CPU contention: the training thread, or the loader's workers, ready to
-// run but waiting for a CPU (schedstat's run-queue wait), whoever takes the
-// CPUs: a container's CPU limit (its cgroup throttled in at least 5 % of the
-// limit's periods: a throttled thread waits on the run queue until the next
-// period), other jobs on a shared host, the hypervisor (steal), or the job's
-// own threads and processes when they outnumber its CPUs. What it costs:
-// the training thread's wait, as a share of wall time, stretches the step
-// by as much; the workers' wait, as a share of their time ready to run,
-// stretches the loader's cost (input-bound's share) by as much.
-void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
-  if (!s.telemetry.has_value()) return;
-  const TelemetryStats& t = *s.telemetry;
-  const double train = t.cpu_wait_share.value_or(0);
-  const double worker_wait = WorkerWaitShare(t).value_or(0);
+namespace {
+
+// What cpu-contention measures: who waits for a CPU, what it costs, and
+// who takes the CPUs.
+struct Contention {
+  double train = 0;        // the training thread's wait, a share of wall time
+  double worker_wait = 0;  // the workers' wait, a share of their time ready to run
+  double loader = 0;       // the workers' wait as a share of step time
+  double share = 0;        // what it costs, a share of step time
+  double own = 0;          // the cores the job's own processes use
+  bool self_inflicted = false;
+  bool steal = false;
+  bool throttled = false;
+};
+
+// Contention's measures from telemetry; nullopt when it costs less than
+// the moderate share (or is not finite).
+std::optional<Contention> MeasureContention(const Summary& s, const TelemetryStats& t,
+                                            const DiagnoseOptions& o) {
+  Contention c;
+  c.train = t.cpu_wait_share.value_or(0);
+  c.worker_wait = WorkerWaitShare(t).value_or(0);
   bool measured = false;
-  const double loader = worker_wait > 0 ? InputShare(s, &measured) * worker_wait : 0.0;
-  const double share = std::min(1.0, train + loader);
-  if (share < o.cpu_contention_moderate || !std::isfinite(share)) return;
-  const double own =
-      t.process_cores.value_or(0) + t.worker_cores.value_or(0) + t.child_cores.value_or(0);
-  const bool self_inflicted = t.cpus_available.has_value() && *t.cpus_available > 0 &&
-                              own >= o.cpu_saturated_share * *t.cpus_available;
-  const bool steal = t.steal_pct.value_or(0) >= 5.0;
-  const bool throttled = t.cpu_throttled_pct.value_or(0) >= 5.0;
-  Finding f;
-  f.id = "cpu-contention";
-  f.severity = Grade(share, o.cpu_contention_moderate, o.cpu_contention_high);
-  f.share = share;
+  c.loader = c.worker_wait > 0 ? InputShare(s, &measured) * c.worker_wait : 0.0;
+  c.share = std::min(1.0, c.train + c.loader);
+  if (c.share < o.cpu_contention_moderate || !std::isfinite(c.share)) return std::nullopt;
+  c.own = t.process_cores.value_or(0) + t.worker_cores.value_or(0) + t.child_cores.value_or(0);
+  c.self_inflicted = t.cpus_available.has_value() && *t.cpus_available > 0 &&
+                     c.own >= o.cpu_saturated_share * *t.cpus_available;
+  c.steal = t.steal_pct.value_or(0) >= 5.0;
+  c.throttled = t.cpu_throttled_pct.value_or(0) >= 5.0;
+  return c;
+}
+
+// Cpu-contention's title: who waited, and who takes the CPUs.
+std::string ContentionTitle(const TelemetryStats& t, const DiagnoseOptions& o,
+                            const Contention& c) {
   std::vector<std::string> who;
-  if (train >= 0.005)
+  if (c.train >= 0.005)
     who.push_back(
-        absl::StrFormat("the training thread waited for a CPU %s of the time", Pct(train)));
-  if (loader > 0 && worker_wait >= 0.005) {
+        absl::StrFormat("the training thread waited for a CPU %s of the time", Pct(c.train)));
+  if (c.loader > 0 && c.worker_wait >= 0.005) {
     who.push_back(absl::StrFormat("the loader's workers %s of the time they were ready to run",
-                                  Pct(worker_wait)));
+                                  Pct(c.worker_wait)));
   }
   std::string why;
-  if (throttled) {
+  if (c.throttled) {
     why =
         absl::StrFormat("; the container's CPU limit throttled it in %.0f%% of the limit's periods",
                         *t.cpu_throttled_pct);
     if (t.cpus_available.has_value())
       absl::StrAppendFormat(&why, " (%.1f CPUs available)", *t.cpus_available);
-  } else if (self_inflicted) {
-    why = absl::StrFormat("; the job's own processes use %.1f of its %.1f CPUs", own,
+  } else if (c.self_inflicted) {
+    why = absl::StrFormat("; the job's own processes use %.1f of its %.1f CPUs", c.own,
                           *t.cpus_available);
   } else if (t.host_cpu_pct.has_value() && *t.host_cpu_pct >= o.cpu_saturated_pct) {
     why = absl::StrFormat("; other processes keep the host's CPUs %.0f%% busy", *t.host_cpu_pct);
@@ -235,12 +270,16 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
     why =
         absl::StrFormat("; tasks wait for a CPU %.0f%% of the time host-wide", *t.cpu_pressure_pct);
   }
-  if (steal) absl::StrAppendFormat(&why, "; the hypervisor takes %.0f%%", *t.steal_pct);
-  f.title = absl::StrCat("CPU contention: ", absl::StrJoin(who, ", and "), why, " (", Pct(share),
-                         " of step time)");
-  f.evidence = {{"cpu_wait_share", train}};
+  if (c.steal) absl::StrAppendFormat(&why, "; the hypervisor takes %.0f%%", *t.steal_pct);
+  return absl::StrCat("CPU contention: ", absl::StrJoin(who, ", and "), why, " (", Pct(c.share),
+                      " of step time)");
+}
+
+// Cpu-contention's evidence: the waits, and the CPU use of the job and the host.
+void AddContentionEvidence(const TelemetryStats& t, const Contention& c, Finding& f) {
+  f.evidence = {{"cpu_wait_share", c.train}};
   AddIf(f, "worker_cpu_wait_cores", t.worker_cpu_wait_cores);
-  if (loader > 0) f.evidence.emplace_back("loader_wait_share", loader);
+  if (c.loader > 0) f.evidence.emplace_back("loader_wait_share", c.loader);
   AddIf(f, "process_cores", t.process_cores);
   AddIf(f, "worker_cores", t.worker_cores);
   AddIf(f, "child_cores", t.child_cores);
@@ -250,7 +289,11 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
   AddIf(f, "cpu_pressure_pct", t.cpu_pressure_pct);
   AddIf(f, "steal_pct", t.steal_pct);
   AddIf(f, "cpu_throttled_pct", t.cpu_throttled_pct);
-  if (throttled) {
+}
+
+// Cpu-contention's recommendation, by who takes the CPUs.
+void RecommendForContention(const Contention& c, Finding& f) {
+  if (c.throttled) {
     f.recommendation =
         "The container's CPU limit (a CFS quota: Kubernetes resources.limits.cpu, Docker --cpus) "
         "stops the job's threads whenever they use up a period's quota, until the next period; "
@@ -259,7 +302,7 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
         "OMP_NUM_THREADS) and DataLoader num_workers so that together they stay within the "
         "limit's CPUs. With Guaranteed QoS and whole CPUs, the static CPU manager gives the "
         "container dedicated cores instead of a quota.";
-  } else if (self_inflicted) {
+  } else if (c.self_inflicted) {
     f.recommendation =
         "The job's own threads and processes outnumber its CPUs: cap the CPU threads per process "
         "(torch.set_num_threads, OMP_NUM_THREADS, e.g. cores / processes), keep DataLoader "
@@ -273,11 +316,36 @@ void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
         "node, or lower its priority (nice). Adding DataLoader workers only adds to the "
         "contention.";
   }
-  if (steal) {
+  if (c.steal) {
     absl::StrAppend(&f.recommendation,
                     " The hypervisor gives this VM's CPUs to other guests: a dedicated or larger "
                     "instance avoids it.");
   }
+}
+
+}  // namespace
+
+// CPU contention: the training thread, or the loader's workers, ready to
+// run but waiting for a CPU (schedstat's run-queue wait), whoever takes the
+// CPUs: a container's CPU limit (its cgroup throttled in at least 5 % of the
+// limit's periods: a throttled thread waits on the run queue until the next
+// period), other jobs on a shared host, the hypervisor (steal), or the job's
+// own threads and processes when they outnumber its CPUs. What it costs:
+// the training thread's wait, as a share of wall time, stretches the step
+// by as much; the workers' wait, as a share of their time ready to run,
+// stretches the loader's cost (input-bound's share) by as much.
+void CpuContention(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
+  if (!s.telemetry.has_value()) return;
+  const TelemetryStats& t = *s.telemetry;
+  const std::optional<Contention> c = MeasureContention(s, t, o);
+  if (!c.has_value()) return;
+  Finding f;
+  f.id = "cpu-contention";
+  f.severity = Grade(c->share, o.cpu_contention_moderate, o.cpu_contention_high);
+  f.share = c->share;
+  f.title = ContentionTitle(t, o, *c);
+  AddContentionEvidence(t, *c, f);
+  RecommendForContention(*c, f);
   f.confidence =
       "high: the kernel's run-queue accounting (schedstat) counts the time each thread was ready "
       "to run but had no CPU";
