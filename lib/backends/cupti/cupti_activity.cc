@@ -237,104 +237,11 @@ class CuptiActivity final : public ActivitySource {
   absl::string_view name() const override { return "CUPTI"; }
 
   absl::Status Start() override {
-    if (mode_ == Cupti::kOff)
-      return absl::UnavailableError("CUPTI is off (Options::cupti, GPUSCOPE_CUPTI)");
-    for (const char* var : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
-      if (const char* v = std::getenv(var); v != nullptr && v[0] != '\0') {
-        return absl::FailedPreconditionError(absl::StrCat(
-            var,
-            " is set: a profiler (Nsight Systems?) injected itself; gpuscope leaves CUPTI to it"));
-      }
-    }
-    // CUPTI only once CUDA is in use: gpuscope never initializes CUDA (a
-    // process that did cannot use it in children it forks).
-    if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
-    absl::Status load = Load();
-    if (!load.ok()) return load;
     uint32_t version = 0;
-    api_.GetVersion(&version);
-    {
-      std::lock_guard<std::mutex> lock(TheHub().mu);
-      if (TheHub().active) {
-        return absl::FailedPreconditionError(
-            "another gpuscope session holds CUPTI (one at a time)");
-      }
-    }
-    // Subscribe: shared and named where the library can share (13.2+);
-    // an older CUPTI (one subscriber: a profiler started later would record
-    // no GPU events) only when asked.
-    const bool can_share = api_.SubscribeV2 != nullptr && version >= cupti::kFirstSharingVersion;
-    if (!can_share && mode_ != Cupti::kOn) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "CUPTI ", version,
-          " allows one subscriber (sharing needs 13.2 and cuptiSubscribe_v2): "
-          "gpuscope takes it only when asked (Options::cupti = Cupti::kOn, cupti=True, "
-          "GPUSCOPE_CUPTI=on), so that torch.profiler keeps recording GPU events"));
-    }
-    CUptiResult r = CUPTI_SUCCESS;
-    char old_name[256] = {0};
-    const char* call = "cuptiSubscribe";
-    if (api_.SubscribeV2 != nullptr) {
-      call = "cuptiSubscribe_v2";
-      cupti::SubscriberParams params{
-          can_share ? cupti::kSubscriberParamsSize132 : cupti::kSubscriberParamsSize130, "gpuscope",
-          old_name, sizeof(old_name), 1};
-      auto* as_declared = reinterpret_cast<cupti::SubscribeV2Params*>(&params);
-      r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
-      // A build that does not know the field refuses 13.2's size.
-      if (r == CUPTI_ERROR_INVALID_PARAMETER && can_share) {
-        params.structSize = cupti::kSubscriberParamsSize130;
-        r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
-      }
-    } else {
-      r = api_.Subscribe(&subscriber_, IgnoreCallback, nullptr);
-    }
-    if (r != CUPTI_SUCCESS) {
-      subscriber_ = nullptr;
-      // Not a fault: someone else holds CUPTI, and is named.
-      if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-        return CuptiStatus(
-            api_, r, call, __FILE__, __LINE__, absl::StatusCode::kFailedPrecondition,
-            absl::StrCat("CUPTI is held by ",
-                         old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
-      }
-      return CuptiStatus(api_, r, call, __FILE__, __LINE__);
-    }
-    {
-      Hub& h = TheHub();
-      std::lock_guard<std::mutex> lock(h.mu);
-      // Buffers CUPTI may still hold from an earlier session stay in use.
-      if (h.storage == nullptr) h.storage.reset(new uint8_t[kBuffers * kBufferBytes]);
-      h.completed_count = 0;
-      h.get_dropped = api_.ActivityGetNumDroppedRecords;
-      h.active = true;
-    }
-    owner_ = true;
-    started_ = true;
-    pid_ = getpid();
-    dropped_at_start_ = TheHub().dropped.load(std::memory_order_relaxed);
-    timestamps_are_host_ =
-        api_.ActivityRegisterTimestampCallback != nullptr &&
-        api_.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS;
-    Calibrate();
-    if (absl::Status e =
-            GPUSCOPE_CUPTI_CALL(api_, ActivityRegisterCallbacks(BufferRequested, BufferCompleted));
-        !e.ok()) {
-      Stop();
-      return e;
-    }
-    for (CUpti_ActivityKind kind : kKinds) {
-      // Named by the kind's number, which CUPTI's documentation lists.
-      if (absl::Status e =
-              CuptiStatus(api_, api_.ActivityEnable(kind),
-                          absl::StrCat("cuptiActivityEnable(", static_cast<int>(kind), ")"),
-                          __FILE__, __LINE__);
-          !e.ok()) {
-        Stop();
-        return e;
-      }
-      enabled_.push_back(kind);
-    }
+    if (absl::Status ready = Prepare(&version); !ready.ok()) return ready;
+    if (absl::Status subscribed = Subscribe(version); !subscribed.ok()) return subscribed;
+    TakeHub();
+    if (absl::Status enabled = EnableActivity(); !enabled.ok()) return enabled;
     LogOnce("cupti-on", LogLevel::kInfo,
             absl::StrCat(
                 "CUPTI ", version, " (", path_, ") activity records on; timestamps ",
@@ -408,6 +315,123 @@ class CuptiActivity final : public ActivitySource {
   }
 
  private:
+  // Whether CUPTI may be started: not off, not injected by a profiler, CUDA
+  // in use, the library loaded (its version in *version), no other session.
+  absl::Status Prepare(uint32_t* version) {
+    if (mode_ == Cupti::kOff)
+      return absl::UnavailableError("CUPTI is off (Options::cupti, GPUSCOPE_CUPTI)");
+    for (const char* var : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
+      if (const char* v = std::getenv(var); v != nullptr && v[0] != '\0') {
+        return absl::FailedPreconditionError(absl::StrCat(
+            var,
+            " is set: a profiler (Nsight Systems?) injected itself; gpuscope leaves CUPTI to it"));
+      }
+    }
+    // CUPTI only once CUDA is in use: gpuscope never initializes CUDA (a
+    // process that did cannot use it in children it forks).
+    if (absl::Status ready = CudaInitializedInProcess(); !ready.ok()) return ready;
+    absl::Status load = Load();
+    if (!load.ok()) return load;
+    api_.GetVersion(version);
+    {
+      std::lock_guard<std::mutex> lock(TheHub().mu);
+      if (TheHub().active) {
+        return absl::FailedPreconditionError(
+            "another gpuscope session holds CUPTI (one at a time)");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Subscribe: shared and named where the library can share (13.2+);
+  // an older CUPTI (one subscriber: a profiler started later would record
+  // no GPU events) only when asked.
+  absl::Status Subscribe(uint32_t version) {
+    const bool can_share = api_.SubscribeV2 != nullptr && version >= cupti::kFirstSharingVersion;
+    if (!can_share && mode_ != Cupti::kOn) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "CUPTI ", version,
+          " allows one subscriber (sharing needs 13.2 and cuptiSubscribe_v2): "
+          "gpuscope takes it only when asked (Options::cupti = Cupti::kOn, cupti=True, "
+          "GPUSCOPE_CUPTI=on), so that torch.profiler keeps recording GPU events"));
+    }
+    CUptiResult r = CUPTI_SUCCESS;
+    char old_name[256] = {0};
+    const char* call = "cuptiSubscribe";
+    if (api_.SubscribeV2 != nullptr) {
+      call = "cuptiSubscribe_v2";
+      cupti::SubscriberParams params{
+          can_share ? cupti::kSubscriberParamsSize132 : cupti::kSubscriberParamsSize130, "gpuscope",
+          old_name, sizeof(old_name), 1};
+      auto* as_declared = reinterpret_cast<cupti::SubscribeV2Params*>(&params);
+      r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
+      // A build that does not know the field refuses 13.2's size.
+      if (r == CUPTI_ERROR_INVALID_PARAMETER && can_share) {
+        params.structSize = cupti::kSubscriberParamsSize130;
+        r = api_.SubscribeV2(&subscriber_, IgnoreCallback, nullptr, as_declared);
+      }
+    } else {
+      r = api_.Subscribe(&subscriber_, IgnoreCallback, nullptr);
+    }
+    if (r != CUPTI_SUCCESS) {
+      subscriber_ = nullptr;
+      // Not a fault: someone else holds CUPTI, and is named.
+      if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        return CuptiStatus(
+            api_, r, call, __FILE__, __LINE__, absl::StatusCode::kFailedPrecondition,
+            absl::StrCat("CUPTI is held by ",
+                         old_name[0] != '\0' ? old_name : "another tool (a profiler?)"));
+      }
+      return CuptiStatus(api_, r, call, __FILE__, __LINE__);
+    }
+    return absl::OkStatus();
+  }
+
+  // Takes the process-wide buffers and owns CUPTI; aligns its clock.
+  void TakeHub() {
+    {
+      Hub& h = TheHub();
+      std::lock_guard<std::mutex> lock(h.mu);
+      // Buffers CUPTI may still hold from an earlier session stay in use.
+      if (h.storage == nullptr) h.storage.reset(new uint8_t[kBuffers * kBufferBytes]);
+      h.completed_count = 0;
+      h.get_dropped = api_.ActivityGetNumDroppedRecords;
+      h.active = true;
+    }
+    owner_ = true;
+    started_ = true;
+    pid_ = getpid();
+    dropped_at_start_ = TheHub().dropped.load(std::memory_order_relaxed);
+    timestamps_are_host_ =
+        api_.ActivityRegisterTimestampCallback != nullptr &&
+        api_.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS;
+    Calibrate();
+  }
+
+  // Registers the buffer callbacks and enables each kind of record; on a
+  // failure, stops what was started.
+  absl::Status EnableActivity() {
+    if (absl::Status e =
+            GPUSCOPE_CUPTI_CALL(api_, ActivityRegisterCallbacks(BufferRequested, BufferCompleted));
+        !e.ok()) {
+      Stop();
+      return e;
+    }
+    for (CUpti_ActivityKind kind : kKinds) {
+      // Named by the kind's number, which CUPTI's documentation lists.
+      if (absl::Status e =
+              CuptiStatus(api_, api_.ActivityEnable(kind),
+                          absl::StrCat("cuptiActivityEnable(", static_cast<int>(kind), ")"),
+                          __FILE__, __LINE__);
+          !e.ok()) {
+        Stop();
+        return e;
+      }
+      enabled_.push_back(kind);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Load() {
     std::string tried;
     for (const std::string& candidate : CuptiCandidates()) {

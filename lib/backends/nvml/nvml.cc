@@ -223,86 +223,120 @@ std::string Nvml::BusId(int index) const {
   return pci.busId;
 }
 
+namespace {
+
+// An unsigned query of device `d` (fn(d, args..., &value)) as a double;
+// unknown when the driver lacks the entry point or the query fails. Each
+// query on its own: what fails stays unknown.
+template <typename Fn, typename... Args>
+double UintQuery(Fn fn, nvmlDevice_t d, Args... args) {
+  unsigned v = 0;
+  if (fn == nullptr || fn(d, args..., &v) != NVML_SUCCESS) return kUnknownValue;
+  return static_cast<double>(v);
+}
+
+int AsInt(double v) { return v == v ? static_cast<int>(v) : -1; }
+
+// The name of device `d`, where the driver gives it.
+void ReadName(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
+  char buf[96] = {0};
+  if (api.DeviceGetName != nullptr && api.DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS)
+    g.name = buf;
+}
+
+// The maximum clocks and the power limit of device `d`.
+void ReadLimits(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
+  g.sm_clock_max_mhz = UintQuery(api.DeviceGetMaxClockInfo, d, NVML_CLOCK_SM);
+  g.mem_clock_max_mhz = UintQuery(api.DeviceGetMaxClockInfo, d, NVML_CLOCK_MEM);
+  g.power_limit_w = UintQuery(api.DeviceGetEnforcedPowerLimit, d) / 1000.0;
+}
+
+// What changes from one sample to the next (Fields::kChanging), but the
+// PCIe throughput: clocks, power, temperature, clocks event reasons,
+// utilization, memory, the current PCIe link.
+void ReadChanging(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
+  g.sm_clock_mhz = UintQuery(api.DeviceGetClockInfo, d, NVML_CLOCK_SM);
+  g.mem_clock_mhz = UintQuery(api.DeviceGetClockInfo, d, NVML_CLOCK_MEM);
+  g.power_w = UintQuery(api.DeviceGetPowerUsage, d) / 1000.0;  // mW
+  g.temperature_c = UintQuery(api.DeviceGetTemperature, d, NVML_TEMPERATURE_GPU);
+  unsigned long long reasons = 0;
+  if (api.DeviceGetClocksEventReasons != nullptr &&
+      api.DeviceGetClocksEventReasons(d, &reasons) == NVML_SUCCESS) {
+    g.clocks_event_reasons_known = true;
+    g.clocks_event_reasons = reasons;
+  }
+  nvmlUtilization_t u{};
+  if (api.DeviceGetUtilizationRates != nullptr &&
+      api.DeviceGetUtilizationRates(d, &u) == NVML_SUCCESS) {
+    g.utilization_gpu_pct = u.gpu;
+    g.utilization_memory_pct = u.memory;
+  }
+  nvmlMemory_t m{};
+  if (api.DeviceGetMemoryInfo != nullptr && api.DeviceGetMemoryInfo(d, &m) == NVML_SUCCESS) {
+    g.memory_used_bytes = static_cast<double>(m.used);
+    g.memory_total_bytes = static_cast<double>(m.total);
+  }
+  g.pcie_gen = AsInt(UintQuery(api.DeviceGetCurrPcieLinkGeneration, d));
+  g.pcie_width = AsInt(UintQuery(api.DeviceGetCurrPcieLinkWidth, d));
+}
+
+// The PCIe throughput counters (about 20 ms each).
+void ReadPcieThroughput(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
+  g.pcie_tx_bytes_per_s =
+      UintQuery(api.DeviceGetPcieThroughput, d, NVML_PCIE_UTIL_TX_BYTES) * 1024.0;  // KB/s
+  g.pcie_rx_bytes_per_s =
+      UintQuery(api.DeviceGetPcieThroughput, d, NVML_PCIE_UTIL_RX_BYTES) * 1024.0;
+}
+
+// What rarely changes, but the name and limits: the maximum PCIe link, ECC
+// counts, persistence, compute and MIG modes.
+void ReadSettings(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
+  g.pcie_gen_max = AsInt(UintQuery(api.DeviceGetMaxPcieLinkGeneration, d));
+  g.pcie_width_max = AsInt(UintQuery(api.DeviceGetMaxPcieLinkWidth, d));
+  unsigned long long ecc = 0;
+  if (api.DeviceGetTotalEccErrors != nullptr) {
+    if (api.DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &ecc) ==
+        NVML_SUCCESS) {
+      g.ecc_corrected = static_cast<int64_t>(ecc);
+    }
+    if (api.DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                    &ecc) == NVML_SUCCESS) {
+      g.ecc_uncorrected = static_cast<int64_t>(ecc);
+    }
+  }
+  nvmlEnableState_t persistence = NVML_FEATURE_DISABLED;
+  if (api.DeviceGetPersistenceMode != nullptr &&
+      api.DeviceGetPersistenceMode(d, &persistence) == NVML_SUCCESS) {
+    g.persistence_mode = persistence;
+  }
+  nvmlComputeMode_t compute = NVML_COMPUTEMODE_DEFAULT;
+  if (api.DeviceGetComputeMode != nullptr &&
+      api.DeviceGetComputeMode(d, &compute) == NVML_SUCCESS) {
+    g.compute_mode = compute;
+  }
+  unsigned mig = 0, pending = 0;
+  if (api.DeviceGetMigMode != nullptr && api.DeviceGetMigMode(d, &mig, &pending) == NVML_SUCCESS) {
+    g.mig_mode = static_cast<int>(mig);
+  }
+}
+
+}  // namespace
+
 GpuState Nvml::Read(int index, bool pcie_throughput, Fields fields) const {
   GpuState g;
   g.index = index;
   nvmlDevice_t d = nullptr;
   if (api_->DeviceGetHandleByIndex(static_cast<unsigned>(index), &d) != NVML_SUCCESS) return g;
-  // Each query on its own: what fails stays unknown.
-  const auto uint_query = [&](auto fn, auto... args) -> double {
-    unsigned v = 0;
-    if (fn == nullptr || fn(d, args..., &v) != NVML_SUCCESS) return kUnknownValue;
-    return static_cast<double>(v);
-  };
   const bool all = fields == Fields::kAll;
   if (all) {
-    char buf[96] = {0};
-    if (api_->DeviceGetName != nullptr && api_->DeviceGetName(d, buf, sizeof(buf)) == NVML_SUCCESS)
-      g.name = buf;
+    ReadName(*api_, d, g);
     g.bus_id = BusId(index);
-    g.sm_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_SM);
-    g.mem_clock_max_mhz = uint_query(api_->DeviceGetMaxClockInfo, NVML_CLOCK_MEM);
-    g.power_limit_w = uint_query(api_->DeviceGetEnforcedPowerLimit) / 1000.0;
+    ReadLimits(*api_, d, g);
   }
-  g.sm_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_SM);
-  g.mem_clock_mhz = uint_query(api_->DeviceGetClockInfo, NVML_CLOCK_MEM);
-  g.power_w = uint_query(api_->DeviceGetPowerUsage) / 1000.0;  // mW
-  g.temperature_c = uint_query(api_->DeviceGetTemperature, NVML_TEMPERATURE_GPU);
-  unsigned long long reasons = 0;
-  if (api_->DeviceGetClocksEventReasons != nullptr &&
-      api_->DeviceGetClocksEventReasons(d, &reasons) == NVML_SUCCESS) {
-    g.clocks_event_reasons_known = true;
-    g.clocks_event_reasons = reasons;
-  }
-  nvmlUtilization_t u{};
-  if (api_->DeviceGetUtilizationRates != nullptr &&
-      api_->DeviceGetUtilizationRates(d, &u) == NVML_SUCCESS) {
-    g.utilization_gpu_pct = u.gpu;
-    g.utilization_memory_pct = u.memory;
-  }
-  nvmlMemory_t m{};
-  if (api_->DeviceGetMemoryInfo != nullptr && api_->DeviceGetMemoryInfo(d, &m) == NVML_SUCCESS) {
-    g.memory_used_bytes = static_cast<double>(m.used);
-    g.memory_total_bytes = static_cast<double>(m.total);
-  }
-  const auto as_int = [](double v) { return v == v ? static_cast<int>(v) : -1; };
-  g.pcie_gen = as_int(uint_query(api_->DeviceGetCurrPcieLinkGeneration));
-  g.pcie_width = as_int(uint_query(api_->DeviceGetCurrPcieLinkWidth));
-  if (pcie_throughput) {
-    g.pcie_tx_bytes_per_s =
-        uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_TX_BYTES) * 1024.0;  // KB/s
-    g.pcie_rx_bytes_per_s =
-        uint_query(api_->DeviceGetPcieThroughput, NVML_PCIE_UTIL_RX_BYTES) * 1024.0;
-  }
+  ReadChanging(*api_, d, g);
+  if (pcie_throughput) ReadPcieThroughput(*api_, d, g);
   if (!all) return g;
-  g.pcie_gen_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkGeneration));
-  g.pcie_width_max = as_int(uint_query(api_->DeviceGetMaxPcieLinkWidth));
-  unsigned long long ecc = 0;
-  if (api_->DeviceGetTotalEccErrors != nullptr) {
-    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
-                                      &ecc) == NVML_SUCCESS) {
-      g.ecc_corrected = static_cast<int64_t>(ecc);
-    }
-    if (api_->DeviceGetTotalEccErrors(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
-                                      &ecc) == NVML_SUCCESS) {
-      g.ecc_uncorrected = static_cast<int64_t>(ecc);
-    }
-  }
-  nvmlEnableState_t persistence = NVML_FEATURE_DISABLED;
-  if (api_->DeviceGetPersistenceMode != nullptr &&
-      api_->DeviceGetPersistenceMode(d, &persistence) == NVML_SUCCESS) {
-    g.persistence_mode = persistence;
-  }
-  nvmlComputeMode_t compute = NVML_COMPUTEMODE_DEFAULT;
-  if (api_->DeviceGetComputeMode != nullptr &&
-      api_->DeviceGetComputeMode(d, &compute) == NVML_SUCCESS) {
-    g.compute_mode = compute;
-  }
-  unsigned mig = 0, pending = 0;
-  if (api_->DeviceGetMigMode != nullptr &&
-      api_->DeviceGetMigMode(d, &mig, &pending) == NVML_SUCCESS) {
-    g.mig_mode = static_cast<int>(mig);
-  }
+  ReadSettings(*api_, d, g);
   return g;
 }
 

@@ -75,96 +75,11 @@ class DescendantTicks {
   void Read(bool full, const std::vector<int>& workers, std::vector<Process>* out) {
     out->clear();
     pids_.clear();
-    if (full) {
-      FindDescendants();
-    } else {
-      for (size_t i = 0; i < forkers_.size();) {
-        absl::string_view text;
-        if (forkers_[i].Read(&text, /*may_open=*/false)) {
-          AppendPids(text);
-          ++i;
-        } else {  // the thread ended
-          forkers_.erase(forkers_.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-      }
-      for (const Known& k : known_) pids_.push_back(k.pid);
-    }
-    std::sort(pids_.begin(), pids_.end());
-    pids_.erase(std::unique(pids_.begin(), pids_.end()), pids_.end());
-    // Read every candidate: the known ones from their open files.
-    next_.clear();
-    size_t known = 0;
-    for (int pid : pids_) {
-      while (known < known_.size() && known_[known].pid < pid) ++known;
-      Known k;
-      k.pid = pid;
-      if (known < known_.size() && known_[known].pid == pid) {
-        k.stat = std::move(known_[known].stat);
-        k.schedstat = std::move(known_[known].schedstat);
-      } else {
-        k.stat = ProcFile(absl::StrCat(proc_root_, "/", pid, "/stat"), ProcFile::End::kAtShortRead);
-      }
-      absl::string_view text;
-      if (!k.stat.Read(&text, /*may_open=*/true)) continue;  // gone
-      absl::string_view f[13];
-      uint64_t utime = 0, stime = 0;
-      if (!ProcStatFields(text, f, 13) || !absl::SimpleAtoi(f[1], &k.ppid) ||
-          !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
-        continue;  // unreadable
-      }
-      k.ticks = utime + stime;
-      k.named_worker = CommOf(text) == kTorchWorkerName;
-      next_.push_back(std::move(k));
-    }
-    // Keep the descendants: those whose parent is `parent_` or a descendant,
-    // until nothing changes (parents usually come first by pid, so one or
-    // two passes).
-    for (Known& k : next_) k.accepted = k.ppid == parent_;
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (Known& k : next_) {
-        if (k.accepted) continue;
-        const Known* p = Find(next_, k.ppid);
-        if (p != nullptr && p->accepted) changed = k.accepted = true;
-      }
-    }
-    next_.erase(
-        std::remove_if(next_.begin(), next_.end(), [](const Known& k) { return !k.accepted; }),
-        next_.end());
-    // Workers: named, or below one (up to a depth that no real tree reaches;
-    // a cycle of reused pids ends there too).
-    for (Known& k : next_) {
-      const Known* p = &k;
-      for (int depth = 0; p != nullptr && depth < 16; ++depth) {
-        if (p->named_worker || std::binary_search(workers.begin(), workers.end(), p->pid)) {
-          k.worker = true;
-          break;
-        }
-        p = p->ppid == parent_ ? nullptr : Find(next_, p->ppid);
-      }
-      Process out_p{k.pid, k.ticks, k.worker, 0};
-      if (k.named_worker || std::binary_search(workers.begin(), workers.end(), k.pid)) {
-        if (!k.schedstat.is_open() && k.schedstat.path().empty()) {
-          k.schedstat = ProcFile(absl::StrCat(proc_root_, "/", k.pid, "/schedstat"),
-                                 ProcFile::End::kAtShortRead);
-        }
-        absl::string_view text;
-        uint64_t on_cpu = 0;
-        if (k.schedstat.Read(&text)) {
-          ParseSchedstat(text, &on_cpu, &out_p.run_delay_ns);
-        }
-      }
-      out->push_back(out_p);
-    }
-    size_t open = 0;
-    for (Known& k : next_) {
-      if (open >= kMaxOpenStats) {
-        k.stat.Close();  // read by path next time
-        k.schedstat.Close();
-      } else {
-        ++open;
-      }
-    }
+    CollectCandidates(full);
+    ReadCandidates();
+    KeepDescendants();
+    ReportProcesses(workers, out);
+    LimitOpenFiles();
     known_.swap(next_);
     next_.clear();  // closes the files of those gone and of strangers
   }
@@ -197,6 +112,118 @@ class DescendantTicks {
     const auto it =
         std::lower_bound(v.begin(), v.end(), pid, [](const Known& k, int p) { return k.pid < p; });
     return it != v.end() && it->pid == pid ? &*it : nullptr;
+  }
+
+  // The candidate pids, sorted and unique, in pids_: on a full read, from
+  // the process tree (FindDescendants); otherwise the children of the
+  // threads that fork and the descendants known.
+  void CollectCandidates(bool full) {
+    if (full) {
+      FindDescendants();
+    } else {
+      for (size_t i = 0; i < forkers_.size();) {
+        absl::string_view text;
+        if (forkers_[i].Read(&text, /*may_open=*/false)) {
+          AppendPids(text);
+          ++i;
+        } else {  // the thread ended
+          forkers_.erase(forkers_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+      }
+      for (const Known& k : known_) pids_.push_back(k.pid);
+    }
+    std::sort(pids_.begin(), pids_.end());
+    pids_.erase(std::unique(pids_.begin(), pids_.end()), pids_.end());
+  }
+
+  // Read every candidate: the known ones from their open files. next_: the
+  // candidates alive and readable, by pid.
+  void ReadCandidates() {
+    next_.clear();
+    size_t known = 0;
+    for (int pid : pids_) {
+      while (known < known_.size() && known_[known].pid < pid) ++known;
+      Known k;
+      k.pid = pid;
+      if (known < known_.size() && known_[known].pid == pid) {
+        k.stat = std::move(known_[known].stat);
+        k.schedstat = std::move(known_[known].schedstat);
+      } else {
+        k.stat = ProcFile(absl::StrCat(proc_root_, "/", pid, "/stat"), ProcFile::End::kAtShortRead);
+      }
+      absl::string_view text;
+      if (!k.stat.Read(&text, /*may_open=*/true)) continue;  // gone
+      absl::string_view f[13];
+      uint64_t utime = 0, stime = 0;
+      if (!ProcStatFields(text, f, 13) || !absl::SimpleAtoi(f[1], &k.ppid) ||
+          !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+        continue;  // unreadable
+      }
+      k.ticks = utime + stime;
+      k.named_worker = CommOf(text) == kTorchWorkerName;
+      next_.push_back(std::move(k));
+    }
+  }
+
+  // Keep the descendants: those whose parent is `parent_` or a descendant,
+  // until nothing changes (parents usually come first by pid, so one or
+  // two passes).
+  void KeepDescendants() {
+    for (Known& k : next_) k.accepted = k.ppid == parent_;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Known& k : next_) {
+        if (k.accepted) continue;
+        const Known* p = Find(next_, k.ppid);
+        if (p != nullptr && p->accepted) changed = k.accepted = true;
+      }
+    }
+    next_.erase(
+        std::remove_if(next_.begin(), next_.end(), [](const Known& k) { return !k.accepted; }),
+        next_.end());
+  }
+
+  // Workers: named, or below one (up to a depth that no real tree reaches;
+  // a cycle of reused pids ends there too). `*out` gets every descendant;
+  // the named workers with their run-queue wait.
+  void ReportProcesses(const std::vector<int>& workers, std::vector<Process>* out) {
+    for (Known& k : next_) {
+      const Known* p = &k;
+      for (int depth = 0; p != nullptr && depth < 16; ++depth) {
+        if (p->named_worker || std::binary_search(workers.begin(), workers.end(), p->pid)) {
+          k.worker = true;
+          break;
+        }
+        p = p->ppid == parent_ ? nullptr : Find(next_, p->ppid);
+      }
+      Process out_p{k.pid, k.ticks, k.worker, 0};
+      if (k.named_worker || std::binary_search(workers.begin(), workers.end(), k.pid)) {
+        if (!k.schedstat.is_open() && k.schedstat.path().empty()) {
+          k.schedstat = ProcFile(absl::StrCat(proc_root_, "/", k.pid, "/schedstat"),
+                                 ProcFile::End::kAtShortRead);
+        }
+        absl::string_view text;
+        uint64_t on_cpu = 0;
+        if (k.schedstat.Read(&text)) {
+          ParseSchedstat(text, &on_cpu, &out_p.run_delay_ns);
+        }
+      }
+      out->push_back(out_p);
+    }
+  }
+
+  // Keeps at most kMaxOpenStats descendants' files open; the rest are read
+  // by path next time.
+  void LimitOpenFiles() {
+    size_t open = 0;
+    for (Known& k : next_) {
+      if (open >= kMaxOpenStats) {
+        k.stat.Close();  // read by path next time
+        k.schedstat.Close();
+      } else {
+        ++open;
+      }
+    }
   }
 
   // Every descendant's threads' children files, from the parent down;
