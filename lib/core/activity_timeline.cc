@@ -63,14 +63,15 @@ void SplitByCategory(std::vector<Edge>& edges, ActivityDeviceResult* d) {
   assign();
 }
 
-}  // namespace
+// Whether `a` began in the window [wb, we).
+bool BeganIn(const DeviceInterval& a, int64_t wb, int64_t we) {
+  return wb <= a.begin_ns && a.begin_ns < we;
+}
 
-ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
-  ActivityStepResult out;
-  const int64_t wb = in.begin_ns;
-  const int64_t we = std::max(in.end_ns, in.begin_ns);
-  out.window_ns = we - wb;
-  out.phases.resize(in.phases.size());
+// Per device taking part, its busy and idle time in the window [wb, we),
+// idle told apart as launch gaps, phases' (the innermost open) and the
+// rest, and busy time by category; into `out`, with their sums.
+void AnalyzeDevices(const ActivityStepInput& in, int64_t wb, int64_t we, ActivityStepResult& out) {
   const std::span<const DeviceInterval> acts = in.activity;
 
   // Device activity per device; devices take part when some of it overlaps
@@ -143,38 +144,36 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
     out.idle_other_ns += d.idle_other_ns;
     out.devices.push_back(d);
   }
+}
 
-  // Collective time no other work on its device overlapped (DDP overlaps
-  // its all-reduce with backward: only the rest delays the step), per
-  // device, within the window.
-  const bool any_collective = std::any_of(acts.begin(), acts.end(), [](const DeviceInterval& a) {
-    return a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective;
-  });
-  if (any_collective) {
-    std::map<uint32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> work;
-    for (const DeviceInterval& a : acts) {
-      if (!IsDeviceActivity(a.kind)) continue;
-      const int64_t lo = std::max(a.begin_ns, wb), hi = std::min(a.end_ns, we);
-      if (hi <= lo) continue;
-      auto& [collective, other] = work[a.device];
-      (a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective ? collective
-                                                                                     : other)
-          .push_back({lo, hi});
-    }
-    for (auto& [device, lists] : work) {
-      out.counts.collective_exposed_ns +=
-          LengthOutside(UnionOf(std::move(lists.first)), UnionOf(std::move(lists.second)));
-    }
-  }
-
-  // Counts over what began in the window.
-  ActivityCounts& c = out.counts;
-  std::vector<int64_t> kernel_durations;
-  const auto in_window = [&](const DeviceInterval& a) {
-    return wb <= a.begin_ns && a.begin_ns < we;
-  };
+// Collective time no other work on its device overlapped (DDP overlaps
+// its all-reduce with backward: only the rest delays the step), summed
+// over devices, within the window [wb, we).
+int64_t ExposedCollectiveNs(std::span<const DeviceInterval> acts, int64_t wb, int64_t we) {
+  int64_t exposed = 0;
+  std::map<uint32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> work;
   for (const DeviceInterval& a : acts) {
-    if (!in_window(a)) continue;
+    if (!IsDeviceActivity(a.kind)) continue;
+    const int64_t lo = std::max(a.begin_ns, wb), hi = std::min(a.end_ns, we);
+    if (hi <= lo) continue;
+    auto& [collective, other] = work[a.device];
+    (a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective ? collective
+                                                                                   : other)
+        .push_back({lo, hi});
+  }
+  for (auto& [device, lists] : work) {
+    exposed += LengthOutside(UnionOf(std::move(lists.first)), UnionOf(std::move(lists.second)));
+  }
+  return exposed;
+}
+
+// Counts over what began in the window [wb, we): kernels and their time by
+// class, copies and their bytes, synchronizations.
+void CountBegunInWindow(std::span<const DeviceInterval> acts, int64_t wb, int64_t we,
+                        ActivityCounts& c) {
+  std::vector<int64_t> kernel_durations;
+  for (const DeviceInterval& a : acts) {
+    if (!BeganIn(a, wb, we)) continue;
     if (a.kind == ActivityKind::kKernel) {
       const int64_t d = a.end_ns - a.begin_ns;
       kernel_durations.push_back(d);
@@ -202,10 +201,13 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
     std::nth_element(kernel_durations.begin(), mid, kernel_durations.end());
     c.kernel_median_ns = *mid;
   }
+}
 
-  // HTA's host-wait test: per stream, in begin order, a kernel whose launch
-  // call began after the previous activity on its stream had ended, within
-  // the step (a gap across the step boundary is the loop's, not a launch's).
+// HTA's host-wait test: per stream, in begin order, a kernel whose launch
+// call began after the previous activity on its stream had ended, within
+// the step (a gap across the step boundary is the loop's, not a launch's).
+void CountHostWaits(std::span<const DeviceInterval> acts, int64_t wb, int64_t we,
+                    ActivityCounts& c) {
   std::vector<const DeviceInterval*> on_streams;
   for (const DeviceInterval& a : acts) {
     if (IsDeviceActivity(a.kind)) on_streams.push_back(&a);
@@ -219,7 +221,7 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
     const DeviceInterval& prev = *on_streams[i - 1];
     const DeviceInterval& k = *on_streams[i];
     if (k.kind != ActivityKind::kKernel || prev.device != k.device || prev.stream != k.stream ||
-        !in_window(k) || k.launch_ns < 0 || prev.end_ns < wb) {
+        !BeganIn(k, wb, we) || k.launch_ns < 0 || prev.end_ns < wb) {
       continue;
     }
     if (k.launch_ns > prev.end_ns) {
@@ -227,6 +229,24 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
       c.host_wait_ns += std::max<int64_t>(0, k.begin_ns - prev.end_ns);
     }
   }
+}
+
+}  // namespace
+
+ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
+  ActivityStepResult out;
+  const int64_t wb = in.begin_ns;
+  const int64_t we = std::max(in.end_ns, in.begin_ns);
+  out.window_ns = we - wb;
+  out.phases.resize(in.phases.size());
+  const std::span<const DeviceInterval> acts = in.activity;
+  AnalyzeDevices(in, wb, we, out);
+  const bool any_collective = std::any_of(acts.begin(), acts.end(), [](const DeviceInterval& a) {
+    return a.kind == ActivityKind::kKernel && a.kernel_class == KernelClass::kCollective;
+  });
+  if (any_collective) out.counts.collective_exposed_ns += ExposedCollectiveNs(acts, wb, we);
+  CountBegunInWindow(acts, wb, we, out.counts);
+  CountHostWaits(acts, wb, we, out.counts);
   return out;
 }
 

@@ -324,6 +324,71 @@ void DeviceResolver::FoldHistoryUpTo(int64_t t) {
   history_until_ = t;
 }
 
+namespace {
+
+// The index of the first of `acts` (in begin order) that begins at or
+// after `t`.
+size_t FirstBeginningAt(const std::vector<DeviceInterval>& acts, int64_t t) {
+  return static_cast<size_t>(
+      std::lower_bound(acts.cbegin(), acts.cend(), t,
+                       [](const DeviceInterval& a, int64_t v) { return a.begin_ns < v; }) -
+      acts.cbegin());
+}
+
+// A traced step's activity: what overlaps the step, and what lies within
+// the launch threshold of its edges (it decides whether an edge gap is a
+// launch gap); and its devices' time by category.
+void TraceActivity(const ActivityStepInput& in, const ActivityStepResult& r,
+                   int64_t launch_threshold_ns, TraceStep& t) {
+  const int64_t from = in.begin_ns - launch_threshold_ns, to = in.end_ns + launch_threshold_ns;
+  for (const DeviceInterval& a : in.activity) {
+    if (!(a.end_ns > from && a.begin_ns < to) &&
+        !(a.begin_ns == a.end_ns && a.begin_ns >= from && a.begin_ns < to)) {
+      continue;
+    }
+    if (t.activity.size() >= kMaxTraceActivityPerStep) {
+      ++t.activity_dropped;
+      continue;
+    }
+    t.activity.push_back(a);
+  }
+  t.has_activity = true;
+  t.device_time.clear();
+  for (const ActivityDeviceResult& d : r.devices) {
+    t.device_time.push_back({static_cast<uint32_t>(d.device), d.kernel_ns, d.memcpy_ns, d.memset_ns,
+                             d.comm_ns, d.idle_ns});
+  }
+}
+
+}  // namespace
+
+void DeviceResolver::FillActivityInput(const PendingStep& p, ActivityStepInput* in) const {
+  in->begin_ns = p.begin.host_ns;
+  in->end_ns = p.end.host_ns;
+  // The slice that can concern the step: from activity that may still run
+  // (or end a launch gap, or precede a kernel on its stream) at its begin, to
+  // activity beginning by its end plus the launch threshold. Records are in
+  // begin order; the longest one bounds how far back to look.
+  const size_t lo =
+      FirstBeginningAt(acts_, in->begin_ns - longest_activity_ns_ - launch_threshold_ns_ - 1);
+  const size_t hi = FirstBeginningAt(acts_, in->end_ns + launch_threshold_ns_ + 1);
+  in->activity = std::span<const DeviceInterval>(acts_.data() + lo, hi - lo);
+  in->launch_threshold_ns = launch_threshold_ns_;
+  // A device takes part in a step, even idle throughout, when it has worked
+  // by the step's end and within the 10 s before its begin: not every step
+  // forever (a stray memset on a device must not count it idle for good).
+  constexpr int64_t kDeviceRecentNs = 10'000'000'000;
+  for (const SeenDevice& d : seen_devices_) {
+    if (d.last_ns >= in->begin_ns - kDeviceRecentNs) {
+      in->known_devices.push_back(d.device);
+    }
+  }
+  in->phases.reserve(p.phases.size());
+  for (const PendingPhase& ph : p.phases) {
+    in->phases.push_back({ph.id, ph.depth, ph.begin.host_ns, ph.end.host_ns});
+  }
+}
+
 void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* window) {
   // Everything that began before the step's end is in (the horizon passed
   // it): fold it into the device history, whether or not the step is kept.
@@ -331,63 +396,15 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
   const uint64_t first = window->first_index();
   if (p.index < first) return;  // rolled out of the window meanwhile
   ActivityStepInput in;
-  in.begin_ns = p.begin.host_ns;
-  in.end_ns = p.end.host_ns;
-  // The slice that can concern the step: from activity that may still run
-  // (or end a launch gap, or precede a kernel on its stream) at its begin, to
-  // activity beginning by its end plus the launch threshold. Records are in
-  // begin order; the longest one bounds how far back to look.
-  const auto begins_before = [this](int64_t t) {
-    return std::lower_bound(acts_.cbegin(), acts_.cend(), t,
-                            [](const DeviceInterval& a, int64_t v) { return a.begin_ns < v; });
-  };
-  const auto lo = begins_before(in.begin_ns - longest_activity_ns_ - launch_threshold_ns_ - 1);
-  const auto hi = begins_before(in.end_ns + launch_threshold_ns_ + 1);
-  const auto at = [this](std::vector<DeviceInterval>::const_iterator it) {
-    return acts_.data() + (it - acts_.cbegin());
-  };
-  in.activity = std::span<const DeviceInterval>(at(lo), static_cast<size_t>(hi - lo));
+  FillActivityInput(p, &in);
   // Work a phase launched begins at or after the step's begin, possibly
   // after its end.
-  const auto launched_from = begins_before(in.begin_ns);
-  const std::span<const DeviceInterval> launched(at(launched_from),
-                                                 static_cast<size_t>(acts_.cend() - launched_from));
-  in.launch_threshold_ns = launch_threshold_ns_;
-  // A device takes part in a step, even idle throughout, when it has worked
-  // by the step's end and within the 10 s before its begin: not every step
-  // forever (a stray memset on a device must not count it idle for good).
-  constexpr int64_t kDeviceRecentNs = 10'000'000'000;
-  for (const SeenDevice& d : seen_devices_) {
-    if (d.last_ns >= in.begin_ns - kDeviceRecentNs) {
-      in.known_devices.push_back(d.device);
-    }
-  }
-  in.phases.reserve(p.phases.size());
-  for (const PendingPhase& ph : p.phases) {
-    in.phases.push_back({ph.id, ph.depth, ph.begin.host_ns, ph.end.host_ns});
-  }
+  const size_t launched_from = FirstBeginningAt(acts_, in.begin_ns);
+  const std::span<const DeviceInterval> launched(acts_.data() + launched_from,
+                                                 acts_.size() - launched_from);
   const ActivityStepResult r = AnalyzeActivityStep(in);
   if (TraceStep* t = window->FindTrace(p.index); t != nullptr) {
-    // What overlaps the step, and what lies within the launch threshold of
-    // its edges (it decides whether an edge gap is a launch gap, as above).
-    const int64_t from = in.begin_ns - launch_threshold_ns_, to = in.end_ns + launch_threshold_ns_;
-    for (const DeviceInterval& a : in.activity) {
-      if (!(a.end_ns > from && a.begin_ns < to) &&
-          !(a.begin_ns == a.end_ns && a.begin_ns >= from && a.begin_ns < to)) {
-        continue;
-      }
-      if (t->activity.size() >= kMaxTraceActivityPerStep) {
-        ++t->activity_dropped;
-        continue;
-      }
-      t->activity.push_back(a);
-    }
-    t->has_activity = true;
-    t->device_time.clear();
-    for (const ActivityDeviceResult& d : r.devices) {
-      t->device_time.push_back({static_cast<uint32_t>(d.device), d.kernel_ns, d.memcpy_ns,
-                                d.memset_ns, d.comm_ns, d.idle_ns});
-    }
+    TraceActivity(in, r, launch_threshold_ns_, *t);
   }
   StepRecord* s = window->MutableStep(p.index);
   if (s == nullptr || r.devices.empty() || r.devices.size() > kMaxDevicesPerStep) return;

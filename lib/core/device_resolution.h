@@ -159,6 +159,9 @@ class DeviceResolver {
   // the records no pending step can need.
   Resolution ResolveFromActivity(bool final, StepWindow* window);
   void ApplyActivityResult(const PendingStep& p, StepWindow* window);
+  // The step's analysis input: its host window and phases, the slice of
+  // activity that can concern it, the devices that take part.
+  void FillActivityInput(const PendingStep& p, ActivityStepInput* in) const;
   void NoteDeviceActivity(const DeviceInterval& a);
   void FoldHistoryUpTo(int64_t t);  // notes drained activity that began before t
 

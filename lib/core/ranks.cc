@@ -321,11 +321,18 @@ absl::Status RankOptions::Validate() const {
   return absl::OkStatus();
 }
 
-RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
-                            const RankOptions& options) {
-  RankComparison out;
-  const RankOptions opts = options.Validate().ok() ? options : RankOptions{};
-  // One valid record per rank in [0, world_size): the later one wins.
+namespace {
+
+// Per rank index, its median step time; and all of them sorted: the
+// others' median step time is what an excess is a share of.
+struct RankSteps {
+  std::vector<double> steps;
+  std::vector<double> sorted;
+};
+
+// One valid record per rank in [0, world_size), in `out.ranks` by rank: the
+// later one wins. The ranks without one in `out.missing`.
+void CollectRanks(std::vector<RankRecord>& records, int world_size, RankComparison& out) {
   std::map<int, RankRecord> by_rank;
   for (RankRecord& r : records) {
     if (r.rank < world_size && ValidateRankRecord(r).ok()) by_rank[r.rank] = std::move(r);
@@ -335,52 +342,49 @@ RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
     if (by_rank.count(rank) == 0) out.missing.push_back(rank);
   }
   for (auto& [rank, r] : by_rank) out.ranks.push_back(std::move(r));
-  const size_t n = out.ranks.size();
-  if (n < 3) return out;
+}
 
-  // The others' median step time, per rank: what an excess is a share of.
-  std::vector<double> steps;
-  for (const RankRecord& r : out.ranks) steps.push_back(r.step_p50);
-  std::vector<double> sorted_steps = steps;
-  std::sort(sorted_steps.begin(), sorted_steps.end());
+// Scores one quantity, given as (time, rank index) per rank that has it: a
+// rank well slower than the others' median, by enough of a step, is a
+// straggler.
+void ScoreQuantity(std::string_view name, std::vector<std::pair<double, size_t>> times, bool device,
+                   const RankSteps& steps, const RankOptions& opts, RankComparison& out) {
+  if (times.size() < 3) return;
+  std::sort(times.begin(), times.end());
+  std::vector<double> sorted;
+  for (const auto& t : times) sorted.push_back(t.first);
+  for (size_t k = 0; k < times.size(); ++k) {
+    const auto [t, index] = times[k];
+    const double others = MedianWithout(sorted, k);
+    if (!(t > 0) || others / t >= opts.straggler_score) continue;
+    const size_t step_at = static_cast<size_t>(
+        std::lower_bound(steps.sorted.begin(), steps.sorted.end(), steps.steps[index]) -
+        steps.sorted.begin());
+    const double others_step = MedianWithout(steps.sorted, step_at);
+    const double excess = t - others;
+    if (!(others_step > 0) || excess < opts.min_excess_share * others_step) continue;
+    Straggler s;
+    s.rank = out.ranks[index].rank;
+    s.host = out.ranks[index].host;
+    s.phase = std::string(name);
+    s.device = device;
+    s.score = others / t;
+    s.slowdown = t / std::max(others, 1e-12);
+    s.excess = excess;
+    s.others_wait_share = excess / others_step;
+    out.stragglers.push_back(std::move(s));
+  }
+}
 
-  // Scores one quantity, given as (time, rank index) per rank that has it.
-  const auto score = [&](std::string_view name, std::vector<std::pair<double, size_t>> times,
-                         bool device) {
-    if (times.size() < 3) return;
-    std::sort(times.begin(), times.end());
-    std::vector<double> sorted;
-    for (const auto& t : times) sorted.push_back(t.first);
-    for (size_t k = 0; k < times.size(); ++k) {
-      const auto [t, index] = times[k];
-      const double others = MedianWithout(sorted, k);
-      if (!(t > 0) || others / t >= opts.straggler_score) continue;
-      const size_t step_at = static_cast<size_t>(
-          std::lower_bound(sorted_steps.begin(), sorted_steps.end(), steps[index]) -
-          sorted_steps.begin());
-      const double others_step = MedianWithout(sorted_steps, step_at);
-      const double excess = t - others;
-      if (!(others_step > 0) || excess < opts.min_excess_share * others_step) continue;
-      Straggler s;
-      s.rank = out.ranks[index].rank;
-      s.host = out.ranks[index].host;
-      s.phase = std::string(name);
-      s.device = device;
-      s.score = others / t;
-      s.slowdown = t / std::max(others, 1e-12);
-      s.excess = excess;
-      s.others_wait_share = excess / others_step;
-      out.stragglers.push_back(std::move(s));
-    }
-  };
-
-  // Per phase name: the ranks that have it, with their times.
+// Scores each phase over the ranks that have it: by device time where
+// every one of them has it, else by host time.
+void ScorePhases(const RankSteps& steps, const RankOptions& opts, RankComparison& out) {
   struct Entry {
     size_t rank_index;
     const RankPhase* phase;
   };
   std::map<std::string_view, std::vector<Entry>> by_phase;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < out.ranks.size(); ++i) {
     for (const RankPhase& p : out.ranks[i].phases) by_phase[p.name].push_back({i, &p});
   }
   for (const auto& [name, entries] : by_phase) {
@@ -390,8 +394,26 @@ RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
     std::vector<std::pair<double, size_t>> times;  // (time, rank index)
     for (const Entry& e : entries)
       times.emplace_back(device ? e.phase->device_p50 : e.phase->host_p50, e.rank_index);
-    score(name, std::move(times), device);
+    ScoreQuantity(name, std::move(times), device, steps, opts, out);
   }
+}
+
+}  // namespace
+
+RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
+                            const RankOptions& options) {
+  RankComparison out;
+  const RankOptions opts = options.Validate().ok() ? options : RankOptions{};
+  CollectRanks(records, world_size, out);
+  const size_t n = out.ranks.size();
+  if (n < 3) return out;
+
+  // The others' median step time, per rank: what an excess is a share of.
+  RankSteps steps;
+  for (const RankRecord& r : out.ranks) steps.steps.push_back(r.step_p50);
+  steps.sorted = steps.steps;
+  std::sort(steps.sorted.begin(), steps.sorted.end());
+  ScorePhases(steps, opts, out);
   // No phase explains it (a loop without phases, say), but CUPTI measured
   // every rank's compute kernels: a rank whose GPU does more, or slower,
   // work shows there, since a wait in a collective does not lengthen it.
@@ -401,7 +423,7 @@ RankComparison CompareRanks(std::vector<RankRecord> records, int world_size,
   if (out.stragglers.empty() && all_compute) {
     std::vector<std::pair<double, size_t>> times;
     for (size_t i = 0; i < n; ++i) times.emplace_back(out.ranks[i].compute_time, i);
-    score(kComputeKernelsName, std::move(times), /*device=*/true);
+    ScoreQuantity(kComputeKernelsName, std::move(times), /*device=*/true, steps, opts, out);
   }
   std::sort(out.stragglers.begin(), out.stragglers.end(),
             [](const Straggler& a, const Straggler& b) {

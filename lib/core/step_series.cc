@@ -69,9 +69,19 @@ void FillSeries(const WindowView& window, const std::vector<std::string>& names,
   }
 }
 
-void FillColumns(const WindowView& window, const std::vector<std::string>& names,
-                 SeriesColumns* out) {
-  *out = SeriesColumns();
+namespace {
+
+// What FillColumns keeps aside from its pass over the steps: the time
+// outside phases and the idle time per cause, by step, and each step's
+// share per device (1 / devices; 0: GPU idle not measured).
+struct StepExtras {
+  std::vector<double> other, idle_other, idle_launch;
+  std::vector<double> per_device;
+  bool any_idle_other = false, any_idle_launch = false;
+};
+
+// One pass over the steps: each step's columns in `*out`, the rest in `x`.
+void FillStepColumns(const WindowView& window, SeriesColumns* out, StepExtras& x) {
   const size_t n = window.size();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   for (std::vector<double>* column :
@@ -80,20 +90,17 @@ void FillColumns(const WindowView& window, const std::vector<std::string>& names
     column->reserve(n);
   }
   out->index.reserve(n);
-  std::vector<double> other, idle_other, idle_launch;
-  other.reserve(n);
-  idle_other.assign(n, 0);
-  idle_launch.assign(n, 0);
-  std::vector<double> per_device;  // 1 / devices, by step; 0: GPU idle not measured
-  per_device.reserve(n);
-  bool any_idle_other = false, any_idle_launch = false;
+  x.other.reserve(n);
+  x.idle_other.assign(n, 0);
+  x.idle_launch.assign(n, 0);
+  x.per_device.reserve(n);
   const auto value = [&](float v) { return std::isnan(v) ? kNaN : static_cast<double>(v); };
   window.ForEachStep([&](const StepRecord& s, const StepDevices*) {
     const size_t at = out->index.size();
     out->index.push_back(s.index);
     out->begin.push_back(static_cast<double>(s.begin_ns) * kNsToSeconds);
     out->duration.push_back(static_cast<double>(s.duration_ns()) * kNsToSeconds);
-    other.push_back(static_cast<double>(s.duration_ns() - s.top_level_ns) * kNsToSeconds);
+    x.other.push_back(static_cast<double>(s.duration_ns() - s.top_level_ns) * kNsToSeconds);
     double idle_pct = kNaN, share = 0;
     if (s.device_busy_ns >= 0 && s.duration_ns() > 0) {
       const double device_ns =
@@ -101,31 +108,28 @@ void FillColumns(const WindowView& window, const std::vector<std::string>& names
       idle_pct = 100.0 * (device_ns - static_cast<double>(s.device_busy_ns)) / device_ns;
       share = 1.0 / std::max<double>(1, s.num_devices);
       if (s.idle_other_ns > 0) {
-        idle_other[at] = static_cast<double>(s.idle_other_ns) * kNsToSeconds * share;
-        any_idle_other = true;
+        x.idle_other[at] = static_cast<double>(s.idle_other_ns) * kNsToSeconds * share;
+        x.any_idle_other = true;
       }
       if (s.idle_launch_ns > 0) {
-        idle_launch[at] = static_cast<double>(s.idle_launch_ns) * kNsToSeconds * share;
-        any_idle_launch = true;
+        x.idle_launch[at] = static_cast<double>(s.idle_launch_ns) * kNsToSeconds * share;
+        x.any_idle_launch = true;
       }
     }
     out->gpu_idle_pct.push_back(idle_pct);
-    per_device.push_back(share);
+    x.per_device.push_back(share);
     out->gpu_utilization_pct.push_back(value(s.telemetry.gpu_utilization_pct));
     out->sm_clock_ratio.push_back(value(s.telemetry.sm_clock_ratio));
     out->host_cpu_pct.push_back(value(s.telemetry.host_cpu_pct));
     out->host_iowait_pct.push_back(value(s.telemetry.host_iowait_pct));
     out->worker_cores.push_back(value(s.telemetry.worker_cores));
   });
-  if (any_idle_other) {
-    out->idle_causes.emplace_back(kOtherPhaseName);
-    out->idle_by_cause.push_back(std::move(idle_other));
-  }
-  if (any_idle_launch) {
-    out->idle_causes.emplace_back(kLaunchCauseName);
-    out->idle_by_cause.push_back(std::move(idle_launch));
-  }
-  // Each phase's columns, kept when some step has a value.
+}
+
+// Each phase's columns, kept when some step has a value.
+void FillPhaseColumns(const WindowView& window, const std::vector<std::string>& names,
+                      const std::vector<double>& per_device, SeriesColumns* out) {
+  const size_t n = window.size();
   const uint64_t first = window.first_index();
   const size_t phases = std::min(window.phase_totals().size(), names.size());
   std::vector<double> top, idle;
@@ -154,9 +158,27 @@ void FillColumns(const WindowView& window, const std::vector<std::string>& names
       out->idle_by_cause.push_back(idle);
     }
   }
-  if (n > 0) {
+}
+
+}  // namespace
+
+void FillColumns(const WindowView& window, const std::vector<std::string>& names,
+                 SeriesColumns* out) {
+  *out = SeriesColumns();
+  StepExtras x;
+  FillStepColumns(window, out, x);
+  if (x.any_idle_other) {
+    out->idle_causes.emplace_back(kOtherPhaseName);
+    out->idle_by_cause.push_back(std::move(x.idle_other));
+  }
+  if (x.any_idle_launch) {
+    out->idle_causes.emplace_back(kLaunchCauseName);
+    out->idle_by_cause.push_back(std::move(x.idle_launch));
+  }
+  FillPhaseColumns(window, names, x.per_device, out);
+  if (window.size() > 0) {
     out->phase_names.emplace_back(kOtherPhaseName);
-    out->phases.push_back(std::move(other));
+    out->phases.push_back(std::move(x.other));
   }
 }
 

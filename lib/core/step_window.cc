@@ -131,6 +131,32 @@ Chunk::Chunk(const Chunk& other) : first_index(other.first_index), capacity(othe
   cached = other.cached;  // host times do not change when a chunk is copied
 }
 
+namespace {
+
+// Keeps `found` in `c` bucket by bucket (a counting sort), so that the
+// summary reads each target's values without working out their buckets:
+// the buckets of `near`, or only its targets once the neighbours were
+// dropped. mark[] gives a bucket's place in `near` plus one.
+void KeepByBucket(const std::vector<size_t>& near, const std::vector<bool>& target, bool neighbours,
+                  const std::vector<uint8_t>& mark, const std::vector<uint32_t>& found,
+                  CachedTimes& c) {
+  std::vector<uint32_t> count(near.size() + 1, 0);
+  for (const uint32_t v : found) ++count[mark[WindowColumn::Bucket(v)]];
+  std::vector<uint32_t> at(near.size(), 0);
+  for (size_t k = 0; k < near.size(); ++k) {
+    if (!neighbours && !target[k]) continue;
+    at[k] = static_cast<uint32_t>(c.values.size());  // used as a running size below
+    c.buckets.push_back(near[k]);
+    c.begin.push_back(at[k]);
+    c.values.resize(c.values.size() + count[k + 1]);
+  }
+  c.begin.push_back(static_cast<uint32_t>(c.values.size()));
+  for (const uint32_t v : found) c.values[at[mark[WindowColumn::Bucket(v)] - 1]++] = v;
+  c.values.shrink_to_fit();
+}
+
+}  // namespace
+
 const CachedTimes* Chunk::TimesIn(uint16_t id, const TargetBuckets& t) const {
   if (cached.size() <= id) cached.resize(columns.size());
   CachedTimes& c = cached[id];
@@ -193,21 +219,7 @@ const CachedTimes* Chunk::TimesIn(uint16_t id, const TargetBuckets& t) const {
   c.begin.clear();
   c.values.clear();
   if (fits) {
-    // Bucket by bucket (a counting sort): the summary reads each target's
-    // values without working out their buckets.
-    std::vector<uint32_t> count(near.size() + 1, 0);
-    for (const uint32_t v : found) ++count[mark[WindowColumn::Bucket(v)]];
-    std::vector<uint32_t> at(near.size(), 0);
-    for (size_t k = 0; k < near.size(); ++k) {
-      if (!neighbours && !target[k]) continue;
-      at[k] = static_cast<uint32_t>(c.values.size());  // used as a running size below
-      c.buckets.push_back(near[k]);
-      c.begin.push_back(at[k]);
-      c.values.resize(c.values.size() + count[k + 1]);
-    }
-    c.begin.push_back(static_cast<uint32_t>(c.values.size()));
-    for (const uint32_t v : found) c.values[at[mark[WindowColumn::Bucket(v)] - 1]++] = v;
-    c.values.shrink_to_fit();
+    KeepByBucket(near, target, neighbours, mark, found, c);
   } else {
     c.buckets.assign(t.buckets, t.buckets + t.size);
   }

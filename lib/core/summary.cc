@@ -34,112 +34,151 @@ const PhaseStats* Summary::FindPhase(std::string_view name) const {
 
 namespace internal {
 
-absl::Status CheckConsistency(const Summary& s) {
-  const auto fail = [](std::string_view what) {
-    return absl::InvalidArgumentError(internal::ToAbsl(what));
-  };
-  const auto at_most = [](double a, double b) { return a <= b * (1 + 0.02) + 1e-12; };
-  const auto ordered = [&](const Quantiles& q) {
-    if (q.count == 0) return true;
-    return at_most(q.min, q.p50) && at_most(q.p50, q.p90) && at_most(q.p90, q.p95) &&
-           at_most(q.p95, q.p99) && at_most(q.p99, q.max) && at_most(q.min, q.mean) &&
-           at_most(q.mean, q.max);
-  };
-  if (!ordered(s.step_time))
-    return fail("step_time quantiles are not ordered (min <= p50 <= ... <= max)");
-  if (!ordered(s.lifetime_step_time)) return fail("lifetime_step_time quantiles are not ordered");
-  if (!ordered(s.device_step_time)) return fail("device_step_time quantiles are not ordered");
-  if (s.window > 0 && s.steps > s.window) return fail("steps exceeds window");
-  if (s.total_steps < s.steps) return fail("total_steps is less than steps");
-  if (s.step_time.count != s.steps) return fail("step_time.count differs from steps");
+namespace {
+
+absl::Status Fail(std::string_view what) { return absl::InvalidArgumentError(ToAbsl(what)); }
+
+// a <= b, give or take 2 %.
+bool AtMost(double a, double b) { return a <= b * (1 + 0.02) + 1e-12; }
+
+// min <= p50 <= p90 <= p95 <= p99 <= max, and min <= mean <= max.
+bool Ordered(const Quantiles& q) {
+  if (q.count == 0) return true;
+  return AtMost(q.min, q.p50) && AtMost(q.p50, q.p90) && AtMost(q.p90, q.p95) &&
+         AtMost(q.p95, q.p99) && AtMost(q.p99, q.max) && AtMost(q.min, q.mean) &&
+         AtMost(q.mean, q.max);
+}
+
+// The step times' quantiles, and the step counts against one another.
+absl::Status CheckSteps(const Summary& s) {
+  if (!Ordered(s.step_time))
+    return Fail("step_time quantiles are not ordered (min <= p50 <= ... <= max)");
+  if (!Ordered(s.lifetime_step_time)) return Fail("lifetime_step_time quantiles are not ordered");
+  if (!Ordered(s.device_step_time)) return Fail("device_step_time quantiles are not ordered");
+  if (s.window > 0 && s.steps > s.window) return Fail("steps exceeds window");
+  if (s.total_steps < s.steps) return Fail("total_steps is less than steps");
+  if (s.step_time.count != s.steps) return Fail("step_time.count differs from steps");
   if (s.lifetime_step_time.count != s.total_steps) {
-    return fail("lifetime_step_time.count differs from total_steps");
+    return Fail("lifetime_step_time.count differs from total_steps");
   }
-  if (s.gpu_steps > s.steps) return fail("gpu_steps exceeds steps");
-  if (!at_most(s.warmup.max, s.warmup.total) || (s.warmup.steps == 0 && s.warmup.total > 0)) {
-    return fail("warmup.max exceeds warmup.total, or warm-up time without warm-up steps");
+  if (s.gpu_steps > s.steps) return Fail("gpu_steps exceeds steps");
+  if (!AtMost(s.warmup.max, s.warmup.total) || (s.warmup.steps == 0 && s.warmup.total > 0)) {
+    return Fail("warmup.max exceeds warmup.total, or warm-up time without warm-up steps");
   }
+  return absl::OkStatus();
+}
+
+// Each phase's quantiles and shares; the shares sum to at most 1.
+absl::Status CheckPhases(const Summary& s) {
   double shares = 0;
   for (const PhaseStats& p : s.phases) {
-    if (!ordered(p.time) || !ordered(p.device)) {
-      return fail(
+    if (!Ordered(p.time) || !Ordered(p.device)) {
+      return Fail(
           absl::StrCat("phase '", internal::TerminalSafe(p.name), "' quantiles are not ordered"));
     }
     if (p.share > p.inclusive_share + 1e-9) {
-      return fail(absl::StrCat("phase '", internal::TerminalSafe(p.name),
+      return Fail(absl::StrCat("phase '", internal::TerminalSafe(p.name),
                                "' share exceeds its inclusive_share"));
     }
     shares += p.share;
   }
-  if (shares > 1 + 1e-6) return fail(absl::StrCat("phase shares sum to ", shares, ", more than 1"));
+  if (shares > 1 + 1e-6) return Fail(absl::StrCat("phase shares sum to ", shares, ", more than 1"));
+  return absl::OkStatus();
+}
+
+// The GPU's idle time by cause sums to at most its idle time.
+absl::Status CheckIdle(const Summary& s) {
   double idle = 0;
   for (const auto& [cause, pct] : s.idle_by_cause) idle += pct;
   if (!s.gpu_idle_pct.has_value() && !s.idle_by_cause.empty()) {
-    return fail("idle_by_cause without gpu_idle_pct");
+    return Fail("idle_by_cause without gpu_idle_pct");
   }
   if (s.gpu_idle_pct.has_value() && idle > *s.gpu_idle_pct + 0.01) {
-    return fail(absl::StrCat("idle_by_cause sums to ", idle, " %, more than gpu_idle_pct"));
+    return Fail(absl::StrCat("idle_by_cause sums to ", idle, " %, more than gpu_idle_pct"));
   }
-  if (s.activity.has_value()) {
-    const ActivityStats& a = *s.activity;
-    const auto within = [](double part, double whole) {
-      return part <= whole * (1 + 1e-6) + 1e-12;
-    };
-    if (!within(a.fp32_gemm_time_per_step, a.gemm_time_per_step) ||
-        !within(a.gemm_time_per_step, a.kernel_time_per_step) ||
-        !within(a.collective_time_per_step, a.kernel_time_per_step) ||
-        !within(a.exposed_collective_time_per_step, a.collective_time_per_step)) {
-      return fail(
-          "activity kernel times are inconsistent (fp32 GEMM <= GEMM <= kernel time, "
-          "exposed collective <= collective <= kernel time)");
-    }
-    if (!within(a.pageable_h2d_copies_per_step, a.pageable_copies_per_step) ||
-        !within(a.pageable_copies_per_step, a.copies_per_step)) {
-      return fail("activity copy counts are inconsistent (pageable H2D <= pageable <= copies)");
-    }
-    const std::optional<double> category_shares[] = {a.device_share_kernel, a.device_share_memcpy,
-                                                     a.device_share_memset, a.device_share_comm,
-                                                     a.device_share_idle};
-    const std::optional<double> category_times[] = {a.device_time_kernel, a.device_time_memcpy,
-                                                    a.device_time_memset, a.device_time_comm,
-                                                    a.device_time_idle};
-    int present = 0;
-    double share_sum = 0;
-    for (int i = 0; i < 5; ++i) {
-      present += category_shares[i].has_value() + category_times[i].has_value();
-      if (category_shares[i].has_value()) share_sum += *category_shares[i];
-    }
-    if (present != 0 && (present != 10 || std::abs(share_sum - 1) > 1e-6)) {
-      return fail(
-          "activity device time by category is inconsistent (all ten fields or none, the five "
-          "shares summing to 1)");
-    }
+  return absl::OkStatus();
+}
+
+// Activity: kernel times nest, copy counts nest, device time by category
+// is all there or absent.
+absl::Status CheckActivity(const Summary& s) {
+  if (!s.activity.has_value()) return absl::OkStatus();
+  const ActivityStats& a = *s.activity;
+  const auto within = [](double part, double whole) { return part <= whole * (1 + 1e-6) + 1e-12; };
+  if (!within(a.fp32_gemm_time_per_step, a.gemm_time_per_step) ||
+      !within(a.gemm_time_per_step, a.kernel_time_per_step) ||
+      !within(a.collective_time_per_step, a.kernel_time_per_step) ||
+      !within(a.exposed_collective_time_per_step, a.collective_time_per_step)) {
+    return Fail(
+        "activity kernel times are inconsistent (fp32 GEMM <= GEMM <= kernel time, "
+        "exposed collective <= collective <= kernel time)");
   }
+  if (!within(a.pageable_h2d_copies_per_step, a.pageable_copies_per_step) ||
+      !within(a.pageable_copies_per_step, a.copies_per_step)) {
+    return Fail("activity copy counts are inconsistent (pageable H2D <= pageable <= copies)");
+  }
+  const std::optional<double> category_shares[] = {a.device_share_kernel, a.device_share_memcpy,
+                                                   a.device_share_memset, a.device_share_comm,
+                                                   a.device_share_idle};
+  const std::optional<double> category_times[] = {a.device_time_kernel, a.device_time_memcpy,
+                                                  a.device_time_memset, a.device_time_comm,
+                                                  a.device_time_idle};
+  int present = 0;
+  double share_sum = 0;
+  for (int i = 0; i < 5; ++i) {
+    present += category_shares[i].has_value() + category_times[i].has_value();
+    if (category_shares[i].has_value()) share_sum += *category_shares[i];
+  }
+  if (present != 0 && (present != 10 || std::abs(share_sum - 1) > 1e-6)) {
+    return Fail(
+        "activity device time by category is inconsistent (all ten fields or none, the five "
+        "shares summing to 1)");
+  }
+  return absl::OkStatus();
+}
+
+// Periodic spikes: bounded in number, occurrences and shares.
+absl::Status CheckPeriodicSpikes(const Summary& s) {
   if (s.periodic_spikes.size() > static_cast<size_t>(kMaxPeriodicSpikes)) {
-    return fail(absl::StrCat("periodic_spikes has more than ", kMaxPeriodicSpikes, " entries"));
+    return Fail(absl::StrCat("periodic_spikes has more than ", kMaxPeriodicSpikes, " entries"));
   }
   double spike_shares = 0;
   for (const PeriodicSpike& p : s.periodic_spikes) {
     if (p.occurrences > s.steps || p.period_steps < 1) {
-      return fail("periodic_spikes: a spike with more occurrences than steps, or no period");
+      return Fail("periodic_spikes: a spike with more occurrences than steps, or no period");
     }
     spike_shares += p.share;
   }
-  if (spike_shares > 1 + 1e-6) return fail("periodic_spikes: shares sum to more than 1");
+  if (spike_shares > 1 + 1e-6) return Fail("periodic_spikes: shares sum to more than 1");
+  return absl::OkStatus();
+}
+
+// This rank's identity and the ranks' records and exchange counts.
+absl::Status CheckRanks(const Summary& s) {
   if (s.rank.has_value() && (s.rank->rank >= s.rank->world_size || s.rank->host.size() > 63)) {
-    return fail("rank is not below world_size, or its host name is over 63 bytes");
+    return Fail("rank is not below world_size, or its host name is over 63 bytes");
   }
   if (s.ranks.has_value()) {
     const RanksStats& r = *s.ranks;
     for (const RankRecord& record : r.ranks) {
       if (absl::Status valid = ValidateRankRecord(record); !valid.ok()) {
-        return fail(absl::StrCat("ranks: ", std::string(valid.message())));
+        return Fail(absl::StrCat("ranks: ", std::string(valid.message())));
       }
     }
     if (r.straggler_exchanges > r.recent_exchanges || r.recent_exchanges > r.exchanges ||
         r.recent_exchanges > kRankHistory) {
-      return fail("ranks: straggler_exchanges <= recent_exchanges <= exchanges does not hold");
+      return Fail("ranks: straggler_exchanges <= recent_exchanges <= exchanges does not hold");
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckConsistency(const Summary& s) {
+  for (absl::Status (*check)(const Summary&) :
+       {CheckSteps, CheckPhases, CheckIdle, CheckActivity, CheckPeriodicSpikes, CheckRanks}) {
+    if (absl::Status st = check(s); !st.ok()) return st;
   }
   return absl::OkStatus();
 }

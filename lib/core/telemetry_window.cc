@@ -31,6 +31,65 @@ float AsFloat(std::optional<double> v) {
   return v.has_value() ? static_cast<float>(*v) : std::numeric_limits<float>::quiet_NaN();
 }
 
+// One GPU's means over the window, and its latest state.
+struct GpuMeans {
+  GpuTelemetry latest;
+  Mean util, sm, sm_max, mem, mem_max, power, limit, temp, used, total, rx, tx;
+  uint64_t reasons = 0;
+};
+
+// Adds one GPU's sample: its utilization as a rate, the rest as state
+// holding after the sample for `w`.
+void AddGpuSample(const GpuSample& gs, double w, double rate, GpuMeans& m) {
+  m.util.Add(gs.utilization_pct, rate);
+  m.latest.index = gs.index;
+  if (w <= 0) return;  // the rest is state, holding after the sample
+  m.sm.Add(gs.sm_clock_mhz, w);
+  m.sm_max.Add(gs.sm_clock_max_mhz, w);
+  m.mem.Add(gs.mem_clock_mhz, w);
+  m.mem_max.Add(gs.mem_clock_max_mhz, w);
+  m.power.Add(gs.power_w, w);
+  m.limit.Add(gs.power_limit_w, w);
+  m.temp.Add(gs.temperature_c, w);
+  m.used.Add(gs.memory_used_bytes, w);
+  m.total.Add(gs.memory_total_bytes, w);
+  m.rx.Add(gs.pcie_rx_bytes_per_s, w);
+  m.tx.Add(gs.pcie_tx_bytes_per_s, w);
+  m.reasons |= gs.clocks_event_reasons;
+  GpuTelemetry& l = m.latest;
+  l.pcie_gen = gs.pcie_gen;
+  l.pcie_gen_max = gs.pcie_gen_max;
+  l.pcie_width = gs.pcie_width;
+  l.pcie_width_max = gs.pcie_width_max;
+  l.ecc_corrected = gs.ecc_corrected;
+  l.ecc_uncorrected = gs.ecc_uncorrected;
+  l.persistence_mode = gs.persistence_mode;
+  l.compute_mode = gs.compute_mode;
+  l.mig_mode = gs.mig_mode;
+}
+
+// The mean, NaN when none came.
+double Value(const Mean& m) { return m.Get().value_or(std::numeric_limits<double>::quiet_NaN()); }
+
+// One GPU's telemetry over the window: its latest state and its means.
+GpuTelemetry GpuTelemetryOf(const GpuMeans& m) {
+  GpuTelemetry g = m.latest;
+  g.utilization_pct = Value(m.util);
+  g.sm_clock_mhz = Value(m.sm);
+  g.sm_clock_max_mhz = Value(m.sm_max);
+  g.mem_clock_mhz = Value(m.mem);
+  g.mem_clock_max_mhz = Value(m.mem_max);
+  g.power_w = Value(m.power);
+  g.power_limit_w = Value(m.limit);
+  g.temperature_c = Value(m.temp);
+  g.memory_used_bytes = Value(m.used);
+  g.memory_total_bytes = Value(m.total);
+  g.pcie_rx_bytes_per_s = Value(m.rx);
+  g.pcie_tx_bytes_per_s = Value(m.tx);
+  g.clocks_event_reasons = ClocksEventReasonNames(m.reasons);
+  return g;
+}
+
 }  // namespace
 
 void TelemetryWindow::Add(const TelemetrySample& sample, StepWindow* window) {
@@ -163,11 +222,6 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
     const int64_t from = window.Find(window.first_index())->begin_ns;
     const int64_t to = window.Find(window.completed() - 1)->end_ns;
     Mean avail, pressure, swap, load, cpus, worker_wait, cpu_pressure, steal, throttled;
-    struct GpuMeans {
-      GpuTelemetry latest;
-      Mean util, sm, sm_max, mem, mem_max, power, limit, temp, used, total, rx, tx;
-      uint64_t reasons = 0;
-    };
     std::map<int, GpuMeans> per_gpu;
     ForEachSampleOver(from, to, [&](const TelemetrySample& s, double w, double rate) {
       avail.Add(s.memory_available_bytes, w);
@@ -181,32 +235,7 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
       throttled.Add(s.cpu_throttled_pct, rate);
       for (int g = 0; g < s.gpu_count; ++g) {
         const GpuSample& gs = s.gpus[static_cast<size_t>(g)];
-        GpuMeans& m = per_gpu[gs.index];
-        m.util.Add(gs.utilization_pct, rate);
-        m.latest.index = gs.index;
-        if (w <= 0) continue;  // the rest is state, holding after the sample
-        m.sm.Add(gs.sm_clock_mhz, w);
-        m.sm_max.Add(gs.sm_clock_max_mhz, w);
-        m.mem.Add(gs.mem_clock_mhz, w);
-        m.mem_max.Add(gs.mem_clock_max_mhz, w);
-        m.power.Add(gs.power_w, w);
-        m.limit.Add(gs.power_limit_w, w);
-        m.temp.Add(gs.temperature_c, w);
-        m.used.Add(gs.memory_used_bytes, w);
-        m.total.Add(gs.memory_total_bytes, w);
-        m.rx.Add(gs.pcie_rx_bytes_per_s, w);
-        m.tx.Add(gs.pcie_tx_bytes_per_s, w);
-        m.reasons |= gs.clocks_event_reasons;
-        GpuTelemetry& l = m.latest;
-        l.pcie_gen = gs.pcie_gen;
-        l.pcie_gen_max = gs.pcie_gen_max;
-        l.pcie_width = gs.pcie_width;
-        l.pcie_width_max = gs.pcie_width_max;
-        l.ecc_corrected = gs.ecc_corrected;
-        l.ecc_uncorrected = gs.ecc_uncorrected;
-        l.persistence_mode = gs.persistence_mode;
-        l.compute_mode = gs.compute_mode;
-        l.mig_mode = gs.mig_mode;
+        AddGpuSample(gs, w, rate, per_gpu[gs.index]);
       }
     });
     ts.memory_available_bytes = avail.Get();
@@ -218,26 +247,7 @@ std::optional<TelemetryStats> TelemetryWindow::SampleStats(const StepWindow& win
     ts.cpu_pressure_pct = cpu_pressure.Get();
     ts.steal_pct = steal.Get();
     ts.cpu_throttled_pct = throttled.Get();
-    const auto value = [](const Mean& m) {
-      return m.Get().value_or(std::numeric_limits<double>::quiet_NaN());
-    };
-    for (auto& [index, m] : per_gpu) {
-      GpuTelemetry g = m.latest;
-      g.utilization_pct = value(m.util);
-      g.sm_clock_mhz = value(m.sm);
-      g.sm_clock_max_mhz = value(m.sm_max);
-      g.mem_clock_mhz = value(m.mem);
-      g.mem_clock_max_mhz = value(m.mem_max);
-      g.power_w = value(m.power);
-      g.power_limit_w = value(m.limit);
-      g.temperature_c = value(m.temp);
-      g.memory_used_bytes = value(m.used);
-      g.memory_total_bytes = value(m.total);
-      g.pcie_rx_bytes_per_s = value(m.rx);
-      g.pcie_tx_bytes_per_s = value(m.tx);
-      g.clocks_event_reasons = ClocksEventReasonNames(m.reasons);
-      ts.gpus.push_back(std::move(g));
-    }
+    for (const auto& [index, m] : per_gpu) ts.gpus.push_back(GpuTelemetryOf(m));
   }
   return ts;
 }
