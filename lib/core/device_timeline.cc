@@ -17,6 +17,10 @@ bool ShowsWork(const Boundary& a, const Boundary& b) {
 
 }  // namespace
 
+// Long: one algorithm over the step's markers (by lane, where each device
+// may have been busy, idle charged to phases); the tests on a lane's pair
+// of markers are lambdas over the step's phases used only here, and the
+// stages hand on the lane map and the busy bounds.
 StepTimeline AnalyzeStepTimeline(const StepTimelineInput& in) {
   StepTimeline out;
   out.phases.resize(in.phases.size());

@@ -239,6 +239,10 @@ Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each) {
   });
 }
 
+// Long: one selection whose stages (ranks to buckets, slots, collecting the
+// target buckets' values, selecting each rank) share some ten small arrays
+// on the stack and the thread's scratch; split, they would all be passed
+// from stage to stage.
 template <typename ForEach, typename Collect>
 Quantiles SelectQuantiles(const WindowColumn& column, ForEach for_each, Collect collect) {
   using quantiles_internal::Ranks;

@@ -90,6 +90,10 @@ int64_t Period(const std::vector<int64_t>& gaps, std::vector<int64_t>& scratch, 
 
 }  // namespace
 
+// Long: one pipeline over the window's step times (the slow line, slow
+// steps grouped into spikes, each charged to a phase, the periodic ones
+// kept) whose stages hand on the durations, slow positions, runs, median
+// and line; split, each stage would take most of them as parameters.
 std::vector<PeriodicSpike> FindPeriodicSpikes(const WindowView& window,
                                               const std::vector<std::string>& names,
                                               const Summary& summary) {

@@ -59,6 +59,9 @@ WindowTotals FillStepStats(const WindowView& window, Summary* out) {
   return totals;
 }
 
+// Long: one pass over the window's steps gathers some twenty sums (device
+// time, idle by cause, activity counts, time by category, per device), so
+// that each step is read once; then each sum becomes its statistic.
 int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activity_dropped,
                         Summary* out) {
   const bool with_activity = activity_dropped.has_value();
