@@ -1,6 +1,7 @@
 #include "core/device_resolution.h"
 
 #include <algorithm>
+#include <tuple>
 #include <span>
 #include <utility>
 
@@ -269,9 +270,12 @@ void DeviceResolver::ApplyDeviceResult(PendingStep& p, StepWindow* window) {
 DeviceResolver::Resolution DeviceResolver::ResolveFromActivity(bool final, StepWindow* window) {
   const size_t before = acts_.size();
   acts_horizon_ = std::max(acts_horizon_, activity_->Drain(&acts_, final));
-  // Kept in begin order, so that each step looks at its own slice only.
+  // Kept in begin order, so that each step looks at its own slice only; ties
+  // broken by the rest of the record, so that the order (which the trace
+  // shows) never depends on how the records were drained.
   const auto by_begin = [](const DeviceInterval& a, const DeviceInterval& b) {
-    return a.begin_ns < b.begin_ns;
+    return std::tie(a.begin_ns, a.end_ns, a.device, a.stream, a.kind, a.launch_ns, a.bytes) <
+           std::tie(b.begin_ns, b.end_ns, b.device, b.stream, b.kind, b.launch_ns, b.bytes);
   };
   std::sort(acts_.begin() + static_cast<std::ptrdiff_t>(before), acts_.end(), by_begin);
   std::inplace_merge(acts_.begin(), acts_.begin() + static_cast<std::ptrdiff_t>(before),

@@ -113,8 +113,15 @@ Summary Engine::Summarize(const SummaryInputs& inputs) {
   return SummarizeWindow(Snapshot(), inputs);
 }
 
-void Engine::TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns) const {
-  aggregator_.TraceSnapshot(steps, launch_threshold_ns);
+TraceCapture Engine::Trace(std::optional<RankIdentity> rank) {
+  Resolve(/*final=*/true);
+  TraceCapture capture;
+  aggregator_.TraceSnapshot(&capture.steps, &capture.launch_threshold_ns);
+  capture.phase_names.reserve(static_cast<size_t>(phases_.size()));
+  for (int id = 0; id < phases_.size(); ++id)
+    capture.phase_names.emplace_back(phases_.Name(static_cast<uint16_t>(id)));
+  capture.rank = std::move(rank);
+  return capture;
 }
 
 }  // namespace gpuscope::internal

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "core/phase_table.h"
 #include "core/record.h"
 #include "core/summarize.h"
+#include "core/trace_steps.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
 #include "gpuscope/summary.h"
@@ -89,8 +91,10 @@ class Engine {
   // The window as SummarizeWindow() reads it, after resolving what can be.
   WindowSnapshot Snapshot();
 
-  // The kept steps' timelines and the launch threshold (Config::trace_steps).
-  void TraceSnapshot(std::vector<TraceStep>* steps, int64_t* launch_threshold_ns) const;
+  // The kept steps' timelines (Config::trace_steps), their phase names and
+  // the launch threshold, as the Chrome trace encodes them
+  // (export/chrome_trace.h), after resolving what can be; with `rank`.
+  TraceCapture Trace(std::optional<RankIdentity> rank = std::nullopt);
 
   uint64_t completed_steps() const { return aggregator_.completed_steps(); }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/kernel_names.h"
+#include "export/chrome_trace.h"
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/testing.h"
 #include "gtest/gtest.h"
@@ -132,6 +133,7 @@ class Twin {
   }
 
   Engine& engine() { return engine_; }
+  const Session& session() const { return *session_; }
   const std::vector<Record>& ranges() const { return ranges_; }
   std::vector<DeviceInterval> intervals() const { return intervals_; }
   const Options& options() const { return options_; }
@@ -252,7 +254,7 @@ Options LoopOptions() {
   Options o;
   o.window = 8;
   o.warmup_steps = 2;
-  o.trace_steps = 0;
+  o.trace_steps = 4;
   o.flops_per_sample = 3e9;
   o.peak_flops = 1e14;
   return o;
@@ -262,7 +264,8 @@ Engine::Config ConfigLike(const Options& o, bool device) {
   return Engine::Config{.window = o.window,
                         .warmup_steps = o.warmup_steps,
                         .max_phases = o.max_phases,
-                        .device_activity = device};
+                        .device_activity = device,
+                        .trace_steps = o.trace_steps};
 }
 
 TEST(EngineTest, RecordedRunGivesTheLiveSessionsSummary) {
@@ -286,6 +289,11 @@ TEST(EngineTest, RecordedRunGivesTheLiveSessionsSummary) {
 
   EXPECT_EQ(ToJson(recorded), ToJson(live));
   EXPECT_TRUE(recorded == live);
+  // And the same trace of the last steps.
+  const std::string trace = internal::ToChromeTrace(engine.Trace());
+  EXPECT_NE(trace.find("memcpy HtoD (pageable)"), std::string::npos);
+  EXPECT_NE(trace.find("\"cat\":\"sync\""), std::string::npos);
+  EXPECT_EQ(trace, ToChromeTrace(twin.session()));
 }
 
 // The same with the intervals arriving in pieces as the run goes (as a
