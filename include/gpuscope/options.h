@@ -30,6 +30,8 @@ inline constexpr int kDefaultQueueCapacity = 1 << 17;
 inline constexpr int kMaxQueueCapacity = 1 << 22;
 inline constexpr int kDefaultFlushIntervalMs = 10;
 inline constexpr int kMaxWarmupSteps = 1 << 20;
+inline constexpr double kDefaultRankIntervalS = 30;
+inline constexpr double kMinRankIntervalS = 0.1;
 
 // Options::stream when no stream is set: scopes carry no device markers.
 inline constexpr uint64_t kNoStream = ~uint64_t{0};
@@ -206,6 +208,19 @@ struct Options {
   // name of the GPU the process uses, once the framework has initialized
   // CUDA (the Python package passes torch's name of the current device).
   std::string device_name = {};
+
+  // ---- Distributed jobs (docs/distributed.md). The Python package's rank
+  // exchange reads these; the C++ library keeps them for it.
+  //
+  // Seconds between exchanges of rank records over torch.distributed's
+  // store. 0 (Python's None): no periodic exchange, only the ones
+  // sync_ranks() asks for. Otherwise finite and >= kMinRankIntervalS (0.1).
+  double rank_interval_s = kDefaultRankIntervalS;
+
+  // Seconds each exchange waits for the other ranks. 0 (Python's None): a
+  // third of rank_interval_s, at most 10 s (10 s when rank_interval_s is 0).
+  // Otherwise finite and > 0.
+  double rank_timeout_s = 0;
 
   // Options::Validate()
   //

@@ -55,6 +55,19 @@ absl::Status Options::Validate() const {
         "Options::flops_per_step and flops_per_sample are both set: give one (per optimizer step, "
         "or per sample with each step's sample count)");
   }
+  if (rank_interval_s != 0 &&
+      !(std::isfinite(rank_interval_s) && rank_interval_s >= kMinRankIntervalS)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Options::rank_interval_s = ", rank_interval_s,
+                     " is invalid: use a finite number of seconds, at least ", kMinRankIntervalS,
+                     ", or 0 to exchange rank records only when asked (sync_ranks())"));
+  }
+  if (!std::isfinite(rank_timeout_s) || rank_timeout_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Options::rank_timeout_s = ", rank_timeout_s,
+                     " is invalid: use a finite number of seconds above 0, or 0 for a third of "
+                     "rank_interval_s (at most 10 s)"));
+  }
   if (static_cast<int>(peak_precision) > static_cast<int>(Precision::kFp8)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Options::peak_precision = ", static_cast<int>(peak_precision),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -291,6 +292,19 @@ TEST(SessionTest, InvalidOptionsGiveAStatusAndADisabledSession) {
   EXPECT_EQ(Options{.queue_capacity = 10}.Validate().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Options{.flush_interval_ms = 0}.Validate().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Options{}.Validate().ok());
+  // The rank exchange's options: 0 is "not periodic" / "the default timeout".
+  EXPECT_TRUE(Options{.rank_interval_s = 0, .rank_timeout_s = 0}.Validate().ok());
+  EXPECT_TRUE(Options{.rank_interval_s = kMinRankIntervalS, .rank_timeout_s = 0.5}.Validate().ok());
+  for (double bad : {0.05, -1.0, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    EXPECT_EQ(Options{.rank_interval_s = bad}.Validate().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  for (double bad :
+       {-0.5, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    EXPECT_EQ(Options{.rank_timeout_s = bad}.Validate().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
   EXPECT_TRUE(Session::Create().ok());
 }
 
