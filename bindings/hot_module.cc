@@ -8,6 +8,7 @@
 #include "hot_fast_slots.h"
 #include "hot_internal.h"
 #include "hot_types.h"
+#include "session_options.h"
 #include "status_to_python.h"
 
 namespace gpuscope::python {
@@ -68,6 +69,12 @@ bool AddHotTypes(PyObject* module) {
       Py_DECREF(type);
       return false;
     }
+  }
+  // Session(...)'s options, for _session.py and _runner.py (session_options.h).
+  PyObject* table = hot::SessionOptionsTable();
+  if (table == nullptr || PyModule_AddObject(module, "_SESSION_OPTIONS", table) < 0) {
+    Py_XDECREF(table);
+    return false;
   }
   return hot::InstallFastSlots(&hot::PhaseScopeType, hot::PhaseScopeEnter, hot::PhaseScopeExit) &&
          hot::InstallFastSlots(&hot::StepScopeType, hot::StepScopeEnter, hot::StepScopeExit);

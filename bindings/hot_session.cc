@@ -24,6 +24,7 @@
 #include "gpuscope/timeline.h"
 #include "hot_internal.h"
 #include "hot_types.h"
+#include "session_options.h"
 #include "status_to_python.h"
 
 namespace gpuscope::python::hot {
@@ -63,78 +64,17 @@ PyObject* SessionNew(PyTypeObject* type, PyObject*, PyObject*) {
   return self;
 }
 
-// "bf16" ... as PrecisionName() spells them.
-bool PrecisionFromName(std::string_view name, Precision* out) {
-  for (Precision p :
-       {Precision::kBf16, Precision::kFp16, Precision::kTf32, Precision::kFp32, Precision::kFp8}) {
-    if (name == PrecisionName(p)) {
-      *out = p;
-      return true;
-    }
-  }
-  return false;
-}
-
 int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   auto* s = reinterpret_cast<SessionObject*>(self);
   if (s->core != nullptr) {
     PyErr_SetString(GpuscopeError(), "Session.__init__ called twice");
     return -1;
   }
-  static const char* kKeywords[] = {"window",
-                                    "enabled",
-                                    "max_phases",
-                                    "queue_capacity",
-                                    "flush_interval_ms",
-                                    "clock",
-                                    "stream",
-                                    "simulated_device",
-                                    "cupti",
-                                    "telemetry_interval_ms",
-                                    "trace_steps",
-                                    "warmup",
-                                    "flops_per_step",
-                                    "flops_per_sample",
-                                    "peak_flops",
-                                    "peak_precision",
-                                    "device_name",
-                                    nullptr};
   Options options;
-  int enabled = 1;
-  PyObject* clock = Py_None;
-  PyObject* stream = Py_None;
-  PyObject* simulated = Py_None;
-  PyObject* cupti = Py_None;
-  const char* precision = "bf16";
-  const char* device_name = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "|i$piiiOOOOiiidddsz:Session", const_cast<char**>(kKeywords),
-          &options.window, &enabled, &options.max_phases, &options.queue_capacity,
-          &options.flush_interval_ms, &clock, &stream, &simulated, &cupti,
-          &options.telemetry_interval_ms, &options.trace_steps, &options.warmup_steps,
-          &options.flops_per_step, &options.flops_per_sample, &options.peak_flops, &precision,
-          &device_name)) {
-    return -1;
-  }
-  if (!PrecisionFromName(precision, &options.peak_precision)) {
-    PyErr_Format(PyExc_ValueError,
-                 "peak_precision='%.40s': use \"bf16\", \"fp16\", \"tf32\", \"fp32\" or "
-                 "\"fp8\" (the precision the model's matrix multiplies run in)",
-                 precision);
-    return -1;
-  }
-  if (device_name != nullptr) options.device_name = device_name;
-  options.enabled = enabled != 0;
-  if (cupti == Py_True) {
-    options.cupti = Cupti::kOn;
-  } else if (cupti == Py_False) {
-    options.cupti = Cupti::kOff;
-  } else if (cupti != Py_None) {
-    PyErr_SetString(PyExc_TypeError,
-                    "cupti must be None (use CUPTI when it can be shared), True (also older CUPTI, "
-                    "which then blocks torch.profiler until release_cupti()) or False");
-    return -1;
-  }
+  HeldOptions held;  // the keywords and their converters: session_options.cc
+  if (!ParseSessionOptions(args, kwargs, &options, &held)) return -1;
+  PyObject* stream = held.stream;
+  PyObject* simulated = held.simulated;
   if (stream != Py_None) {
     uint64_t handle = 0;
     if (!StreamHandleOf(stream, &handle)) return -1;
@@ -164,14 +104,6 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
       return -1;
     }
     Py_XSETREF(s->simulated, simulated);
-  }
-  if (clock != Py_None) {
-    try {
-      options.clock = pybind11::cast<std::shared_ptr<ManualClock>>(pybind11::handle(clock));
-    } catch (const pybind11::cast_error&) {
-      PyErr_SetString(PyExc_TypeError, "clock must be a gpuscope.testing.ManualClock or None");
-      return -1;
-    }
   }
   absl::StatusOr<std::unique_ptr<Session>> created = absl::InternalError("");
   try {
@@ -384,6 +316,13 @@ PyObject* SessionWindow(PyObject* self, void*) {
   return PyLong_FromLong(session->options().window);
 }
 
+// The options the session was made with, as Session(...) takes them.
+PyObject* SessionOptionsOf(PyObject* self, void*) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  return OptionsToPython(session->options());
+}
+
 PyObject* SessionStatus(PyObject* self, void*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -436,6 +375,9 @@ PyGetSetDef kSessionGetSet[] = {
     {"recording", SessionRecording, nullptr, "Whether scopes record.", nullptr},
     {"window", SessionWindow, nullptr, "Steps kept for exact quantiles.", nullptr},
     {"status", SessionStatus, nullptr, "None, or why the session records nothing.", nullptr},
+    {"_options", SessionOptionsOf, nullptr,
+     "The options it was made with: a dict of keyword -> value, as Session(...) takes them.",
+     nullptr},
     {"source", SessionSource, nullptr, "'cupti', 'events' or 'host', right now.", nullptr},
     {"simulated_device", SessionSimulated, nullptr, "The SimulatedDevice it runs on, or None.",
      nullptr},

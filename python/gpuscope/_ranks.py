@@ -52,7 +52,6 @@ from typing import Any, List, NamedTuple, Optional
 
 from . import _gpuscope
 
-_MIN_INTERVAL = 0.1  # seconds; a shorter rank_interval is refused
 _POLL_FIRST, _POLL_MAX = 0.005, 0.2
 # At interpreter exit: how long the exchange threads are waited for (one
 # store call in flight; the exchanges themselves stop polling at once).
@@ -374,16 +373,6 @@ def default_timeout(interval: Optional[float]) -> float:
     """A third of the interval, at most 10 s: a missing rank costs the
     exchange thread that long, and the next exchange starts in time."""
     return 10.0 if interval is None else min(10.0, interval / 3)
-
-
-def check_options(interval: Optional[float], timeout: Optional[float]) -> None:
-    if interval is not None and (not isinstance(interval, (int, float)) or isinstance(interval, bool)
-                                 or not math.isfinite(interval) or interval < _MIN_INTERVAL):
-        raise ValueError(f"rank_interval={interval!r}: use a number of seconds, at least "
-                         f"{_MIN_INTERVAL}, or None to exchange only in sync_ranks()")
-    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
-                                or not math.isfinite(timeout) or timeout <= 0):
-        raise ValueError(f"rank_timeout_s={timeout!r}: use a number of seconds above 0")
 
 
 def sync(session: Any, timeout: float) -> Optional[ExchangeResult]:

@@ -6,9 +6,9 @@ import functools
 import inspect
 import os
 import sys
-import weakref
+import textwrap
 from array import array
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from . import _gpuscope
 from . import _loader  # noqa: F401 - installs the steps() hook that names loader workers
@@ -16,11 +16,6 @@ from ._summary import Finding, Summary, diagnose_summary
 
 if TYPE_CHECKING:
     from ._prometheus import PrometheusServer
-
-# Each session's rank_interval and rank_timeout_s (the C type has no room
-# for them); weak, so a dropped session leaves nothing behind.
-_RANK_OPTIONS: "weakref.WeakKeyDictionary[Any, Tuple[Optional[float], Optional[float]]]" = (
-    weakref.WeakKeyDictionary())
 
 
 _TELEMETRY_KEYS = ("gpu_utilization_pct", "sm_clock_ratio", "host_cpu_pct", "host_iowait_pct",
@@ -51,15 +46,6 @@ def _series_from_columns(cols: Dict[str, Any]) -> List[Dict[str, Any]]:
     return out
 
 
-def _flops_arg(name: str, value: Any) -> float:
-    """None -> 0 (not given); a number as a float (the C++ options check it)."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number or None, not {type(value).__name__}")
-    return float(value)
-
-
 def _torch_device_name() -> Optional[str]:
     """torch.cuda.get_device_name() of the current device, when torch is
     already imported and sees a GPU; None otherwise (never raises)."""
@@ -74,82 +60,46 @@ def _torch_device_name() -> Optional[str]:
         return None
 
 
-class Session(_gpuscope._Session):
-    """Records the steps and phases of one training loop.
+# Session(...)'s options, one dict per keyword in the signature's order:
+# name, type, default, range, values, doc, flag (gpuscope run's) and the
+# default the C++ Options{} holds. Defined once, in C (bindings/session_options.cc);
+# the signature, the docstring's argument list and `gpuscope run`'s flags come
+# from it.
+SESSION_OPTIONS = _gpuscope._SESSION_OPTIONS
 
-    ``Session(window=512, *, enabled=True, max_phases=128, queue_capacity=131072,
-    flush_interval_ms=10, clock=None, stream=None, simulated_device=None,
-    cupti=None, telemetry_interval_ms=100, trace_steps=16, warmup=0,
-    rank_interval=30.0, rank_timeout_s=None, flops_per_step=0,
-    flops_per_sample=0, peak_flops=0, peak_precision="bf16",
-    device_name=None)``. Every argument has a default;
+
+def _signature() -> inspect.Signature:
+    """``Session.__init__``'s signature, from the table: ``window`` by
+    position or keyword, every other option keyword-only."""
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for i, option in enumerate(SESSION_OPTIONS):
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if i == 0 else inspect.Parameter.KEYWORD_ONLY
+        params.append(inspect.Parameter(option["name"], kind, default=option["default"],
+                                        annotation=option["type"]))
+    return inspect.Signature(params, return_annotation="None")
+
+
+def _doc(head: str, tail: str) -> str:
+    """The class docstring: ``head`` with the signature filled in, the
+    argument list from the table, then ``tail``."""
+    names = [f"{o['name']}={o['default']!r}" for o in SESSION_OPTIONS]
+    signature = f"Session({names[0]}, *, {', '.join(names[1:])})"
+    items = "\n".join(textwrap.fill(f"* ``{o['name']}``: {o['doc']}", width=74, initial_indent="    ",
+                                    subsequent_indent="      ") for o in SESSION_OPTIONS)
+    signature = textwrap.fill(f"``{signature}``.", width=74, subsequent_indent="    ")
+    return head.format(signature=signature) + "    Arguments:\n\n" + items + "\n\n" + tail
+
+
+_DOC_HEAD = """Records the steps and phases of one training loop.
+
+    {signature} Every argument has a default;
     only ``window`` may be given by position. Invalid values raise
     ``ValueError`` (saying the accepted range), values of the wrong type
     ``TypeError``; ``GPUSCOPE_DISABLE=1`` makes every scope a no-op.
 
-    Arguments:
+"""
 
-    * ``window``: completed steps kept for exact quantiles and the phase
-      breakdown (the last ``window`` steps), 1 to 65536. About 128 bytes a
-      step plus 5 a step per phase name.
-    * ``enabled``: False makes every scope a no-op and starts no thread.
-    * ``max_phases``: distinct phase names the session can hold, the nine
-      built-in ones included, 10 to 4096.
-    * ``queue_capacity``: records (one per ended scope) that may wait for the
-      background worker, 64 to 4194304 (rounded up to a power of two); when
-      it is full records are dropped and counted, never waited for.
-    * ``flush_interval_ms``: how often the background worker drains the
-      queue, 1 to 10000 ms (``summary()`` drains too, so it is never stale).
-    * ``clock``: a ``gpuscope.testing.ManualClock`` for tests; None: the
-      host clock.
-    * ``stream``: the CUDA stream scope boundaries are marked on with a GPU
-      source: None follows torch's current stream (read once per step, once
-      torch has initialized CUDA); an int or a ``torch.cuda.Stream`` fixes it
-      (``set_stream()`` changes it).
-    * ``simulated_device``: True (or a ``gpuscope.testing.SimulatedDevice``)
-      times a simulated GPU instead, for tests and demos, labelled SIMULATED
-      GPU wherever its numbers appear; ``GPUSCOPE_SIMULATE=1`` does the same
-      for every session.
-    * ``cupti``: None uses CUPTI (exact GPU idle, launch gaps, copies, syncs)
-      when it can be shared (CUPTI 13+: ``cuptiSubscribe_v2``), no profiler
-      injected itself and CUDA is already initialized (create the session
-      after the model is on the GPU); True also takes an older CUPTI, which
-      then keeps torch.profiler from recording GPU events until
-      ``release_cupti()`` or ``close()``; False never uses it. Without CUPTI,
-      CUDA events give a lower bound. ``s.source`` says which is in use.
-    * ``telemetry_interval_ms``: how often the background worker samples NVML
-      and ``/proc`` (``summary().telemetry``), 0 (never) to 60000 ms.
-    * ``trace_steps``: steps whose timelines ``save_trace()`` writes (the
-      last ones), 0 to 4096.
-    * ``warmup``: completed steps at the start (and after each ``reset()``)
-      left out of the window, the run's numbers and every total, and reported
-      apart (``summary().warmup``; the report says "N warm-up steps
-      excluded"), 0 to 1048576. Default 0: every step counts. Step 0 holds
-      one-time costs (DataLoader workers starting, cuDNN autotuning,
-      torch.compile): ``warmup=1`` or more keeps them out of short runs and
-      baselines.
-    * ``flops_per_step``: the model FLOPs THIS process (this rank) executes,
-      forward and backward, per optimizer step (every gradient accumulation
-      micro-batch of it); 0 (default): not given. ``summary().efficiency``
-      then has the achieved FLOP/s and the MFU (docs/mfu.md).
-    * ``flops_per_sample``: the same per sample, times each step's
-      ``samples=`` (the samples this rank processed in the optimizer step);
-      at most one of the two. ``gpuscope.count_flops()`` counts them once
-      with torch.
-    * ``peak_flops``: one GPU's peak FLOP/s for MFU; 0 (default): the dense
-      peak of the GPU in ``peak_precision`` from the table in docs/mfu.md.
-    * ``peak_precision``: the precision the matmuls run in, for that table:
-      ``"bf16"`` (default), ``"fp16"``, ``"tf32"``, ``"fp32"`` or ``"fp8"``.
-    * ``device_name``: the GPU's model name for that table; None: with FLOPs
-      given, ``torch.cuda.get_device_name()`` of the current device when
-      torch is imported and sees a GPU (else MFU is None and
-      ``efficiency.reason`` says why).
-    * ``rank_interval``: in a distributed job, seconds between exchanges of
-      rank records (default 30, at least 0.1; None: only in ``sync_ranks()``).
-    * ``rank_timeout_s``: how long each exchange waits for the other ranks
-      (default a third of ``rank_interval``, at most 10 s).
-
-    ``reset(warmup=None)`` restarts measurement (after a warm-up the loop
+_DOC_TAIL = """    ``reset(warmup=None)`` restarts measurement (after a warm-up the loop
     defines itself, between epochs or configurations); see its docstring.
 
     One thread records into a session: the first one that opens a scope. Use
@@ -174,32 +124,23 @@ class Session(_gpuscope._Session):
     straggler on every rank.
     """
 
+
+class Session(_gpuscope._Session):
+    __doc__ = _doc(_DOC_HEAD, _DOC_TAIL)
+
     __slots__ = ()
 
-    def __init__(self, window: int = 512, *, enabled: bool = True, max_phases: int = 128,
-                 queue_capacity: int = 131072, flush_interval_ms: int = 10, clock: Any = None,
-                 stream: Any = None, simulated_device: Any = None, cupti: Optional[bool] = None,
-                 telemetry_interval_ms: int = 100, trace_steps: int = 16, warmup: int = 0,
-                 rank_interval: Optional[float] = 30.0,
-                 rank_timeout_s: Optional[float] = None,
-                 flops_per_step: float = 0.0, flops_per_sample: float = 0.0,
-                 peak_flops: float = 0.0, peak_precision: str = "bf16",
-                 device_name: Optional[str] = None) -> None:
-        from . import _ranks
+    if not TYPE_CHECKING:  # type checkers read the signature of _Session.__init__ in the stub
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # The C type parses and checks every option (SESSION_OPTIONS);
+            # only the GPU's name for the peak table comes from Python (torch).
+            if (kwargs.get("device_name") is None and not kwargs.get("peak_flops")
+                    and (kwargs.get("flops_per_step") or kwargs.get("flops_per_sample"))):
+                kwargs["device_name"] = _torch_device_name()
+            super().__init__(*args, **kwargs)
+            self._join_job()
 
-        _ranks.check_options(rank_interval, rank_timeout_s)
-        if device_name is None and not peak_flops and (flops_per_step or flops_per_sample):
-            device_name = _torch_device_name()
-        super().__init__(window, enabled=enabled, max_phases=max_phases,
-                         queue_capacity=queue_capacity, flush_interval_ms=flush_interval_ms,
-                         clock=clock, stream=stream, simulated_device=simulated_device, cupti=cupti,
-                         telemetry_interval_ms=telemetry_interval_ms, trace_steps=trace_steps,
-                         warmup=warmup, flops_per_step=_flops_arg("flops_per_step", flops_per_step),
-                         flops_per_sample=_flops_arg("flops_per_sample", flops_per_sample),
-                         peak_flops=_flops_arg("peak_flops", peak_flops),
-                         peak_precision=peak_precision, device_name=device_name)
-        _RANK_OPTIONS[self] = (rank_interval, rank_timeout_s)
-        self._join_job()
+        __init__.__signature__ = _signature()
 
     def _join_job(self) -> bool:
         """Sets the rank when this process is in a job, and joins the
@@ -219,8 +160,8 @@ class Session(_gpuscope._Session):
                                 ident.host[:63])
         except ValueError:  # a closed session or an odd identity: nothing to join
             return False
-        interval, timeout = _RANK_OPTIONS.get(self, (30.0, None))
-        return _ranks.attach(self, interval, timeout)
+        options = self._options  # rank_interval and rank_timeout_s, None where not set
+        return _ranks.attach(self, options["rank_interval"], options["rank_timeout_s"])
 
     def sync_ranks(self, timeout_s: float = 10.0) -> Any:
         """Exchanges rank records now (every rank calls it, e.g. at the end
