@@ -51,8 +51,15 @@ import traceback
 from typing import Any, Dict, List, Optional, Tuple
 
 from ._commands import add_compare_options, compare_files, compare_options_error, guarded
+from ._session import SESSION_OPTIONS
 
-PRECISIONS = ("bf16", "fp16", "tf32", "fp32", "fp8")
+# The Session options `gpuscope run` takes as flags (--warmup, --flops-per-step,
+# ...): those whose row in the table has a flag.
+SESSION_FLAGS = tuple(o for o in SESSION_OPTIONS if o["flag"])
+
+
+def _flag_name(option: Dict[str, Any]) -> str:
+    return "--" + option["name"].replace("_", "-")
 
 # The subcommand's usage (after "gpuscope run"), help and epilog (_cli.py).
 USAGE = "[options] (script.py | -m module) [args...]"
@@ -92,16 +99,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="a status line on stderr every SECONDS (default 10; 0: none); under a job, rank 0 only")
     ap.add_argument("--prometheus", metavar="PORT",
                     help="serve the metrics at http://127.0.0.1:PORT/metrics (under a job, PORT + local rank)")
-    ap.add_argument("--warmup", metavar="STEPS",
-                    help="leave the first STEPS optimizer steps (workers starting, compilation, autotuning) out "
-                         "of the window and the run's numbers, reported apart, as Session(warmup=N) does")
-    ap.add_argument("--flops-per-step", metavar="FLOPS",
-                    help="this rank's model FLOPs per optimizer step: model FLOP/s and MFU in the status line, "
-                         "the report and the metrics")
-    ap.add_argument("--peak-flops", metavar="FLOPS",
-                    help="one GPU's peak FLOP/s (default: the GPU's dense peak from gpuscope's table)")
-    ap.add_argument("--peak-precision", metavar="P",
-                    help=f"the precision for the peak table: {', '.join(PRECISIONS)} (default {PRECISIONS[0]})")
+    for option in SESSION_FLAGS:
+        values, help_text = option["values"], option["flag_help"]
+        if values:
+            help_text += f": {', '.join(values)} (default {option['default']})"
+        ap.add_argument(_flag_name(option), dest=option["name"], metavar=option["flag"], help=help_text)
     group = ap.add_argument_group("comparison with a baseline, as gpuscope compare FILE run.json does")
     group.add_argument("--baseline", metavar="FILE", help="compare the run with FILE at exit")
     add_compare_options(group)  # gpuscope compare's own; checked before the script starts
@@ -134,24 +136,14 @@ def _options(args: argparse.Namespace) -> Tuple[Optional[_Options], Optional[str
     """The parsed options checked (before the script runs, not after hours
     of training), or what is wrong with them."""
     o = _Options(args)
-    for name, value in (("--flops-per-step", args.flops_per_step), ("--peak-flops", args.peak_flops)):
+    for option in SESSION_FLAGS:
+        value = getattr(args, option["name"])
         if value is None:
             continue
-        try:
-            flops = float(value)
-        except ValueError:
-            flops = -1.0
-        if not (0 <= flops < float("inf")):
-            return None, f"{name} takes a number of FLOPs (0 or more, e.g. 3.2e15), not {value!r}"
-        o.session_options[name[2:].replace("-", "_")] = flops
-    if args.warmup is not None:
-        if not (args.warmup.isascii() and args.warmup.isdigit()):
-            return None, f"--warmup takes a whole number of steps (0 or more), not {args.warmup!r}"
-        o.session_options["warmup"] = int(args.warmup)
-    if args.peak_precision is not None:
-        if args.peak_precision not in PRECISIONS:
-            return None, f"--peak-precision takes one of {', '.join(PRECISIONS)}, not {args.peak_precision!r}"
-        o.session_options["peak_precision"] = args.peak_precision
+        parsed, error = _flag_value(option, value)
+        if error:
+            return None, error
+        o.session_options[option["name"]] = parsed
     for name, value in (("--status", args.status), ("--prometheus", args.prometheus)):
         if value is None:
             continue
@@ -179,6 +171,28 @@ def _options(args: argparse.Namespace) -> Tuple[Optional[_Options], Optional[str
         o.script = target[0]
     o.args = target[1:]
     return o, None
+
+
+def _flag_value(option: Dict[str, Any], value: str) -> Tuple[Any, Optional[str]]:
+    """A Session option's flag as Session() takes it, checked against the
+    table's values or range; or what is wrong with it."""
+    flag = _flag_name(option)
+    if option["values"]:
+        if value not in option["values"]:
+            return None, f"{flag} takes one of {', '.join(option['values'])}, not {value!r}"
+        return value, None
+    lo, hi = option["range"]
+    if isinstance(option["default"], int):
+        if not (value.isascii() and value.isdigit() and lo <= int(value) <= hi):
+            return None, f"{flag} takes a whole number of {option['unit']} ({lo} to {hi}), not {value!r}"
+        return int(value), None
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (lo <= number <= hi and number < float("inf")):
+        return None, f"{flag} takes a number of {option['unit']} ({lo:g} or more, e.g. 3.2e15), not {value!r}"
+    return number, None
 
 
 def _out_dir(o: _Options) -> str:
