@@ -293,8 +293,9 @@ TEST(SessionTest, InvalidOptionsGiveAStatusAndADisabledSession) {
   EXPECT_EQ(Options{.flush_interval_ms = 0}.Validate().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Options{}.Validate().ok());
   // The rank exchange's options: 0 is "not periodic" / "the default timeout".
-  EXPECT_TRUE(Options{.rank_interval_s = 0, .rank_timeout_s = 0}.Validate().ok());
-  EXPECT_TRUE(Options{.rank_interval_s = kMinRankIntervalS, .rank_timeout_s = 0.5}.Validate().ok());
+  EXPECT_TRUE((Options{.rank_interval_s = 0, .rank_timeout_s = 0}.Validate().ok()));
+  EXPECT_TRUE(
+      (Options{.rank_interval_s = kMinRankIntervalS, .rank_timeout_s = 0.5}.Validate().ok()));
   for (double bad : {0.05, -1.0, std::numeric_limits<double>::infinity(),
                      std::numeric_limits<double>::quiet_NaN()}) {
     EXPECT_EQ(Options{.rank_interval_s = bad}.Validate().code(), absl::StatusCode::kInvalidArgument)
