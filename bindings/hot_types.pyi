@@ -14,6 +14,9 @@ import collections.abc
 import typing
 
 T = typing.TypeVar("T")
+
+# Session(...)'s options, one dict a keyword (bindings/session_options.cc).
+_SESSION_OPTIONS: tuple[dict[str, typing.Any], ...]
 _Count = typing.Union[int, collections.abc.Callable[[typing.Any], int], None]
 
 class _PhaseScope:
@@ -53,9 +56,11 @@ class _Session:
         telemetry_interval_ms: int = 100,
         trace_steps: int = 16,
         warmup: int = 0,
-        flops_per_step: float = 0.0,
-        flops_per_sample: float = 0.0,
-        peak_flops: float = 0.0,
+        rank_interval: float | None = 30.0,
+        rank_timeout_s: float | None = None,
+        flops_per_step: float | None = 0.0,
+        flops_per_sample: float | None = 0.0,
+        peak_flops: float | None = 0.0,
         peak_precision: str = "bf16",
         device_name: str | None = None,
     ) -> None: ...
@@ -73,6 +78,8 @@ class _Session:
     def trace_json(self) -> str: ...
     @property
     def recording(self) -> bool: ...
+    @property
+    def _options(self) -> dict[str, typing.Any]: ...
     @property
     def window(self) -> int: ...
     @property
