@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -15,9 +16,9 @@ using internal::JsonValue;
 
 absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
   if (o == Py_None) {
-    *out = JsonValue();
+    *out = nullptr;
   } else if (PyBool_Check(o)) {  // before int: bool is an int in Python
-    *out = JsonValue::Bool(o == Py_True);
+    *out = o == Py_True;
   } else if (PyLong_Check(o)) {
     int overflow = 0;
     const long long exact = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -26,7 +27,7 @@ absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
       return absl::InvalidArgumentError("an integer could not be read");
     }
     if (overflow == 0) {
-      *out = JsonValue::Int(exact);
+      *out = static_cast<int64_t>(exact);
     } else {
       // As the JSON reader takes an integer beyond int64: a double.
       const double value = PyLong_AsDouble(o);
@@ -34,12 +35,12 @@ absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
         PyErr_Clear();
         return absl::InvalidArgumentError("an integer is too large for a double");
       }
-      *out = JsonValue::Number(value);
+      *out = value;
     }
   } else if (PyFloat_Check(o)) {
     const double value = PyFloat_AsDouble(o);
     if (!std::isfinite(value)) return absl::InvalidArgumentError("a number is NaN or infinite");
-    *out = JsonValue::Number(value);
+    *out = value;
   } else if (PyUnicode_Check(o)) {
     Py_ssize_t size = 0;
     const char* utf8 = PyUnicode_AsUTF8AndSize(o, &size);
@@ -47,20 +48,22 @@ absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
       PyErr_Clear();
       return absl::InvalidArgumentError("a string is not valid Unicode (a lone surrogate)");
     }
-    *out = JsonValue::String(std::string(utf8, static_cast<size_t>(size)));
+    *out = std::string(utf8, static_cast<size_t>(size));
   } else if (PyList_Check(o) || PyTuple_Check(o)) {
     if (depth >= internal::kMaxJsonDepth) return absl::InvalidArgumentError("nested too deeply");
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     PyObject** items = PySequence_Fast_ITEMS(o);
-    JsonValue::Array elements(static_cast<size_t>(n));
+    JsonValue::array_t elements(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
       if (absl::Status s = Convert(items[i], depth + 1, &elements[static_cast<size_t>(i)]); !s.ok())
         return s;
     }
-    *out = JsonValue::MakeArray(std::move(elements));
+    *out = std::move(elements);
   } else if (PyDict_Check(o)) {
     if (depth >= internal::kMaxJsonDepth) return absl::InvalidArgumentError("nested too deeply");
-    JsonValue::Object members;
+    // Appended directly: a dict's keys are distinct, and nlohmann's emplace()
+    // would search the members linearly for each.
+    JsonValue::object_t members;
     members.reserve(static_cast<size_t>(PyDict_Size(o)));
     Py_ssize_t pos = 0;
     PyObject* key = nullptr;
@@ -69,10 +72,10 @@ absl::Status Convert(PyObject* o, int depth, JsonValue* out) {
       if (!PyUnicode_Check(key)) return absl::InvalidArgumentError("an object key is not a string");
       JsonValue name;
       if (absl::Status s = Convert(key, depth, &name); !s.ok()) return s;
-      members.emplace_back(name.as_string(), JsonValue());
+      members.emplace_back(std::move(name.get_ref<std::string&>()), JsonValue());
       if (absl::Status s = Convert(value, depth + 1, &members.back().second); !s.ok()) return s;
     }
-    *out = JsonValue::MakeObject(std::move(members));
+    *out = std::move(members);
   } else {
     return absl::InvalidArgumentError(std::string("holds a ") + Py_TYPE(o)->tp_name +
                                       ", which JSON cannot");

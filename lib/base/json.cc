@@ -1,6 +1,7 @@
-// JsonValue and ParseJson(): parsing goes through nlohmann-json's SAX
-// interface, which builds the `JsonValue` tree below. No nlohmann type leaves
-// this file. Writing is in json_writer.cc.
+// ParseJson(), Find() and AsInt64(). Parsing goes through nlohmann-json's SAX
+// interface rather than `nlohmann::ordered_json::parse()` for the depth limit,
+// our error messages and positions, "-0" and first-wins duplicate keys.
+// Writing is in json_writer.cc.
 
 #include "base/json.h"
 
@@ -10,13 +11,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,21 +60,23 @@ class CountingIterator {
   size_t* taken_;
 };
 
-// A SAX handler for nlohmann's parser that builds the `JsonValue` tree, limits the depth,
-// and turns nlohmann's errors into ours.
+// A SAX handler for nlohmann's parser that builds the `JsonValue` tree,
+// limits the depth, and turns nlohmann's errors into ours.
 //
 // Positions: when an event arrives, the lexer has taken the bytes of its token
 // and, after a number, one byte more (it reads ahead to find the number's
 // end); errors are placed from the end of the last event's token.
 class TreeBuilder {
  public:
-  explicit TreeBuilder(std::string_view text) : text_(text) {}
+  explicit TreeBuilder(std::string_view text) : text_(text) {
+    stack_.reserve(static_cast<size_t>(kMaxJsonDepth));
+  }
 
   // Parses the whole text; call once.
   absl::StatusOr<JsonValue> Build() {
     const CountingIterator first(text_.data(), &taken_);
     const CountingIterator last(text_.data() + text_.size(), &taken_);
-    if (!nlohmann::json::sax_parse(first, last, this)) {
+    if (!JsonValue::sax_parse(first, last, this)) {
       assert(!error_.ok());
       return error_;
     }
@@ -86,26 +90,28 @@ class TreeBuilder {
 
   // The SAX events (nlohmann's names and signatures).
 
-  bool null() { return Add(JsonValue(), taken_); }
-  bool boolean(bool value) { return Add(JsonValue::Bool(value), taken_); }
+  bool null() { return Add(JsonValue(nullptr), taken_); }
+  bool boolean(bool value) { return Add(JsonValue(value), taken_); }
   bool number_integer(int64_t value) {
     if (value == 0) return Zero();
-    return Add(JsonValue::Int(value), NumberEnd());
+    return Add(JsonValue(value), NumberEnd());
   }
+  // Kept signed (number_integer) when it fits, so that every exact integer
+  // reads alike; beyond int64_t a double, as gpuscope has always read it.
   bool number_unsigned(uint64_t value) {
     if (value == 0) return Zero();
     if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Add(JsonValue::Number(static_cast<double>(value)), NumberEnd());
+      return Add(JsonValue(static_cast<double>(value)), NumberEnd());
     }
-    return Add(JsonValue::Int(static_cast<int64_t>(value)), NumberEnd());
+    return Add(JsonValue(static_cast<int64_t>(value)), NumberEnd());
   }
   // Underflow gives zero of the literal's sign; overflow never gets here
   // (nlohmann reports it as error 406).
   bool number_float(double value, const std::string& /*literal*/) {
-    return Add(JsonValue::Number(value), NumberEnd());
+    return Add(JsonValue(value), NumberEnd());
   }
-  bool string(std::string& value) { return Add(JsonValue::String(std::move(value)), taken_); }
-  bool binary(nlohmann::json::binary_t& /*value*/) {
+  bool string(std::string& value) { return Add(JsonValue(std::move(value)), taken_); }
+  bool binary(JsonValue::binary_t& /*value*/) {
     return Fail(taken_, "binary value");  // JSON text has none
   }
   bool start_object(size_t /*elements*/) { return Open(/*is_object=*/true); }
@@ -119,17 +125,47 @@ class TreeBuilder {
   bool end_object() { return Close(); }
   bool end_array() { return Close(); }
   bool parse_error(size_t position, const std::string& /*last_token*/,
-                   const nlohmann::json::exception& error);
+                   const JsonValue::exception& error);
 
  private:
   // What the last event was.
   enum class Last { kOpen, kKey, kValue };  // kOpen: '[', '{' or nothing yet
 
+  // The names of an object's members, as indexes into its members, so that a
+  // duplicate is found without the linear search of nlohmann's ordered_map
+  // (quadratic on a hostile object of millions of members). The members
+  // vector stays put while its `JsonValue` moves.
+  struct NameHash {
+    const JsonValue::object_t* members;
+    size_t operator()(size_t i) const {
+      return std::hash<std::string_view>()(members->data()[i].first);
+    }
+  };
+  struct NameEq {
+    const JsonValue::object_t* members;
+    bool operator()(size_t a, size_t b) const {
+      return members->data()[a].first == members->data()[b].first;
+    }
+  };
+
+  // Never copied: a copy's `names` would index the original's members.
   struct Frame {
-    bool is_object = false;
-    JsonValue::Array elements;
-    JsonValue::Object members;
+    explicit Frame(bool object)
+        : is_object(object),
+          value(object ? JsonValue::object() : JsonValue::array()),
+          names(0, NameHash{Members()}, NameEq{Members()}) {}
+    Frame(const Frame&) = delete;
+    Frame(Frame&&) = default;
+    Frame& operator=(const Frame&) = delete;
+    Frame& operator=(Frame&&) = default;
+    JsonValue::object_t* Members() {
+      return is_object ? &value.get_ref<JsonValue::object_t&>() : nullptr;
+    }
+
+    bool is_object;
+    JsonValue value;  // the array or object being read
     std::string key;  // objects: the name of the member whose value is next
+    std::unordered_set<size_t, NameHash, NameEq> names;  // objects
   };
 
   // The byte at `pos`, or NUL past the end.
@@ -179,11 +215,14 @@ class TreeBuilder {
     if (stack_.empty()) {
       root_ = std::move(value);
       done_ = true;
-    } else if (stack_.back().is_object) {
-      Frame& top = stack_.back();
-      top.members.emplace_back(std::move(top.key), std::move(value));
+    } else if (Frame& top = stack_.back(); top.is_object) {
+      // Appended directly (nlohmann's emplace() would search linearly); of
+      // duplicate names the first stays.
+      JsonValue::object_t& members = *top.Members();
+      members.emplace_back(std::move(top.key), std::move(value));
+      if (!top.names.insert(members.size() - 1).second) members.pop_back();
     } else {
-      stack_.back().elements.push_back(std::move(value));
+      top.value.get_ref<JsonValue::array_t&>().push_back(std::move(value));
     }
     return true;
   }
@@ -196,7 +235,7 @@ class TreeBuilder {
       return Fail(end - 1, "leading zero in number");
     }
     const bool negative = end >= 2 && text_[end - 2] == '-';
-    return Add(negative ? JsonValue::Number(-0.0) : JsonValue::Int(0), end);
+    return Add(negative ? JsonValue(-0.0) : JsonValue(int64_t{0}), end);
   }
 
   // The check runs before nlohmann's parser goes one level deeper, and that
@@ -206,21 +245,19 @@ class TreeBuilder {
     if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
       return Fail(taken_ - 1, absl::StrCat("nesting deeper than ", kMaxJsonDepth, " levels"));
     }
-    stack_.push_back(Frame{is_object, {}, {}, {}});
+    stack_.emplace_back(is_object);
     last_ = Last::kOpen;
     last_end_ = taken_;
     return true;
   }
 
   bool Close() {
-    Frame frame = std::move(stack_.back());
+    JsonValue value = std::move(stack_.back().value);
     stack_.pop_back();
-    return Add(frame.is_object ? JsonValue::MakeObject(std::move(frame.members))
-                               : JsonValue::MakeArray(std::move(frame.elements)),
-               taken_);
+    return Add(std::move(value), taken_);
   }
 
-  bool FailInString(size_t stop, const nlohmann::json::exception& error);
+  bool FailInString(size_t stop, const JsonValue::exception& error);
   size_t InvalidUtf8Start(size_t stop) const;
 
   std::string_view text_;
@@ -238,7 +275,7 @@ class TreeBuilder {
 // token starts from the end of the last one, and what went wrong inside a
 // string, number or literal from the lexer's message and the bytes.
 bool TreeBuilder::parse_error(size_t position, const std::string&,
-                              const nlohmann::json::exception& error) {
+                              const JsonValue::exception& error) {
   const size_t stop = position - 1;  // the byte the lexer failed on
   size_t at = SkipWhitespace(last_end_);
   if (done_) return Fail(at, "unexpected content after the document");
@@ -275,7 +312,7 @@ bool TreeBuilder::parse_error(size_t position, const std::string&,
                                              : "expected an exponent");
 }
 
-bool TreeBuilder::FailInString(size_t stop, const nlohmann::json::exception& error) {
+bool TreeBuilder::FailInString(size_t stop, const JsonValue::exception& error) {
   // The lexer's message comes before the bytes it quotes, so the first match
   // is its own.
   const std::string_view what = error.what();
@@ -328,97 +365,29 @@ size_t TreeBuilder::InvalidUtf8Start(size_t stop) const {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------
-// JsonValue
-
-JsonValue JsonValue::Bool(bool value) {
-  JsonValue v;
-  v.value_ = value;
-  return v;
-}
-
-JsonValue JsonValue::Number(double value) {
-  JsonValue v;
-  v.value_ = NumberRep{value, 0, false};
-  return v;
-}
-
-JsonValue JsonValue::Int(int64_t value) {
-  JsonValue v;
-  v.value_ = NumberRep{static_cast<double>(value), value, true};
-  return v;
-}
-
-JsonValue JsonValue::String(std::string value) {
-  JsonValue v;
-  v.value_ = std::move(value);
-  return v;
-}
-
-JsonValue JsonValue::MakeArray(Array elements) {
-  JsonValue v;
-  v.value_ = std::move(elements);
-  return v;
-}
-
-JsonValue JsonValue::MakeObject(Object members) {
-  JsonValue v;
-  v.value_ = std::move(members);
-  return v;
-}
-
-JsonValue::Type JsonValue::type() const { return static_cast<Type>(value_.index()); }
-
-bool JsonValue::as_bool() const {
-  assert(is_bool());
-  const bool* b = std::get_if<bool>(&value_);
-  return b != nullptr && *b;
-}
-
-double JsonValue::as_number() const {
-  assert(is_number());
-  const NumberRep* n = std::get_if<NumberRep>(&value_);
-  return n != nullptr ? n->value : 0.0;
-}
-
-const std::string& JsonValue::as_string() const {
-  assert(is_string());
-  static const std::string& kEmpty = *new std::string();
-  const std::string* s = std::get_if<std::string>(&value_);
-  return s != nullptr ? *s : kEmpty;
-}
-
-const JsonValue::Array& JsonValue::as_array() const {
-  assert(is_array());
-  static const Array& kEmpty = *new Array();
-  const Array* a = std::get_if<Array>(&value_);
-  return a != nullptr ? *a : kEmpty;
-}
-
-const JsonValue::Object& JsonValue::as_object() const {
-  assert(is_object());
-  static const Object& kEmpty = *new Object();
-  const Object* o = std::get_if<Object>(&value_);
-  return o != nullptr ? *o : kEmpty;
-}
-
-std::optional<int64_t> JsonValue::as_int64() const {
-  const NumberRep* n = std::get_if<NumberRep>(&value_);
-  if (n == nullptr) return std::nullopt;
-  if (n->has_exact) return n->exact;
-  if (std::trunc(n->value) == n->value && std::fabs(n->value) <= kMaxExactDouble) {
-    return static_cast<int64_t>(n->value);
-  }
-  return std::nullopt;
-}
-
-const JsonValue* JsonValue::Find(std::string_view key) const {
-  const Object* o = std::get_if<Object>(&value_);
-  if (o == nullptr) return nullptr;
-  for (const auto& [name, value] : *o) {
-    if (name == key) return &value;
+const JsonValue* Find(const JsonValue& value, std::string_view key) {
+  if (!value.is_object()) return nullptr;
+  for (const auto& [name, member] : value.get_ref<const JsonValue::object_t&>()) {
+    if (name == key) return &member;
   }
   return nullptr;
+}
+
+std::optional<int64_t> AsInt64(const JsonValue& value) {
+  switch (value.type()) {
+    case JsonValue::value_t::number_integer: return value.get<int64_t>();
+    case JsonValue::value_t::number_unsigned: {
+      const uint64_t u = value.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+      return static_cast<int64_t>(u);
+    }
+    case JsonValue::value_t::number_float: {
+      const double d = value.get<double>();
+      if (std::trunc(d) == d && std::fabs(d) <= kMaxExactDouble) return static_cast<int64_t>(d);
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
 }
 
 absl::StatusOr<JsonValue> ParseJson(std::string_view text) {

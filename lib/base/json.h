@@ -1,15 +1,16 @@
 // File: base/json.h
 // -----------------------------------------------------------------------------
 //
-// A small, strict JSON (RFC 8259) reader and writer, enough for gpuscope to
-// encode its `Summary` as versioned JSON and to read it back, including from
-// user-supplied baseline files that may be corrupt, truncated or hostile.
+// JSON for gpuscope: its `Summary` encoded as versioned JSON and read back,
+// including from user-supplied baseline files that may be corrupt, truncated
+// or hostile.
 //
-// `ParseJson()` builds a `JsonValue` tree and rejects anything that is not
-// valid JSON, with an error that names the line and column. `JsonWriter`
-// streams a document out. Doubles written by `JsonWriter::Number()` read back
-// bit-identical, and integers written by `JsonWriter::Int()` read back exactly
-// through `JsonValue::as_int64()`.
+// A parsed document is nlohmann-json's own value, `nlohmann::ordered_json`
+// (members in document order). `ParseJson()` builds one within depth and
+// size limits and rejects anything that is not valid JSON, with an error that
+// names the line and column. `JsonWriter` streams a document out. Doubles
+// written by `JsonWriter::Number()` read back bit-identical, and integers
+// written by `JsonWriter::Int()` read back exactly through `AsInt64()`.
 //
 // Example:
 //
@@ -22,7 +23,7 @@
 //
 //   absl::StatusOr<JsonValue> doc = ParseJson(text);
 //   if (!doc.ok()) return doc.status();
-//   const JsonValue* version = doc->Find("version");
+//   const JsonValue* version = Find(*doc, "version");
 
 #ifndef GPUSCOPE_LIB_BASE_JSON_H_
 #define GPUSCOPE_LIB_BASE_JSON_H_
@@ -32,11 +33,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace gpuscope::internal {
 
@@ -48,100 +48,26 @@ inline constexpr size_t kMaxJsonBytes = size_t{64} << 20;
 
 // JsonValue
 //
-// One JSON value: null, a boolean, a number, a string, an array or an object.
-// Objects keep their members in document order, duplicates included.
-class JsonValue {
- public:
-  // The kind of value held.
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+// One JSON value: nlohmann-json's, objects keeping their members in document
+// order. Use nlohmann's own API (`is_object()`, `get<double>()`,
+// `get_ref<const std::string&>()`, iteration, `items()`) and the two helpers
+// below.
+using JsonValue = nlohmann::ordered_json;
 
-  // The elements of an array.
-  using Array = std::vector<JsonValue>;
+// Find()
+//
+// The value of the member named `key`; nullptr if `value` is not an object or
+// has no such member. (nlohmann-json before 3.11, which gpuscope still builds
+// with, has no lookup by std::string_view.)
+const JsonValue* Find(const JsonValue& value, std::string_view key);
 
-  // The members of an object, in document order.
-  using Object = std::vector<std::pair<std::string, JsonValue>>;
-
-  // Constructs null.
-  JsonValue() = default;
-
-  // Returns a boolean value.
-  static JsonValue Bool(bool value);
-
-  // Returns a number.
-  static JsonValue Number(double value);
-
-  // Returns a number that `as_int64()` reports exactly, even beyond 2^53.
-  static JsonValue Int(int64_t value);
-
-  // Returns a string; `value` should be UTF-8.
-  static JsonValue String(std::string value);
-
-  // Returns an array.
-  static JsonValue MakeArray(Array elements);
-
-  // Returns an object.
-  static JsonValue MakeObject(Object members);
-
-  // The kind of value held.
-  Type type() const;
-
-  // Whether the value is null.
-  bool is_null() const { return type() == Type::kNull; }
-
-  // Whether the value is a boolean.
-  bool is_bool() const { return type() == Type::kBool; }
-
-  // Whether the value is a number.
-  bool is_number() const { return type() == Type::kNumber; }
-
-  // Whether the value is a string.
-  bool is_string() const { return type() == Type::kString; }
-
-  // Whether the value is an array.
-  bool is_array() const { return type() == Type::kArray; }
-
-  // Whether the value is an object.
-  bool is_object() const { return type() == Type::kObject; }
-
-  // The accessors below require the matching type. They assert in debug
-  // builds; otherwise they return false, 0, or an empty string, array or
-  // object.
-
-  // The boolean held.
-  bool as_bool() const;
-
-  // The number held.
-  double as_number() const;
-
-  // The string held.
-  const std::string& as_string() const;
-
-  // The elements of the array held.
-  const Array& as_array() const;
-
-  // The members of the object held.
-  const Object& as_object() const;
-
-  // The exact integer value of a number: set when the number literal was an
-  // integer that fits an int64_t (or the value came from `Int()`), or when the
-  // double is integral and within +-2^53. Empty otherwise, and for
-  // non-numbers.
-  std::optional<int64_t> as_int64() const;
-
-  // The value of the first member named `key`; nullptr if this is not an
-  // object or has no such member.
-  const JsonValue* Find(std::string_view key) const;
-
- private:
-  struct NumberRep {
-    double value = 0;
-    int64_t exact = 0;       // meaningful only when `has_exact`
-    bool has_exact = false;  // the value is the integer `exact`
-  };
-
-  // Alternatives are in `Type` order.
-  std::variant<std::monostate, bool, NumberRep, std::string, Array, Object> value_;
-};
+// AsInt64()
+//
+// The exact integer value of a number: set when it is an integer that fits an
+// int64_t (`ParseJson()` keeps integer literals exact, even beyond 2^53), or
+// a double that is integral and within +-2^53. Empty otherwise, and for
+// non-numbers.
+std::optional<int64_t> AsInt64(const JsonValue& value);
 
 // ParseJson()
 //
@@ -150,8 +76,11 @@ class JsonValue {
 // Infinity, leading zeros, unescaped control characters in strings, invalid
 // or unpaired \u escapes, invalid UTF-8, numbers too large for a double,
 // nesting deeper than `kMaxJsonDepth` and inputs over `kMaxJsonBytes`.
-// Numbers too small for a double become zero of the same sign. Duplicate
-// object keys are kept, in order. "\u0000" is decoded into a NUL byte.
+// Integer literals that fit an int64_t are kept as integers (nlohmann's
+// number_integer; "-0" is the double -0.0), larger ones become doubles.
+// Numbers too small for a double become zero of the same sign. Of duplicate
+// object keys the first is kept (what a lookup saw when every member was
+// kept). "\u0000" is decoded into a NUL byte.
 //
 // Errors are `absl::InvalidArgumentError`s reading
 // "JSON parse error at line L, column C: <what>", 1-based, columns counting
@@ -225,13 +154,6 @@ class JsonWriter {
   std::string out_;
   std::vector<Frame> stack_;
 };
-
-// JsonValueToString()
-//
-// Writes `value` with a `JsonWriter` of the given indent. Numbers for which
-// `as_int64()` is set are written as that integer (except -0.0); the result
-// parses back to an equal value, numbers bit-identical.
-std::string JsonValueToString(const JsonValue& value, int indent = 0);
 
 }  // namespace gpuscope::internal
 

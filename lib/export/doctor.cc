@@ -104,38 +104,41 @@ absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json) {
   absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(json);
   if (!doc.ok()) return bad(absl::StrCat("invalid JSON: ", doc.status().message()));
   if (!doc->is_object()) return bad("the top level is not an object");
-  const internal::JsonValue* schema = doc->Find("schema");
-  if (schema == nullptr || !schema->is_string() || schema->as_string() != "gpuscope.doctor") {
+  const internal::JsonValue* schema = internal::Find(*doc, "schema");
+  if (schema == nullptr || !schema->is_string() ||
+      schema->get_ref<const std::string&>() != "gpuscope.doctor") {
     return bad("no \"schema\": \"gpuscope.doctor\" (is it a summary or another file?)");
   }
-  const internal::JsonValue* version = doc->Find("schema_version");
-  if (version == nullptr || !version->as_int64().has_value()) return bad("no schema_version");
-  if (*version->as_int64() != kDoctorSchemaVersion) {
+  const internal::JsonValue* version = internal::Find(*doc, "schema_version");
+  if (version == nullptr || !internal::AsInt64(*version).has_value())
+    return bad("no schema_version");
+  if (*internal::AsInt64(*version) != kDoctorSchemaVersion) {
     return absl::FailedPreconditionError(
-        absl::StrCat("doctor report schema_version ", *version->as_int64(), " is not ",
+        absl::StrCat("doctor report schema_version ", *internal::AsInt64(*version), " is not ",
                      kDoctorSchemaVersion, ": save a new baseline with this gpuscope"));
   }
   DoctorReport r;
   const auto str = [&](const internal::JsonValue& obj, const char* key, std::string* out) {
-    const internal::JsonValue* v = obj.Find(key);
+    const internal::JsonValue* v = internal::Find(obj, key);
     if (v == nullptr || !v->is_string()) return false;
-    *out = v->as_string();
+    *out = v->get_ref<const std::string&>();
     return true;
   };
   if (!str(*doc, "version", &r.version) || !str(*doc, "hostname", &r.hostname) ||
       !str(*doc, "driver_version", &r.driver_version)) {
     return bad("version, hostname or driver_version missing");
   }
-  const internal::JsonValue* cuda = doc->Find("cuda_driver_version");
-  const internal::JsonValue* gpus = doc->Find("gpu_count");
-  if (cuda == nullptr || !cuda->as_int64() || gpus == nullptr || !gpus->as_int64()) {
+  const internal::JsonValue* cuda = internal::Find(*doc, "cuda_driver_version");
+  const internal::JsonValue* gpus = internal::Find(*doc, "gpu_count");
+  if (cuda == nullptr || !internal::AsInt64(*cuda) || gpus == nullptr ||
+      !internal::AsInt64(*gpus)) {
     return bad("cuda_driver_version or gpu_count missing");
   }
-  r.cuda_driver_version = static_cast<int>(*cuda->as_int64());
-  r.gpu_count = static_cast<int>(*gpus->as_int64());
-  const internal::JsonValue* checks = doc->Find("checks");
+  r.cuda_driver_version = static_cast<int>(*internal::AsInt64(*cuda));
+  r.gpu_count = static_cast<int>(*internal::AsInt64(*gpus));
+  const internal::JsonValue* checks = internal::Find(*doc, "checks");
   if (checks == nullptr || !checks->is_array()) return bad("checks missing");
-  for (const internal::JsonValue& item : checks->as_array()) {
+  for (const internal::JsonValue& item : *checks) {
     DoctorCheck c;
     std::string status;
     if (!item.is_object() || !str(item, "subject", &c.subject) || !str(item, "id", &c.id) ||
@@ -154,11 +157,11 @@ absl::StatusOr<DoctorReport> DoctorFromJson(std::string_view json) {
     }
     r.checks.push_back(std::move(c));
   }
-  const internal::JsonValue* facts = doc->Find("facts");
+  const internal::JsonValue* facts = internal::Find(*doc, "facts");
   if (facts == nullptr || !facts->is_object()) return bad("facts missing");
-  for (const auto& [k, v] : facts->as_object()) {
+  for (const auto& [k, v] : facts->items()) {
     if (!v.is_string()) return bad(absl::StrCat("fact '", k, "' is not a string"));
-    r.facts[k] = v.as_string();
+    r.facts[k] = v.get_ref<const std::string&>();
   }
   return r;
 }

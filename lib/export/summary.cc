@@ -138,7 +138,7 @@ class JsonIn {
 
   void Int(std::string_view key, int64_t& out, Range range, bool required = true) {
     if (const JsonValue* v = Get(key, required)) {
-      std::optional<int64_t> i = v->is_number() ? v->as_int64() : std::nullopt;
+      std::optional<int64_t> i = internal::AsInt64(*v);
       if (!i.has_value()) return Fail(key, "must be an integer");
       if (!InRange(key, static_cast<double>(*i), range)) return;
       out = *i;
@@ -154,13 +154,13 @@ class JsonIn {
   void Number(std::string_view key, double& out, Range range, bool required = true) {
     if (const JsonValue* v = Get(key, required)) {
       if (!v->is_number()) return Fail(key, "must be a number");
-      if (InRange(key, v->as_number(), range)) out = v->as_number();
+      if (InRange(key, v->get<double>(), range)) out = v->get<double>();
     }
   }
   void Bool(std::string_view key, bool& out, bool required = true) {
     if (const JsonValue* v = Get(key, required)) {
-      if (v->is_bool()) {
-        out = v->as_bool();
+      if (v->is_boolean()) {
+        out = v->get<bool>();
       } else {
         Fail(key, "must be true or false");
       }
@@ -169,7 +169,7 @@ class JsonIn {
   void String(std::string_view key, std::string& out) {
     if (const JsonValue* v = Get(key)) {
       if (v->is_string()) {
-        out = v->as_string();
+        out = v->get_ref<const std::string&>();
       } else {
         Fail(key, "must be a string");
       }
@@ -203,8 +203,8 @@ class JsonIn {
         out.reset();
       } else if (!v->is_number()) {
         Fail(key, "must be a number or null");
-      } else if (InRange(key, v->as_number(), range)) {
-        out = v->as_number();
+      } else if (InRange(key, v->get<double>(), range)) {
+        out = v->get<double>();
       }
     }
   }
@@ -214,8 +214,8 @@ class JsonIn {
         out = std::numeric_limits<double>::quiet_NaN();
       } else if (!v->is_number()) {
         Fail(key, "must be a number or null");
-      } else if (InRange(key, v->as_number(), range)) {
-        out = v->as_number();
+      } else if (InRange(key, v->get<double>(), range)) {
+        out = v->get<double>();
       }
     }
   }
@@ -224,9 +224,9 @@ class JsonIn {
     if (v == nullptr) return;
     if (!v->is_array()) return Fail(key, "must be an array of strings");
     out.clear();
-    for (const JsonValue& x : v->as_array()) {
+    for (const JsonValue& x : *v) {
       if (!x.is_string()) return Fail(key, "must be an array of strings");
-      out.push_back(x.as_string());
+      out.push_back(x.get_ref<const std::string&>());
     }
   }
   void Ints(std::string_view key, std::vector<int>& out, Range range) {
@@ -234,12 +234,12 @@ class JsonIn {
     if (v == nullptr) return;
     if (!v->is_array()) return Fail(key, "must be an array of integers");
     out.clear();
-    for (const JsonValue& x : v->as_array()) {
-      if (!x.is_number() || x.as_number() != std::floor(x.as_number())) {
+    for (const JsonValue& x : *v) {
+      if (!x.is_number() || x.get<double>() != std::floor(x.get<double>())) {
         return Fail(key, "must be an array of integers");
       }
-      if (!InRange(key, x.as_number(), range) || x.as_number() > 2147483647.0) return;
-      out.push_back(static_cast<int>(x.as_number()));
+      if (!InRange(key, x.get<double>(), range) || x.get<double>() > 2147483647.0) return;
+      out.push_back(static_cast<int>(x.get<double>()));
     }
   }
   // Keys: phase names, "other" or "launch".
@@ -247,15 +247,15 @@ class JsonIn {
     const JsonValue* v = Get(key);
     if (v == nullptr) return;
     if (!v->is_object()) return Fail(key, "must be an object");
-    for (const auto& [k, value] : v->as_object()) {
+    for (const auto& [k, value] : v->items()) {
       const std::string field = absl::StrCat(internal::ToAbsl(key), ".", internal::TerminalSafe(k));
       if (!value.is_number()) return Fail(field, "must be a number");
       if (k != kOtherPhaseName && k != kLaunchCauseName &&
           internal::PhaseNameProblem(k) != nullptr) {
         return Fail(field, "is not a phase name a session accepts");
       }
-      if (!InRange(field, value.as_number(), range)) return;
-      out[k] = value.as_number();
+      if (!InRange(field, value.get<double>(), range)) return;
+      out[k] = value.get<double>();
     }
   }
   template <typename T, typename Fn>
@@ -284,8 +284,8 @@ class JsonIn {
     if (v == nullptr) return;
     if (!v->is_array()) return Fail(key, "must be an array");
     values.clear();
-    for (size_t i = 0; i < v->as_array().size() && status_->ok(); ++i) {
-      const JsonValue& item = v->as_array()[i];
+    for (size_t i = 0; i < v->size() && status_->ok(); ++i) {
+      const JsonValue& item = (*v)[i];
       const std::string item_path = absl::StrCat(path_, internal::ToAbsl(key), "[", i, "]");
       if (!item.is_object()) {
         *status_ = absl::InvalidArgumentError(
@@ -300,7 +300,7 @@ class JsonIn {
  private:
   const JsonValue* Get(std::string_view key, bool required = true) {
     if (!status_->ok()) return nullptr;
-    const JsonValue* v = obj_.Find(key);
+    const JsonValue* v = internal::Find(obj_, key);
     if (v == nullptr && required) Fail(key, "is missing");
     return v;
   }

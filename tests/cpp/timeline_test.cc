@@ -60,13 +60,13 @@ struct Loop {
 
 std::vector<const internal::JsonValue*> Events(const internal::JsonValue& doc) {
   std::vector<const internal::JsonValue*> out;
-  for (const internal::JsonValue& e : doc.Find("traceEvents")->as_array()) out.push_back(&e);
+  for (const internal::JsonValue& e : doc.at("traceEvents")) out.push_back(&e);
   return out;
 }
 
 std::string Str(const internal::JsonValue& e, std::string_view key) {
-  const internal::JsonValue* v = e.Find(key);
-  return v != nullptr && v->is_string() ? v->as_string() : "";
+  const internal::JsonValue* v = internal::Find(e, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : "";
 }
 
 TEST(TimelineTest, StepSeriesAddsUpAndAgreesWithTheSummary) {
@@ -95,7 +95,7 @@ TEST(TimelineTest, StepSeriesAddsUpAndAgreesWithTheSummary) {
   const std::string json = ToJson(series);
   absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(json);
   ASSERT_TRUE(doc.ok()) << doc.status();
-  EXPECT_EQ(doc->Find("steps")->as_array().size(), 12u);
+  EXPECT_EQ(doc->at("steps").size(), 12u);
 }
 
 TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
@@ -107,10 +107,10 @@ TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
   std::map<std::string, int> idle_causes, names;
   for (const internal::JsonValue* e : Events(*doc)) {
     if (Str(*e, "ph") != "X") continue;
-    EXPECT_GE(e->Find("ts")->as_number(), 0);
-    EXPECT_GE(e->Find("dur")->as_number(), 0);
+    EXPECT_GE(e->at("ts").get<double>(), 0);
+    EXPECT_GE(e->at("dur").get<double>(), 0);
     if (Str(*e, "cat") == "step") steps.insert(Str(*e, "name"));
-    if (Str(*e, "cat") == "idle") ++idle_causes[e->Find("args")->Find("cause")->as_string()];
+    if (Str(*e, "cat") == "idle") ++idle_causes[e->at("args").at("cause").get<std::string>()];
     ++names[Str(*e, "name")];
   }
   EXPECT_EQ(steps, (std::set<std::string>{"step 6", "step 7", "step 8", "step 9"}));
@@ -245,27 +245,27 @@ TEST(TimelineTest, TraceIdleSlicesMatchTheSeriesCauseByCauseOnRandomLoops) {
     std::map<int64_t, double> traced_idle_ms;                 // step -> its device_time_ms idle
     for (const internal::JsonValue* e : Events(*doc)) {
       if (Str(*e, "ph") != "X") continue;
-      EXPECT_GE(e->Find("ts")->as_number(), 0) << "seed " << seed;
+      EXPECT_GE(e->at("ts").get<double>(), 0) << "seed " << seed;
       if (Str(*e, "cat") == "step") {
-        const int64_t step = *e->Find("args")->Find("index")->as_int64();
+        const int64_t step = *internal::AsInt64(e->at("args").at("index"));
         traced[step];
         // The step's device time by category sums to its duration, and its
         // idle is the idle slices' (checked below).
-        const internal::JsonValue* by_category = e->Find("args")->Find("device_time_ms");
+        const internal::JsonValue* by_category = internal::Find(e->at("args"), "device_time_ms");
         ASSERT_NE(by_category, nullptr) << "seed " << seed;
-        const internal::JsonValue* gpu0 = by_category->Find("gpu 0");
+        const internal::JsonValue* gpu0 = internal::Find(*by_category, "gpu 0");
         ASSERT_NE(gpu0, nullptr) << "seed " << seed;
         double sum = 0;
         for (const char* key : {"kernel", "memcpy", "memset", "comm", "idle"}) {
-          sum += gpu0->Find(key)->as_number();
+          sum += gpu0->at(key).get<double>();
         }
-        EXPECT_NEAR(sum, e->Find("dur")->as_number() / 1e3, 1e-6) << "seed " << seed;
-        traced_idle_ms[step] = gpu0->Find("idle")->as_number();
+        EXPECT_NEAR(sum, e->at("dur").get<double>() / 1e3, 1e-6) << "seed " << seed;
+        traced_idle_ms[step] = gpu0->at("idle").get<double>();
       }
       if (Str(*e, "cat") != "idle") continue;
-      const int64_t step = *e->Find("args")->Find("step")->as_int64();
-      traced[step][e->Find("args")->Find("cause")->as_string()] +=
-          e->Find("dur")->as_number() * 1e-6;
+      const int64_t step = *internal::AsInt64(e->at("args").at("step"));
+      traced[step][e->at("args").at("cause").get<std::string>()] +=
+          e->at("dur").get<double>() * 1e-6;
     }
     ASSERT_EQ(traced.size(), 6u) << "seed " << seed;
     for (const auto& [step, causes] : traced) {
@@ -298,7 +298,7 @@ TEST(TimelineTest, WithEventsTheTraceShowsEachPhasesDeviceSpan) {
     if (Str(*e, "cat") != "device_span") continue;
     ++spans;
     if (Str(*e, "name") == "forward") {
-      EXPECT_NEAR(e->Find("dur")->as_number(), 10'100,
+      EXPECT_NEAR(e->at("dur").get<double>(), 10'100,
                   1);  // us: its end marker is recorded after the sync
     }
   }
