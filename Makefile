@@ -82,9 +82,12 @@ test-tsan: deps
 # third-party code has none in the tree.
 CXX_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.cc' '*.h' 2>/dev/null)
 
-# The include graph follows the library's layers (scripts/check_layers.py).
+# The include graph and the definitions follow the library's layers
+# (scripts/check_layers.py), and no function in lib/ runs over 80 lines
+# without saying why (scripts/check_functions.py).
 check-layers:
 	$(PYTHON) scripts/check_layers.py
+	$(PYTHON) scripts/check_functions.py
 
 # The tree is formatted as .clang-format says.
 check-format: deps

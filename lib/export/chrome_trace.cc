@@ -208,20 +208,9 @@ std::vector<Gap> IdleGaps(const TraceStep& step, uint32_t device,
   return gaps;
 }
 
-}  // namespace
-
-std::string ToChromeTrace(const TraceCapture& capture) {
-  const std::optional<RankIdentity>& rank = capture.rank;
-  const int64_t launch_threshold_ns = capture.launch_threshold_ns;
-  const std::function<std::string_view(uint16_t)> name_of = [&](uint16_t id) {
-    return id < capture.phase_names.size() ? std::string_view(capture.phase_names[id])
-                                           : std::string_view("?");
-  };
-  std::vector<const TraceStep*> steps;
-  steps.reserve(capture.steps.size());
-  for (const TraceStep& s : capture.steps) steps.push_back(&s);
-  // Time zero: the earliest thing written (activity of an earlier step may
-  // still run into the oldest kept one), so that no timestamp is negative.
+// Time zero: the earliest thing written (activity of an earlier step may
+// still run into the oldest kept one), so that no timestamp is negative.
+int64_t TraceOrigin(const std::vector<const TraceStep*>& steps) {
   int64_t origin = steps.empty() ? 0 : steps.front()->begin_ns;
   for (const TraceStep* s : steps) {
     origin = std::min(origin, s->begin_ns);
@@ -229,7 +218,12 @@ std::string ToChromeTrace(const TraceCapture& capture) {
       if (Drawn(*s, a)) origin = std::min(origin, a.begin_ns);
     }
   }
-  TraceBuilder t(origin, rank);
+  return origin;
+}
+
+// The tracks' names: the host's steps and syncs, each GPU's streams and idle
+// track, the events lanes. Returns the GPUs drawn.
+std::set<uint32_t> WriteTracks(TraceBuilder& t, const std::vector<const TraceStep*>& steps) {
   t.Meta("process_name", kHostPid, 0, "host: training loop");
   t.Meta("thread_name", kHostPid, kStepTid, "steps and phases");
   std::set<uint32_t> devices;
@@ -265,99 +259,141 @@ std::string ToChromeTrace(const TraceCapture& capture) {
   for (uint16_t lane : lanes)
     t.Meta("thread_name", kEventsPid, lane + 1, absl::StrCat("lane ", lane));
 
-  std::set<std::tuple<int64_t, int64_t, uint32_t, uint32_t, int>> emitted;
-  for (const TraceStep* s : steps) {
-    const uint64_t index = s->index;
-    t.Slice(absl::StrCat("step ", index), "step", kHostPid, kStepTid, s->begin_ns, s->end_ns,
-            [&](JsonWriter& w) {
-              w.Key("index");
-              w.Int(static_cast<int64_t>(index));
-              if (s->activity_dropped > 0) {
-                w.Key("activity_records_not_kept");
-                w.Int(static_cast<int64_t>(s->activity_dropped));
-              }
-              // Each GPU's step time by category (docs/definitions.md "Device
-              // time by category"), in ms: they sum to the step's time.
-              if (!s->device_time.empty()) {
-                w.Key("device_time_ms");
+  return devices;
+}
+
+// The step's own slice, with each GPU's time by category.
+void WriteStepSlice(TraceBuilder& t, const TraceStep* s) {
+  const uint64_t index = s->index;
+  t.Slice(absl::StrCat("step ", index), "step", kHostPid, kStepTid, s->begin_ns, s->end_ns,
+          [&](JsonWriter& w) {
+            w.Key("index");
+            w.Int(static_cast<int64_t>(index));
+            if (s->activity_dropped > 0) {
+              w.Key("activity_records_not_kept");
+              w.Int(static_cast<int64_t>(s->activity_dropped));
+            }
+            // Each GPU's step time by category (docs/definitions.md "Device
+            // time by category"), in ms: they sum to the step's time.
+            if (!s->device_time.empty()) {
+              w.Key("device_time_ms");
+              w.BeginObject();
+              for (const TraceDeviceTime& d : s->device_time) {
+                w.Key(absl::StrCat("gpu ", d.device));
                 w.BeginObject();
-                for (const TraceDeviceTime& d : s->device_time) {
-                  w.Key(absl::StrCat("gpu ", d.device));
-                  w.BeginObject();
-                  const std::pair<const char*, int64_t> parts[] = {{"kernel", d.kernel_ns},
-                                                                   {"memcpy", d.memcpy_ns},
-                                                                   {"memset", d.memset_ns},
-                                                                   {"comm", d.comm_ns},
-                                                                   {"idle", d.idle_ns}};
-                  for (const auto& [key, ns] : parts) {
-                    w.Key(key);
-                    w.Number(static_cast<double>(ns) / 1e6);
-                  }
-                  w.EndObject();
+                const std::pair<const char*, int64_t> parts[] = {{"kernel", d.kernel_ns},
+                                                                 {"memcpy", d.memcpy_ns},
+                                                                 {"memset", d.memset_ns},
+                                                                 {"comm", d.comm_ns},
+                                                                 {"idle", d.idle_ns}};
+                for (const auto& [key, ns] : parts) {
+                  w.Key(key);
+                  w.Number(static_cast<double>(ns) / 1e6);
                 }
                 w.EndObject();
               }
-            });
-    // Outer phases first, so that viewers nest them under the step.
-    std::vector<const TraceSpan*> phases;
-    for (const TraceSpan& p : s->phases) phases.push_back(&p);
-    std::stable_sort(phases.begin(), phases.end(), [](const TraceSpan* a, const TraceSpan* b) {
-      return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->depth < b->depth;
+              w.EndObject();
+            }
+          });
+}
+
+// The step's phases, and their device spans (events).
+void WritePhases(TraceBuilder& t, const TraceStep* s,
+                 const std::function<std::string_view(uint16_t)>& name_of) {
+  const uint64_t index = s->index;
+  // Outer phases first, so that viewers nest them under the step.
+  std::vector<const TraceSpan*> phases;
+  for (const TraceSpan& p : s->phases) phases.push_back(&p);
+  std::stable_sort(phases.begin(), phases.end(), [](const TraceSpan* a, const TraceSpan* b) {
+    return a->begin_ns != b->begin_ns ? a->begin_ns < b->begin_ns : a->depth < b->depth;
+  });
+  for (const TraceSpan* p : phases) {
+    const std::string_view name = name_of(p->id);
+    t.Slice(name, "phase", kHostPid, kStepTid, p->begin_ns, p->end_ns, [&](JsonWriter& w) {
+      w.Key("step");
+      w.Int(static_cast<int64_t>(index));
+      w.Key("depth");
+      w.Int(p->depth);
     });
-    for (const TraceSpan* p : phases) {
-      const std::string_view name = name_of(p->id);
-      t.Slice(name, "phase", kHostPid, kStepTid, p->begin_ns, p->end_ns, [&](JsonWriter& w) {
-        w.Key("step");
-        w.Int(static_cast<int64_t>(index));
-        w.Key("depth");
-        w.Int(p->depth);
-      });
-      if (p->device_begin_ns >= 0 && p->device_end_ns >= p->device_begin_ns) {
-        t.Slice(name, "device_span", kEventsPid, p->lane + 1, p->device_begin_ns, p->device_end_ns,
-                [&](JsonWriter& w) {
-                  w.Key("step");
-                  w.Int(static_cast<int64_t>(index));
-                  w.Key("device");
-                  w.Int(p->device);
-                });
-      }
-    }
-    for (const DeviceInterval& a : s->activity) {
-      if (!Drawn(*s, a)) continue;
-      // Work running across a step boundary belongs to both steps: once.
-      if (!emitted.insert({a.begin_ns, a.end_ns, a.device, a.stream, static_cast<int>(a.kind)})
-               .second)
-        continue;
-      const bool sync = a.kind == ActivityKind::kSync;
-      const int pid = sync ? kHostPid : kFirstDevicePid + static_cast<int>(a.device);
-      const int tid = sync ? kSyncTid : static_cast<int>(a.stream) + 1;
-      t.Slice(KindName(a), sync ? "sync" : "activity", pid, tid, a.begin_ns, a.end_ns,
+    if (p->device_begin_ns >= 0 && p->device_end_ns >= p->device_begin_ns) {
+      t.Slice(name, "device_span", kEventsPid, p->lane + 1, p->device_begin_ns, p->device_end_ns,
               [&](JsonWriter& w) {
                 w.Key("step");
                 w.Int(static_cast<int64_t>(index));
-                if (a.bytes > 0) {
-                  w.Key("bytes");
-                  w.Int(static_cast<int64_t>(a.bytes));
-                }
-                if (a.launch_ns >= 0) {
-                  w.Key("launch_lag_us");
-                  w.Number(static_cast<double>(a.begin_ns - a.launch_ns) / 1e3);
-                }
+                w.Key("device");
+                w.Int(p->device);
               });
     }
-    if (s->has_activity) {
-      for (uint32_t d : devices) {
-        for (const Gap& g : IdleGaps(*s, d, name_of, launch_threshold_ns)) {
-          t.Slice(absl::StrCat("idle: ", g.cause), "idle", kFirstDevicePid + static_cast<int>(d),
-                  kIdleTid, g.begin_ns, g.end_ns, [&](JsonWriter& w) {
-                    w.Key("step");
-                    w.Int(static_cast<int64_t>(index));
-                    w.Key("cause");
-                    w.String(g.cause);
-                  });
-        }
+  }
+}
+
+// The step's device activity and syncs, each record once across steps.
+void WriteActivity(TraceBuilder& t, const TraceStep* s,
+                   std::set<std::tuple<int64_t, int64_t, uint32_t, uint32_t, int>>& emitted) {
+  const uint64_t index = s->index;
+  for (const DeviceInterval& a : s->activity) {
+    if (!Drawn(*s, a)) continue;
+    // Work running across a step boundary belongs to both steps: once.
+    if (!emitted.insert({a.begin_ns, a.end_ns, a.device, a.stream, static_cast<int>(a.kind)})
+             .second)
+      continue;
+    const bool sync = a.kind == ActivityKind::kSync;
+    const int pid = sync ? kHostPid : kFirstDevicePid + static_cast<int>(a.device);
+    const int tid = sync ? kSyncTid : static_cast<int>(a.stream) + 1;
+    t.Slice(KindName(a), sync ? "sync" : "activity", pid, tid, a.begin_ns, a.end_ns,
+            [&](JsonWriter& w) {
+              w.Key("step");
+              w.Int(static_cast<int64_t>(index));
+              if (a.bytes > 0) {
+                w.Key("bytes");
+                w.Int(static_cast<int64_t>(a.bytes));
+              }
+              if (a.launch_ns >= 0) {
+                w.Key("launch_lag_us");
+                w.Number(static_cast<double>(a.begin_ns - a.launch_ns) / 1e3);
+              }
+            });
+  }
+}
+
+// Each GPU's idle gaps in the step, labelled with their cause.
+void WriteIdle(TraceBuilder& t, const TraceStep* s, const std::set<uint32_t>& devices,
+               const std::function<std::string_view(uint16_t)>& name_of,
+               int64_t launch_threshold_ns) {
+  const uint64_t index = s->index;
+  if (s->has_activity) {
+    for (uint32_t d : devices) {
+      for (const Gap& g : IdleGaps(*s, d, name_of, launch_threshold_ns)) {
+        t.Slice(absl::StrCat("idle: ", g.cause), "idle", kFirstDevicePid + static_cast<int>(d),
+                kIdleTid, g.begin_ns, g.end_ns, [&](JsonWriter& w) {
+                  w.Key("step");
+                  w.Int(static_cast<int64_t>(index));
+                  w.Key("cause");
+                  w.String(g.cause);
+                });
       }
     }
+  }
+}
+
+}  // namespace
+
+std::string ToChromeTrace(const TraceCapture& capture) {
+  const std::function<std::string_view(uint16_t)> name_of = [&](uint16_t id) {
+    return id < capture.phase_names.size() ? std::string_view(capture.phase_names[id])
+                                           : std::string_view("?");
+  };
+  std::vector<const TraceStep*> steps;
+  steps.reserve(capture.steps.size());
+  for (const TraceStep& s : capture.steps) steps.push_back(&s);
+  TraceBuilder t(TraceOrigin(steps), capture.rank);
+  const std::set<uint32_t> devices = WriteTracks(t, steps);
+  std::set<std::tuple<int64_t, int64_t, uint32_t, uint32_t, int>> emitted;
+  for (const TraceStep* s : steps) {
+    WriteStepSlice(t, s);
+    WritePhases(t, s, name_of);
+    WriteActivity(t, s, emitted);
+    WriteIdle(t, s, devices, name_of, capture.launch_threshold_ns);
   }
   return t.Take();
 }
