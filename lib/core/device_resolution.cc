@@ -1,8 +1,8 @@
 #include "core/device_resolution.h"
 
 #include <algorithm>
-#include <tuple>
 #include <span>
+#include <tuple>
 #include <utility>
 
 #include "gpuscope/phase.h"
