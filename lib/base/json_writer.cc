@@ -16,9 +16,9 @@ namespace gpuscope::internal {
 
 // Streamed by hand, not built as a `JsonValue` and written with nlohmann's
 // `dump()`:
-// - The Chrome trace runs to tens of MB. Built as a tree first, a trace of
-//   300,000 slices (38 MB) took 4 to 5 times as long and 295 MB of memory
-//   against 63 MB streamed (measured with nlohmann-json 3.11, g++ 12 -O2).
+// - The Chrome trace runs to tens of MB. Built as a tree first, it would
+//   hold every slice as a node (several times the text's size) before
+//   writing a byte, and take longer to write.
 // - The bytes stay those of earlier gpuscope versions (golden files, Python
 //   tests comparing output): nlohmann writes other shortest forms of doubles
 //   than std::to_chars ("-0.0", "1.0", "0.0001" for "-0", "1", "1e-04"), and
