@@ -14,6 +14,8 @@
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/text.h"
+#include "export/json_out.h"
+#include "export/report_fields.h"
 #include "gpuscope/report.h"
 
 namespace gpuscope {
@@ -50,45 +52,11 @@ std::string FormatDoctor(const DoctorReport& r, bool color) {
 
 std::string ToJson(const DoctorReport& r) {
   internal::JsonWriter w(/*indent=*/2);
+  internal::JsonOut out(w);
   w.BeginObject();
-  w.Key("schema");
-  w.String("gpuscope.doctor");
-  w.Key("schema_version");
-  w.Int(kDoctorSchemaVersion);
-  w.Key("version");
-  w.String(r.version);
-  w.Key("hostname");
-  w.String(r.hostname);
-  w.Key("driver_version");
-  w.String(r.driver_version);
-  w.Key("cuda_driver_version");
-  w.Int(r.cuda_driver_version);
-  w.Key("gpu_count");
-  w.Int(r.gpu_count);
-  w.Key("checks");
-  w.BeginArray();
-  for (const DoctorCheck& c : r.checks) {
-    w.BeginObject();
-    w.Key("subject");
-    w.String(c.subject);
-    w.Key("id");
-    w.String(c.id);
-    w.Key("status");
-    w.String(CheckStatusName(c.status));
-    w.Key("value");
-    w.String(c.value);
-    w.Key("reason");
-    w.String(c.reason);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.Key("facts");
-  w.BeginObject();
-  for (const auto& [k, v] : r.facts) {
-    w.Key(k);
-    w.String(v);
-  }
-  w.EndObject();
+  out.String("schema", "gpuscope.doctor");
+  out.Int("schema_version", kDoctorSchemaVersion, internal::kCount);
+  internal::DoctorReportFields(out, r);
   w.EndObject();
   std::string text = w.Take();
   text.push_back('\n');

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "base/json.h"
+#include "export/json_out.h"
+#include "export/report_fields.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/report.h"
 
@@ -13,30 +15,11 @@ namespace gpuscope {
 
 std::string ToJson(const std::vector<Finding>& findings) {
   internal::JsonWriter w(/*indent=*/2);
+  internal::JsonOut out(w);
   w.BeginArray();
   for (const Finding& f : findings) {
     w.BeginObject();
-    w.Key("id");
-    w.String(f.id);
-    w.Key("title");
-    w.String(f.title);
-    w.Key("severity");
-    w.String(SeverityName(f.severity));
-    w.Key("share");
-    w.Number(f.share);
-    w.Key("evidence");
-    w.BeginObject();
-    for (const auto& [name, value] : f.evidence) {
-      w.Key(name);
-      w.Number(value);
-    }
-    w.EndObject();
-    w.Key("recommendation");
-    w.String(f.recommendation);
-    w.Key("confidence");
-    w.String(f.confidence);
-    w.Key("source");
-    w.String(f.source);
+    internal::FindingFields(out, f);
     w.EndObject();
   }
   w.EndArray();

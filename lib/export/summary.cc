@@ -16,6 +16,7 @@
 #include "base/text.h"
 #include "core/phase_table.h"
 #include "core/summarize.h"
+#include "export/json_out.h"
 #include "export/summary_fields.h"
 #include "gpuscope/phase.h"
 #include "gpuscope/ranks.h"
@@ -25,108 +26,15 @@ namespace gpuscope {
 
 namespace {
 
+using internal::JsonOut;
 using internal::JsonValue;
 using internal::JsonWriter;
 using internal::kAnyInteger;
 using internal::kCount;
 using internal::Range;
 
-// The fields and their ranges are declared once, in summary_fields.h: the
-// two visitors here write and read them as JSON.
-
-// ---- Writing.
-
-class JsonOut {
- public:
-  explicit JsonOut(JsonWriter& w) : w_(w) {}
-
-  void Int(std::string_view key, int64_t v, Range, bool = true) {
-    w_.Key(key);
-    w_.Int(v);
-  }
-  void Number(std::string_view key, double v, Range, bool = true) {
-    w_.Key(key);
-    w_.Number(v);
-  }
-  void Bool(std::string_view key, bool v, bool = true) {
-    w_.Key(key);
-    w_.Bool(v);
-  }
-  void String(std::string_view key, const std::string& v) {
-    w_.Key(key);
-    w_.String(v);
-  }
-  void PhaseName(std::string_view key, const std::string& v) { String(key, v); }
-  void Source(std::string_view key, gpuscope::Source v) {
-    w_.Key(key);
-    w_.String(SourceName(v));
-  }
-  void Optional(std::string_view key, const std::optional<double>& v, Range,
-                bool /*required*/ = true) {
-    w_.Key(key);
-    if (v.has_value()) {
-      w_.Number(*v);
-    } else {
-      w_.Null();
-    }
-  }
-  void NanNumber(std::string_view key, double v, Range) {
-    w_.Key(key);
-    if (std::isnan(v)) {
-      w_.Null();
-    } else {
-      w_.Number(v);
-    }
-  }
-  void Strings(std::string_view key, const std::vector<std::string>& v) {
-    w_.Key(key);
-    w_.BeginArray();
-    for (const std::string& x : v) w_.String(x);
-    w_.EndArray();
-  }
-  void Ints(std::string_view key, const std::vector<int>& v, Range) {
-    w_.Key(key);
-    w_.BeginArray();
-    for (int x : v) w_.Int(x);
-    w_.EndArray();
-  }
-  void NumberMap(std::string_view key, const std::map<std::string, double>& m, Range range) {
-    w_.Key(key);
-    w_.BeginObject();
-    for (const auto& [k, v] : m) Number(k, v, range);
-    w_.EndObject();
-  }
-  template <typename T, typename Fn>
-  void Object(std::string_view key, const T& value, Fn fields, bool = true) {
-    w_.Key(key);
-    w_.BeginObject();
-    fields(*this, value);
-    w_.EndObject();
-  }
-  template <typename T, typename Fn>
-  void OptionalObject(std::string_view key, const std::optional<T>& value, Fn fields) {
-    if (!value.has_value()) {
-      w_.Key(key);
-      w_.Null();
-      return;
-    }
-    Object(key, *value, fields);
-  }
-  template <typename T, typename Fn>
-  void Array(std::string_view key, const std::vector<T>& values, Fn fields, bool = true) {
-    w_.Key(key);
-    w_.BeginArray();
-    for (const T& value : values) {
-      w_.BeginObject();
-      fields(*this, value);
-      w_.EndObject();
-    }
-    w_.EndArray();
-  }
-
- private:
-  JsonWriter& w_;
-};
+// The fields and their ranges are declared once, in summary_fields.h:
+// JsonOut (export/json_out.h) writes them, JsonIn below reads them.
 
 // ---- Reading. The first failure wins and names its field as a path
 // ("phases[0].time.p95").
