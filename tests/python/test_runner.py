@@ -212,8 +212,12 @@ def test_ctrl_c_writes_the_outputs_and_ends_as_python_would(tmp_path):
 
     def interrupted(cmd):
         env = dict(os.environ, OMP_NUM_THREADS="1")
+        # Ctrl-C as at a terminal: a test suite started as a background job
+        # (`make test &` from a script) runs with SIGINT ignored, which its
+        # children would inherit, and then neither Python nor gpuscope hears it.
         p = subprocess.Popen(cmd, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert p.stdout.readline().strip() == "training"
         time.sleep(1.0)  # some steps
         p.send_signal(signal.SIGINT)
