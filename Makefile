@@ -128,6 +128,7 @@ bench: deps
 	$(PYTHON) benchmarks/worker_cost.py
 	$(PYTHON) benchmarks/series_html.py
 	$(PYTHON) benchmarks/compare_phases.py
+	$(PYTHON) benchmarks/compare_noise.py --steps 100,1000,10000
 	$(PYTHON) benchmarks/wheel_import.py dist/gpuscope-*.whl
 
 clean:

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "bound_types.h"
+#include "core/bootstrap.h"
 #include "gpuscope/clock.h"
 #include "gpuscope/report.h"
 #include "gpuscope/testing.h"
@@ -101,6 +102,28 @@ PYBIND11_MODULE(_gpuscope, m) {
       py::arg("text"),
       "Text (UTF-8 bytes) made safe to print on a terminal: control and invisible characters "
       "escaped, invalid UTF-8 as \\xNN.");
+
+  // The noise test of `gpuscope compare` (python/gpuscope/_noise.py).
+  m.def(
+      "_bootstrap_block_length",
+      [](const std::vector<double>& xs) { return internal::BootstrapBlockLength(xs); },
+      py::arg("xs"), "The circular block bootstrap's block length for step times xs.");
+  m.def(
+      "_bootstrap_resamples",
+      [](const std::vector<double>& xs, int block, py::bytes words_le, double q) {
+        std::string bytes(words_le);
+        std::vector<uint32_t> words(bytes.size() / 4);
+        for (size_t i = 0; i < words.size(); ++i) {
+          const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + 4 * i;
+          words[i] =
+              uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+        }
+        py::gil_scoped_release unlocked;
+        return internal::BootstrapResamples(xs, block, words, q);
+      },
+      py::arg("xs"), py::arg("block"), py::arg("words"), py::arg("q"),
+      "The statistic (the mean for q < 0, else the q-quantile) of each circular block resample "
+      "of xs, block starts from words (little-endian 32-bit).");
 
   py::class_<SimulatedDevice, std::shared_ptr<SimulatedDevice>> sim(
       m, "SimulatedDevice",

@@ -1194,6 +1194,14 @@ def _add_loader_workers(pids: collections.abc.Sequence[int]) -> None:
     """
     Names the data loader's worker processes (pids; [] for a loader without workers) so that the telemetry counts their CPU as the loader's and other child processes apart.
     """
+def _bootstrap_block_length(xs: collections.abc.Sequence[float]) -> int:
+    """
+    The circular block bootstrap's block length for step times xs.
+    """
+def _bootstrap_resamples(xs: collections.abc.Sequence[float], block: int, words: bytes, q: float) -> list[float]:
+    """
+    The statistic (the mean for q < 0, else the q-quantile) of each circular block resample of xs, block starts from words (little-endian 32-bit).
+    """
 def _decode_rank_record(data: bytes) -> RankRecord:
     """
     The RankRecord `data` holds; ValueError when it holds none.

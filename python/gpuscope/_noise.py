@@ -32,10 +32,9 @@ The method, and why:
   because the bound is relative.
 - **Reproducible**: the block starts come from ``random.Random(0)``'s
   32-bit words (``getrandbits``, whose output for a seed CPython has kept
-  unchanged for many releases), so the same two files give the same
-  interval, with or without numpy (numpy, when installed, only selects the
-  quantiles faster: the numbers are the same; without it p50 and p95 over
-  windows of thousands of steps take seconds).
+  unchanged for many releases), and the resampling runs in C++
+  (lib/core/bootstrap.h) on those words, so the same two files give the
+  same interval on every machine, with or without numpy.
 
 What it cannot see: a difference between the two runs' *conditions* (the
 whole new run on a busier machine) is a real difference in step time, and
@@ -46,12 +45,10 @@ from __future__ import annotations
 
 import math
 import random
-import sys
-from array import array
 from dataclasses import dataclass
-from itertools import chain
-from operator import mul
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence
+
+from ._gpuscope import _bootstrap_block_length, _bootstrap_resamples
 
 STATISTICS = ("p50", "p95", "mean", "throughput")
 # The median: the step time of a typical step, which the slow steps a
@@ -83,129 +80,32 @@ def _interpolate(a: float, b: float, frac: float) -> float:
     return a if a == b else a + frac * (b - a)  # a == b: also inf (a resample of 0 s steps)
 
 
-def _average_ranks(xs: Sequence[float]) -> List[float]:
-    order = sorted(range(len(xs)), key=xs.__getitem__)
-    ranks = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0
-        i = j + 1
-    return ranks
-
-
 def block_length(xs: Sequence[float]) -> int:
     """The bootstrap block length for one run's step times (module
     docstring)."""
-    n = len(xs)
-    if n < 4:
-        return 1
-    shortest = max(1, int(round(n ** (1.0 / 3.0))))
-    longest = max(1, n // 4)
-    ranks = _average_ranks(xs)
-    mean = (n - 1) / 2.0
-    r = [v - mean for v in ranks]
-    var = sum(map(mul, r, r))
-    if var <= 0:  # every step the same: nothing to correlate
-        return min(shortest, longest)
-    band = 2.0 / math.sqrt(n)
-    lag = 1
-    while lag < longest and sum(map(mul, r, r[lag:])) / var >= band:
-        lag += 1
-    return min(max(shortest, lag), longest)
+    return _bootstrap_block_length([float(x) for x in xs])
 
 
 class _Resampler:
     """One run's circular block resamples: ``resamples`` draws of block
-    starts from the shared generator, and the statistic over each."""
+    starts from the shared generator, and the statistic over each (the
+    resampling runs in C++, lib/core/bootstrap.h)."""
 
     def __init__(self, xs: Sequence[float], rng: random.Random, resamples: int) -> None:
         self.xs = [float(x) for x in xs]
-        n = self.n = len(self.xs)
-        self.b = block_length(self.xs)
-        self.k = -(-n // self.b)  # blocks per resample, the last one cut
-        # Block starts uniform on 0..n-1 from 32-bit words of the generator
-        # (getrandbits draws the Mersenne Twister's words in order): one call
-        # instead of one per start.
-        count = resamples * self.k
+        n = len(self.xs)
+        self.b = _bootstrap_block_length(self.xs)
+        k = -(-n // self.b)  # blocks per resample, the last one cut
+        # 32-bit words of the generator in order (getrandbits draws the
+        # Mersenne Twister's words in order): one call, not one per start.
+        count = resamples * k
         self.words = rng.getrandbits(32 * count).to_bytes(4 * count, "little")
-        self.resamples = resamples
-        self._starts: Optional[List[int]] = None
-
-    @property
-    def starts(self) -> List[int]:
-        if self._starts is None:
-            words = array("I" if array("I").itemsize == 4 else "L")
-            words.frombytes(self.words)
-            if sys.byteorder == "big":
-                words.byteswap()
-            n = self.n
-            self._starts = [(w * n) >> 32 for w in words]
-        return self._starts
 
     def means(self) -> List[float]:
-        # Block sums from prefix sums of the doubled series: one subtraction
-        # per block.
-        xx = self.xs + self.xs
-        prefix = [0.0]
-        total = 0.0
-        for v in xx:
-            total += v
-            prefix.append(total)
-        n, b, k = self.n, self.b, self.k
-        last = n - (k - 1) * b
-        out = []
-        all_starts = self.starts
-        for i in range(self.resamples):
-            starts = all_starts[i * k:(i + 1) * k]
-            s = sum(prefix[j + b] - prefix[j] for j in starts[:-1])
-            j = starts[-1]
-            s += prefix[j + last] - prefix[j]
-            out.append(s / n)
-        return out
+        return _bootstrap_resamples(self.xs, self.b, self.words, -1.0)
 
     def quantiles(self, q: float) -> List[float]:
-        n, b, k = self.n, self.b, self.k
-        h = (n - 1) * q
-        lo = int(math.floor(h))
-        hi = min(lo + 1, n - 1)
-        frac = h - lo
-        pairs = self._order_statistics_numpy(lo, hi)
-        if pairs is None:
-            xx = self.xs + self.xs
-            pairs = ([], [])
-            all_starts = self.starts
-            for i in range(self.resamples):
-                starts = all_starts[i * k:(i + 1) * k]
-                sample = list(chain.from_iterable(xx[j:j + b] for j in starts))
-                del sample[n:]
-                sample.sort()
-                pairs[0].append(sample[lo])
-                pairs[1].append(sample[hi])
-        return [_interpolate(a, c, frac) for a, c in zip(*pairs)]
-
-    def _order_statistics_numpy(self, lo: int, hi: int) -> Optional[Tuple[List[float], List[float]]]:
-        try:
-            import numpy as np
-        except ImportError:
-            return None
-        n, b, k = self.n, self.b, self.k
-        xx = np.asarray(self.xs + self.xs, dtype=np.float64)
-        words = np.frombuffer(self.words, dtype="<u4").astype(np.uint64)
-        starts = ((words * np.uint64(n)) >> np.uint64(32)).astype(np.int64).reshape(self.resamples, k)
-        offsets = np.arange(b, dtype=np.int64)
-        chunk = max(1, (1 << 21) // max(1, k * b))  # ~16 MiB of indices at a time
-        los: List[float] = []
-        his: List[float] = []
-        for first in range(0, self.resamples, chunk):
-            idx = (starts[first:first + chunk, :, None] + offsets).reshape(-1, k * b)[:, :n]
-            part = np.partition(xx[idx], sorted({lo, hi}), axis=1)
-            los.extend(part[:, lo].tolist())
-            his.extend(part[:, hi].tolist())
-        return los, his
+        return _bootstrap_resamples(self.xs, self.b, self.words, q)
 
 
 def _point(xs: Sequence[float], statistic: str) -> float:

@@ -300,9 +300,57 @@ def test_corrupt_step_times_get_a_clear_error(tmp_path, step_times, message):
         assert p.stderr.startswith("gpuscope compare: ") and "save the run again" in p.stderr
 
 
+def _reference_resamples(xs, block, starts, q):
+    # The circular block bootstrap as the method states it, written the
+    # plain way: each resample strings blocks of `block` steps (wrapping
+    # from the last step to the first) from the given starts, cut to n
+    # steps; the statistic of each (the mean, or the type-7 q-quantile).
+    n = len(xs)
+    k = -(-n // block)
+    out = []
+    for i in range(len(starts) // k):
+        sample = [xs[(j + t) % n] for j in starts[i * k:(i + 1) * k] for t in range(block)][:n]
+        if q < 0:
+            out.append(sum(sample) / n)
+        else:
+            sample.sort()
+            h = (n - 1) * q
+            lo = int(h)
+            hi = min(lo + 1, n - 1)
+            out.append(sample[lo] + (h - lo) * (sample[hi] - sample[lo]))
+    return out
+
+
+@pytest.mark.parametrize("n", [4, 5, 31, 200])
+def test_the_resampling_is_the_method_stated(n):
+    # The bootstrap runs in C++ (one path, with or without numpy): each
+    # resample's statistic must be the one the plain definition gives for
+    # the same block starts, and the block length the stated rule's.
+    from gpuscope import _gpuscope
+    from gpuscope._noise import block_length
+
+    rnd = random.Random(n)
+    xs = [0.05 + rnd.random() * 0.01 for _ in range(n)]
+    xs[n // 2:n // 2 + n // 8] = [0.2] * (n // 8)  # a burst: longer blocks
+    b = block_length(xs)
+    assert 1 <= b <= max(1, n // 4)
+    assert b >= round(n ** (1 / 3)) or b == n // 4
+    words = [rnd.getrandbits(32) for _ in range(50 * -(-n // b))]
+    starts = [(w * n) >> 32 for w in words]
+    raw = b"".join(w.to_bytes(4, "little") for w in words)
+    for q in (-1.0, 0.5, 0.95):
+        got = _gpuscope._bootstrap_resamples(xs, b, raw, q)
+        assert got == pytest.approx(_reference_resamples(xs, b, starts, q), rel=1e-12), q
+        assert len(got) == 50
+    # A steady series has no correlation to stretch the blocks over.
+    assert block_length([0.05] * 1000) == 10
+    # And the ranks' correlation does: a slow drift gets the longest blocks.
+    assert block_length([0.05 + i * 1e-6 for i in range(1000)]) == 250
+
+
 def test_the_interval_is_the_same_without_numpy(monkeypatch):
     # gpuscope does not depend on numpy: where it is missing, the same files
-    # must give the same verdict (numpy only selects the quantiles faster).
+    # must give the same verdict.
     from gpuscope._noise import compare_step_times
 
     a, b = noisy_times(4), noisy_times(5, slower=1.1)
