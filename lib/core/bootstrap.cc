@@ -92,9 +92,13 @@ std::vector<double> BootstrapResamples(std::span<const double> xs, int block,
       const auto from = doubled.begin() + static_cast<ptrdiff_t>(start(i * k + j));
       out_it = std::copy(from, from + static_cast<ptrdiff_t>(j + 1 < k ? b : last), out_it);
     }
-    std::nth_element(sample.begin(), sample.begin() + lo, sample.end());
+    std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(lo),
+                     sample.end());
     const double a = sample[lo];
-    const double c = hi == lo ? a : *std::min_element(sample.begin() + lo + 1, sample.end());
+    const double c =
+        hi == lo
+            ? a
+            : *std::min_element(sample.begin() + static_cast<std::ptrdiff_t>(lo + 1), sample.end());
     out.push_back(Interpolate(a, c, frac));
   }
   return out;
