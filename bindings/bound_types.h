@@ -19,6 +19,7 @@ void AddFindingTypes(pybind11::module_& m);
 
 // DoctorCheck, DoctorReport and run_doctor(). doctor_types.cc.
 void AddDoctorTypes(pybind11::module_& m);
+void AddAnalyzeTypes(pybind11::module_& m);
 
 }  // namespace gpuscope::python
 

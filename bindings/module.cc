@@ -204,4 +204,5 @@ PYBIND11_MODULE(_gpuscope, m) {
   AddSummaryTypes(m);
   AddFindingTypes(m);
   AddDoctorTypes(m);
+  AddAnalyzeTypes(m);
 }

@@ -9,6 +9,7 @@ The layers, lowest first (docs/architecture.md draws them):
              in its own folder, with its fake
   core       step assembly, device resolution, telemetry window, window
              statistics: sees only the backends' interfaces
+  trace      recorded traces (torch.profiler) read into the core's engine
   session    the recorder (hot path), the pump, the source ladder, the facade
   analysis   diagnosis and the doctor
   export     summary/findings/series JSON, Chrome trace, Prometheus, report
@@ -31,7 +32,7 @@ import pathlib
 import re
 import sys
 
-LAYERS = ["base", "backends", "core", "session", "analysis", "export"]
+LAYERS = ["base", "backends", "core", "trace", "session", "analysis", "export"]
 
 # Which backend implementation folders each one may use (an acyclic graph).
 BACKEND_DEPS = {
@@ -56,6 +57,7 @@ PUBLIC_LAYERS = {
     "summary.h": ("core", None),
     "ranks.h": ("core", None),
     "timeline.h": ("core", None),
+    "analyze.h": ("trace", None),
     "session.h": ("session", None),
     "scopes.h": ("session", None),
     "diagnose.h": ("analysis", None),

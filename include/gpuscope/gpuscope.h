@@ -24,6 +24,7 @@
 #ifndef GPUSCOPE_GPUSCOPE_H_
 #define GPUSCOPE_GPUSCOPE_H_
 
+#include "gpuscope/analyze.h"
 #include "gpuscope/clock.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/doctor.h"

@@ -78,6 +78,9 @@ from ._ranks import ExchangeResult  # noqa: E402
 from ._loader import add_loader_workers  # noqa: E402
 from ._flops import count_flops  # noqa: E402
 from ._files import FileWriteError, UnsafePathError  # noqa: E402
+from ._analyze import analyze_trace  # noqa: E402
+
+TraceAnalysis = _gpuscope.TraceAnalysis
 
 __version__: str = _gpuscope.__version__
 GpuscopeError = _gpuscope.GpuscopeError
@@ -103,10 +106,12 @@ __all__ = [
     "Straggler",
     "Summary",
     "TelemetryStats",
+    "TraceAnalysis",
     "UnsafePathError",
     "WarmupStats",
     "__version__",
     "add_loader_workers",
+    "analyze_trace",
     "count_flops",
     "default_session",
     "diagnose",

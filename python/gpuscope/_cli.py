@@ -4,6 +4,7 @@ gpuscope COMMAND ...``.
     gpuscope doctor [--json] [--save FILE] [--baseline FILE]
     gpuscope compare [options] BASE NEW
     gpuscope run [options] (script.py | -m module) [args...]
+    gpuscope analyze [options] TRACE
 
 One argparse parser with a subcommand each; ``gpuscope COMMAND --help``
 gives the options, what the command does and its exit status. Each
@@ -19,10 +20,10 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from . import _commands, _runner
+from . import _analyze, _commands, _runner
 from ._text import printable
 
-COMMANDS = ("doctor", "compare", "run")  # in the usage's order
+COMMANDS = ("doctor", "compare", "run", "analyze")  # in the usage's order
 
 DESCRIPTION = "gpuscope: where a training loop's step time goes and why the GPU is idle."
 EPILOG = "gpuscope COMMAND --help gives a command's options and exit status."
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compare": (_commands.COMPARE_HELP, _commands.COMPARE_EPILOG, _commands.COMPARE_USAGE,
                     _commands.add_compare_arguments, _commands.compare),
         "run": (_runner.HELP, _runner.EPILOG, _runner.USAGE, _runner.add_arguments, _runner.run),
+        "analyze": (_analyze.HELP, _analyze.EPILOG, _analyze.USAGE, _analyze.add_arguments, _analyze.run),
     }
     usages = []
     for name in COMMANDS:

@@ -89,7 +89,7 @@ class _Session:
 
 # The pybind11 types and functions: pybind11-stubgen 2.5.5.
 
-__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuTelemetry', 'GpuscopeError', 'ManualClock', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
+__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuTelemetry', 'GpuscopeError', 'ManualClock', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
 class ActivityStats:
     """
     Per-step means from activity records (``Summary.activity``, source ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no other work on its GPU overlapped), all in s per GPU, from kernel names; ``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: ``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, ``device_time_comm``, ``device_time_idle`` (s per step and GPU) and ``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, ``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to 1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; ``dropped_records``.
@@ -1163,6 +1163,40 @@ class TelemetryStats:
     @property
     def worker_cpu_wait_cores(self) -> float | None:
         ...
+class TraceAnalysis:
+    """
+    A recorded trace read through the engine (analyze_trace).
+    """
+    @property
+    def device_records(self) -> int:
+        ...
+    @property
+    def events(self) -> int:
+        ...
+    @property
+    def format(self) -> str:
+        """
+        Which profiler wrote it, in which format.
+        """
+    @property
+    def gpu_names(self) -> list[str]:
+        ...
+    @property
+    def step_times(self) -> list[float]:
+        """
+        The summarized steps' times in seconds, in step order.
+        """
+    @property
+    def summary(self) -> Summary:
+        ...
+    @property
+    def sync_records(self) -> int:
+        ...
+    @property
+    def unmatched_correlations(self) -> int:
+        """
+        Device records whose launching call is not in the trace.
+        """
 class WarmupStats:
     """
     The warm-up steps (``Session(warmup=N)``, ``s.reset(warmup=N)``) since the session started or was last reset (``Summary.warmup``): ``steps`` (how many so far), ``total`` and ``max`` (s). They are in no other number of the summary.
@@ -1194,6 +1228,8 @@ def _add_loader_workers(pids: collections.abc.Sequence[int]) -> None:
     """
     Names the data loader's worker processes (pids; [] for a loader without workers) so that the telemetry counts their CPU as the loader's and other child processes apart.
     """
+def _analyze_trace(path: str, step_name: str, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int) -> TraceAnalysis:
+    ...
 def _bootstrap_block_length(xs: collections.abc.Sequence[float]) -> int:
     """
     The circular block bootstrap's block length for step times xs.

@@ -1,0 +1,53 @@
+// gpuscope.analyze_trace()'s C++ side: a recorded trace through the engine
+// (gpuscope/analyze.h), the GIL released while it reads.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+
+#include "bound_types.h"
+#include "gpuscope/analyze.h"
+#include "value_or_throw.h"
+
+namespace py = pybind11;
+
+namespace gpuscope::python {
+
+void AddAnalyzeTypes(py::module_& m) {
+  py::class_<TraceAnalysis>(m, "TraceAnalysis",
+                            "A recorded trace read through the engine (gpuscope.analyze_trace).")
+      .def_readonly("summary", &TraceAnalysis::summary)
+      .def_readonly("format", &TraceAnalysis::format, "Which profiler wrote it, in which format.")
+      .def_readonly("step_times", &TraceAnalysis::step_times,
+                    "The summarized steps' times in seconds, in step order.")
+      .def_readonly("events", &TraceAnalysis::events)
+      .def_readonly("device_records", &TraceAnalysis::device_records)
+      .def_readonly("sync_records", &TraceAnalysis::sync_records)
+      .def_readonly("unmatched_correlations", &TraceAnalysis::unmatched_correlations,
+                    "Device records whose launching call is not in the trace.")
+      .def_readonly("gpu_names", &TraceAnalysis::gpu_names);
+  m.def(
+      "_analyze_trace",
+      [](const std::string& path, const std::string& step_name, int window, int warmup_steps,
+         int64_t launch_threshold_ns, uint64_t max_bytes, uint64_t max_events) {
+        AnalyzeOptions options{.step_name = step_name,
+                               .window = window,
+                               .warmup_steps = warmup_steps,
+                               .launch_threshold_ns = launch_threshold_ns,
+                               .max_bytes = max_bytes,
+                               .max_events = max_events};
+        absl::StatusOr<TraceAnalysis> run;
+        {
+          py::gil_scoped_release unlocked;
+          run = AnalyzeTrace(path, options);
+        }
+        ThrowIfError(run.status());
+        return std::move(*run);
+      },
+      py::arg("path"), py::arg("step_name"), py::arg("window"), py::arg("warmup_steps"),
+      py::arg("launch_threshold_ns"), py::arg("max_bytes"), py::arg("max_events"));
+}
+
+}  // namespace gpuscope::python

@@ -1,0 +1,94 @@
+// File: gpuscope/analyze.h
+// -----------------------------------------------------------------------------
+//
+// `AnalyzeTrace()` turns a profiler trace recorded on a real GPU into the
+// same `Summary` a live session gives, through the same engine: the trace's
+// host ranges become steps and phases, its device records (kernels, copies,
+// memsets, synchronizations) the activity timeline that live CUPTI feeds.
+// Nothing of the GPU arithmetic is done twice: the trace reader only reads.
+//
+// Inputs: torch.profiler (Kineto) Chrome-trace JSON, plain or gzip, in both
+// formats seen in the wild (a list of events, categories `Operator`,
+// `Runtime`, `Kernel`, `Memcpy`, `Memset`; or an object with `traceEvents`,
+// categories `cpu_op`, `cuda_runtime`, `kernel`, `gpu_memcpy`, `gpu_memset`,
+// `cuda_sync`, `user_annotation`). docs/analyze.md states how steps and
+// phases are read from the trace and what differs from a live run.
+//
+// Example:
+//
+//   absl::StatusOr<gpuscope::TraceAnalysis> run =
+//       gpuscope::AnalyzeTrace("resnet50.pt.trace.json.gz");
+//   if (!run.ok()) { std::cerr << run.status().message() << "\n"; return 2; }
+//   std::cout << gpuscope::FormatReport(run->summary);
+//   for (const gpuscope::Finding& f : gpuscope::Diagnose(run->summary)) ...
+
+#ifndef GPUSCOPE_ANALYZE_H_
+#define GPUSCOPE_ANALYZE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpuscope/summary.h"
+
+namespace gpuscope {
+
+// AnalyzeOptions
+//
+// How a trace is read. The defaults suit a torch.profiler trace of a
+// training loop under `torch.profiler.schedule`.
+struct AnalyzeOptions {
+  // The host range that marks one step: a range whose name is this, or
+  // begins with it followed by '#' (torch.profiler's `ProfilerStep#N`).
+  // Empty: "ProfilerStep". A trace without such ranges is refused, with the
+  // names of the longest ranges it has, so that the user can name one.
+  std::string step_name;
+  // The most steps summarized (the last ones); 0: every step the trace
+  // holds, up to 65,536.
+  int window = 0;
+  // The first steps of the trace, left out (a profiler's warm-up steps are
+  // already left out of its trace).
+  int warmup_steps = 0;
+  // An idle gap between two pieces of device work shorter than this is
+  // charged to kernel launch (Options' launch threshold).
+  int64_t launch_threshold_ns = 20'000;
+  // Bounds on what a trace may hold before it is refused: its decompressed
+  // size and its events. A trace past either is not read further.
+  uint64_t max_bytes = uint64_t{64} << 30;
+  uint64_t max_events = 200'000'000;
+};
+
+// TraceAnalysis
+//
+// A trace read through the engine.
+struct TraceAnalysis {
+  Summary summary;
+  // "torch.profiler (Kineto JSON, list of events)", "torch.profiler (Kineto
+  // JSON)": which profiler wrote the trace, and in which format.
+  std::string format;
+  // The summarized steps' times in seconds, in step order (what `gpuscope
+  // compare` tests for noise).
+  std::vector<double> step_times;
+  // What the reader saw and did with it.
+  int64_t events = 0;          // trace events read
+  int64_t device_records = 0;  // kernels, copies and memsets
+  int64_t sync_records = 0;    // host calls that blocked on the device
+  // Device records whose correlation id matched no runtime call (Kineto
+  // drops some runtime records: normal, their launch time is unknown).
+  int64_t unmatched_correlations = 0;
+  std::vector<std::string> gpu_names;  // deviceProperties' names, by ordinal
+};
+
+// AnalyzeTrace()
+//
+// Reads the trace at `path` and summarizes it. InvalidArgument with one line
+// that says what is wrong and what to do: not a trace, a truncated file, no
+// steps, a trace past the options' bounds; NotFound when the file is missing.
+absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path,
+                                           const AnalyzeOptions& options = {});
+
+}  // namespace gpuscope
+
+#endif  // GPUSCOPE_ANALYZE_H_
