@@ -61,7 +61,11 @@ def test_forkserver_workers_are_counted_wherever_they_sit():
     # the forkserver's children: grandchildren of the training process.
     r = run("--steps", "100", "--workers", "2", "--context", "forkserver", "--item", "busy:4",
             "--forward", "sleep:3")
-    assert r["worker_cores"] is not None and r["worker_cores"] > 0.2, r["report"]
+    # Not counted, they read 0.0. Counted, 4 ms of CPU an item over 3 ms
+    # steps is about 0.2-0.35 cores on a 2-CPU machine, less where the
+    # forkserver's start-up (up to a second) takes much of the window: the
+    # bound only has to tell counted from not.
+    assert r["worker_cores"] is not None and r["worker_cores"] > 0.1, r["report"]
     # The report wraps at 80 columns, anywhere in that line: compare words.
     assert "its loader workers" in " ".join(r["report"].split()), r["report"]
 
