@@ -80,7 +80,8 @@ constexpr char kActivityStatsDoc[] =
     "``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, "
     "``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to "
     "1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; "
-    "``dropped_records``.";
+    "``sync_idle_share`` (the part of that idle after a sync returned, until the host launched "
+    "again; None before it existed); ``dropped_records``.";
 
 constexpr char kOverheadStatsDoc[] =
     "What gpuscope itself cost (``Summary.overhead``): ``scope_ns`` (host ns one scope, begin "

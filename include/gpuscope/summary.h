@@ -225,6 +225,11 @@ struct ActivityStats {
   std::optional<double> device_share_memset;
   std::optional<double> device_share_comm;
   std::optional<double> device_share_idle;
+  // The share of the GPUs' step time idle after a synchronization returned
+  // (docs/definitions.md "Idle after a sync"): the sync drained the queue and
+  // the GPU waited for the host to launch again. Part of device_share_idle.
+  // nullopt in summaries saved before it existed.
+  std::optional<double> sync_idle_share;
   int64_t dropped_records = 0;  // activity records lost to full buffers
 
   bool operator==(const ActivityStats&) const = default;

@@ -454,10 +454,13 @@ void CopyExposed(const Summary& s, const DiagnoseOptions& o, std::vector<Finding
   out->push_back(std::move(f));
 }
 
-// Synchronizations that drain the GPU's queue: with CUPTI, the GPU waiting
-// for the host (HTA's host-wait gaps) in a loop that blocks on the device
-// every step (DiagnoseOptions::sync_min_syncs_per_step), up to the idle no
-// other rule explains; otherwise idle in a phase named "sync".
+// Synchronizations that drain the GPU's queue: with CUPTI, the GPU idle
+// after a sync returned until the host launched again
+// (ActivityStats::sync_idle_share) in a loop that blocks on the device every
+// step (DiagnoseOptions::sync_min_syncs_per_step), up to the idle no other
+// rule explains; otherwise idle in a phase named "sync". Summaries saved
+// before sync_idle_share existed use the GPU's waits for the host (HTA's
+// host-wait gaps) instead, which also count a host too slow to launch.
 void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
   double share = s.source == Source::kHost ? 0 : IdleShare(s, PhaseName(Phase::kSync));
   if (s.source == Source::kHost) {
@@ -478,7 +481,10 @@ void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
         unexplained += pct / 100;
       }
     }
-    share = std::max(share, std::min(s.activity->host_wait_time_per_step / step, unexplained));
+    const double after_sync = s.activity->sync_idle_share.has_value()
+                                  ? *s.activity->sync_idle_share
+                                  : s.activity->host_wait_time_per_step / step;
+    share = std::max(share, std::min(after_sync, unexplained));
   }
   if (share < o.sync_bound_moderate) return;
   Finding f;
@@ -493,6 +499,8 @@ void SyncBound(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>*
     f.evidence.emplace_back("sync_time_per_step_s", s.activity->sync_time_per_step);
     f.evidence.emplace_back("d2h_bytes_per_step", s.activity->d2h_bytes_per_step);
     f.evidence.emplace_back("host_wait_time_per_step_s", s.activity->host_wait_time_per_step);
+    if (s.activity->sync_idle_share.has_value())
+      f.evidence.emplace_back("sync_idle_share", *s.activity->sync_idle_share);
   }
   f.evidence.emplace_back("gpu_idle_after_sync_share", share);
   f.recommendation =

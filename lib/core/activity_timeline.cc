@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/intervals.h"
+#include "gpuscope/phase.h"
 
 namespace gpuscope::internal {
 namespace {
@@ -68,6 +69,56 @@ bool BeganIn(const DeviceInterval& a, int64_t wb, int64_t we) {
   return wb <= a.begin_ns && a.begin_ns < we;
 }
 
+// The pieces of `idle` (sorted, none a launch gap) that followed a
+// synchronization: each piece in which a sync of `syncs` (sorted by end)
+// returned, from the later of the piece's start and the first such sync's
+// begin.
+std::vector<Interval> IdleAfterSyncs(const std::vector<Interval>& idle,
+                                     const std::vector<Interval>& syncs) {
+  std::vector<Interval> out;
+  auto s = syncs.begin();
+  for (const Interval& piece : idle) {
+    while (s != syncs.end() && s->end < piece.begin) ++s;
+    if (s == syncs.end()) break;
+    if (s->end < piece.end) out.push_back({std::max(piece.begin, s->begin), piece.end});
+  }
+  return out;
+}
+
+// Whether idle in phase `id` is another rule's: the loader's, copies' or
+// collectives'.
+bool IdleExplainedElsewhere(int id) {
+  return id == static_cast<int>(Phase::kData) || id == static_cast<int>(Phase::kH2D) ||
+         id == static_cast<int>(Phase::kComm);
+}
+
+// The synchronizations that returned in the window [wb, we), by end.
+std::vector<Interval> SyncsEndingIn(std::span<const DeviceInterval> acts, int64_t wb, int64_t we) {
+  std::vector<Interval> syncs;
+  for (const DeviceInterval& a : acts) {
+    if (a.kind == ActivityKind::kSync && a.end_ns >= wb && a.end_ns < we)
+      syncs.push_back({a.begin_ns, a.end_ns});
+  }
+  std::sort(syncs.begin(), syncs.end(),
+            [](const Interval& a, const Interval& b) { return a.end < b.end; });
+  return syncs;
+}
+
+// One device's idle after a sync (activity_timeline.h): the pieces of
+// `idle` that followed one of `syncs`, less those in phases whose idle
+// other rules explain.
+int64_t SyncIdleNs(const std::vector<Interval>& idle, const std::vector<Interval>& syncs,
+                   const std::vector<PhaseRange>& ranges, const std::vector<HostPhase>& phases) {
+  if (syncs.empty()) return 0;
+  int64_t total = 0;  // starts with the pieces no phase is open over
+  std::vector<int64_t> in_phase(phases.size());
+  ChargeToInnermost(IdleAfterSyncs(idle, syncs), ranges, &in_phase, &total);
+  for (size_t i = 0; i < in_phase.size(); ++i) {
+    if (!IdleExplainedElsewhere(phases[i].phase_id)) total += in_phase[i];
+  }
+  return total;
+}
+
 // Per device taking part, its busy and idle time in the window [wb, we),
 // idle told apart as launch gaps, phases' (the innermost open) and the
 // rest, and busy time by category; into `out`, with their sums.
@@ -93,6 +144,7 @@ void AnalyzeDevices(const ActivityStepInput& in, int64_t wb, int64_t we, Activit
   ranges.reserve(in.phases.size());
   for (const HostPhase& p : in.phases) ranges.push_back({p.begin_ns, p.end_ns, p.depth});
   std::vector<int64_t> phase_idle(in.phases.size());
+  const std::vector<Interval> syncs = SyncsEndingIn(acts, wb, we);
 
   for (auto& [device, intervals] : per_device) {
     const std::vector<Interval> busy = UnionOf(std::move(intervals));
@@ -135,6 +187,7 @@ void AnalyzeDevices(const ActivityStepInput& in, int64_t wb, int64_t we, Activit
     out.counts.busy_memcpy_ns += d.memcpy_ns;
     out.counts.busy_memset_ns += d.memset_ns;
     out.counts.busy_comm_ns += d.comm_ns;
+    out.counts.sync_idle_ns += SyncIdleNs(idle, syncs, ranges, in.phases);
     std::fill(phase_idle.begin(), phase_idle.end(), 0);
     ChargeToInnermost(idle, ranges, &phase_idle, &d.idle_other_ns);
     for (size_t i = 0; i < phase_idle.size(); ++i) out.phases[i].idle_ns += phase_idle[i];

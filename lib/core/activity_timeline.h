@@ -14,7 +14,15 @@
 //   * Per phase, the device time of the work it launched: the union of the
 //     intervals whose launch call began inside one of its occurrences.
 //   * Synchronizations (host calls that block on the device) are counted with
-//     the host time they blocked; they are not device activity.
+//     the host time they blocked; they are not device activity. Idle after a
+//     sync: an idle piece (not a launch gap) in which a synchronization
+//     returned is the sync's, from when the host began to wait (or the piece
+//     began, if later) to the next device work: the sync drained the queue
+//     and the GPU waits until the host launches again; not the parts of it
+//     in which a data, h2d or comm phase was the innermost open (the loader,
+//     copies or collectives held the host: their rules' idle). A sync
+//     record's device is not always known (CUPTI's carry a context): each
+//     applies to every device.
 //   * Device time by category: each instant of a device's busy time in the
 //     window goes to one category, by priority over the activity running
 //     then: compute kernel > memcpy > memset > communication (collective
@@ -81,6 +89,7 @@ struct ActivityCounts {
   int64_t sync_ns = 0;         // host time blocked in them
   int64_t host_wait_gaps = 0;  // kernels that found their stream idle, waiting for the host
   int64_t host_wait_ns = 0;
+  int64_t sync_idle_ns = 0;  // idle after a sync returned (not in data/h2d/comm), summed
   // Kernel time (summed durations) by what the kernel names say.
   int64_t kernel_ns = 0;
   int64_t gemm_ns = 0;        // GEMMs in any precision

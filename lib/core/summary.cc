@@ -134,6 +134,11 @@ absl::Status CheckActivity(const Summary& s) {
         "activity device time by category is inconsistent (all ten fields or none, the five "
         "shares summing to 1)");
   }
+  if (a.sync_idle_share.has_value() &&
+      (*a.sync_idle_share < 0 || !a.device_share_idle.has_value() ||
+       !within(*a.sync_idle_share, *a.device_share_idle))) {
+    return Fail("activity sync_idle_share is inconsistent (0 <= it <= device_share_idle)");
+  }
   return absl::OkStatus();
 }
 

@@ -99,6 +99,7 @@ int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activit
       act.sync_ns += c.sync_ns;
       act.host_wait_gaps += c.host_wait_gaps;
       act.host_wait_ns += c.host_wait_ns;
+      act.sync_idle_ns += c.sync_idle_ns;
       act.pageable_h2d_copies += c.pageable_h2d_copies;
       // Kernel times per device (a step on two GPUs is not twice as long).
       const double share = 1.0 / std::max<double>(1, s.num_devices);  // ns per device
@@ -182,6 +183,7 @@ int64_t FillDeviceStats(const WindowView& window, std::optional<int64_t> activit
       a.device_share_memset = share(cat_memset_ns);
       a.device_share_comm = share(cat_comm_ns);
       a.device_share_idle = share(cat_idle_ns);
+      a.sync_idle_share = share(act.sync_idle_ns);
     }
     a.dropped_records = *activity_dropped;
     out->activity = a;

@@ -503,8 +503,12 @@ void AppendActivity(std::string* out, const Summary& s) {
     absl::StrAppendFormat(out, "  copies  %9.1f   %.1f pageable; H2D %s, D2H %s\n",
                           a.copies_per_step, a.pageable_copies_per_step,
                           Bytes(a.h2d_bytes_per_step), Bytes(a.d2h_bytes_per_step));
-    absl::StrAppendFormat(out, "  syncs   %9.1f   blocking the host %s\n", a.syncs_per_step,
+    absl::StrAppendFormat(out, "  syncs   %9.1f   blocking the host %s", a.syncs_per_step,
                           Duration(a.sync_time_per_step));
+    if (a.sync_idle_share.value_or(0) > 0) {
+      absl::StrAppendFormat(out, "; GPU idle after them %.1f%%", 100 * *a.sync_idle_share);
+    }
+    out->push_back('\n');
     if (a.device_share_idle.has_value()) {
       // By priority: kernels hide the copies, memsets and collectives they
       // overlap (docs/definitions.md "Device time by category").

@@ -163,6 +163,7 @@ void ActivityFields(V& v, A& a) {
   v.Optional("device_share_memset", a.device_share_memset, kFraction, kOptional);
   v.Optional("device_share_comm", a.device_share_comm, kFraction, kOptional);
   v.Optional("device_share_idle", a.device_share_idle, kFraction, kOptional);
+  v.Optional("sync_idle_share", a.sync_idle_share, kFraction, kOptional);
   v.Int("dropped_records", a.dropped_records, kCount);
 }
 

@@ -92,7 +92,7 @@ class _Session:
 __all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuTelemetry', 'GpuscopeError', 'ManualClock', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
 class ActivityStats:
     """
-    Per-step means from activity records (``Summary.activity``, source ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no other work on its GPU overlapped), all in s per GPU, from kernel names; ``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: ``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, ``device_time_comm``, ``device_time_idle`` (s per step and GPU) and ``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, ``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to 1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; ``dropped_records``.
+    Per-step means from activity records (``Summary.activity``, source ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no other work on its GPU overlapped), all in s per GPU, from kernel names; ``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: ``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, ``device_time_comm``, ``device_time_idle`` (s per step and GPU) and ``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, ``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to 1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; ``sync_idle_share`` (the part of that idle after a sync returned, until the host launched again; None before it existed); ``dropped_records``.
     """
     __hash__: typing.ClassVar[None] = None
     def __copy__(self: ActivityStats) -> ActivityStats:
@@ -181,6 +181,9 @@ class ActivityStats:
         ...
     @property
     def pageable_h2d_copies_per_step(self) -> float:
+        ...
+    @property
+    def sync_idle_share(self) -> float | None:
         ...
     @property
     def sync_time_per_step(self) -> float:

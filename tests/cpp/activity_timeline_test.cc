@@ -112,6 +112,46 @@ TEST(ActivityTimelineTest, CopiesSyncsAndCounts) {
   EXPECT_EQ(r.busy_ns, 5 * kMs + 10 * kUs + kMs);
 }
 
+TEST(ActivityTimelineTest, IdleAfterASyncIsTheSyncsUnlessTheLoaderHeldTheHost) {
+  // Step [0, 20 ms]: a kernel [0, 5]; the host blocks in .item() over
+  // [1, 5.02] (it returns as the queue drains), works on the host until 8,
+  // launches a kernel [8, 10]; data [10, 16] with the GPU idle, a kernel
+  // [16, 18] after a second sync over [15, 16]... that one returns while
+  // the loader holds the host: data's idle, not the sync's. A third kernel
+  // [18.01, 19] after a 10 us gap is launch overhead, not idle after a sync.
+  DeviceInterval first_sync = Kernel(1 * kMs, 5 * kMs + 20 * kUs);
+  first_sync.kind = ActivityKind::kSync;
+  DeviceInterval loader_sync = Kernel(15 * kMs, 15 * kMs + 500 * kUs);
+  loader_sync.kind = ActivityKind::kSync;
+  std::vector<DeviceInterval> acts = {Kernel(0, 5 * kMs, 0),
+                                      first_sync,
+                                      Kernel(8 * kMs, 10 * kMs, 8 * kMs),
+                                      loader_sync,
+                                      Kernel(16 * kMs, 18 * kMs, 16 * kMs),
+                                      Kernel(18 * kMs + 10 * kUs, 19 * kMs, 18 * kMs)};
+  ActivityStepInput in;
+  in.end_ns = 20 * kMs;
+  in.phases = {{2, 0, 0, 10 * kMs}, {0, 0, 10 * kMs, 16 * kMs}, {4, 0, 16 * kMs, 20 * kMs}};
+  in.activity = acts;
+  const ActivityStepResult r = AnalyzeActivityStep(in);
+  // [5, 8] follows the first sync; [10, 16] is data's; [19, 20] no sync's.
+  EXPECT_EQ(r.counts.sync_idle_ns, 3 * kMs);
+  EXPECT_EQ(r.phases[1].idle_ns, 6 * kMs);
+  EXPECT_EQ(r.counts.syncs, 2);
+
+  // A sync called when the device had already drained owns the idle from
+  // its call, not from the drain: kernel [0, 1], sync over [3, 3.01], the
+  // next kernel at 6.
+  DeviceInterval late_sync = Kernel(3 * kMs, 3 * kMs + 10 * kUs);
+  late_sync.kind = ActivityKind::kSync;
+  std::vector<DeviceInterval> late = {Kernel(0, kMs, 0), late_sync,
+                                      Kernel(6 * kMs, 7 * kMs, 6 * kMs)};
+  ActivityStepInput in2;
+  in2.end_ns = 7 * kMs;
+  in2.activity = late;
+  EXPECT_EQ(AnalyzeActivityStep(in2).counts.sync_idle_ns, 3 * kMs);
+}
+
 TEST(ActivityTimelineTest, KnownDevicesTakePartEvenWhenIdle) {
   std::vector<DeviceInterval> acts = {Kernel(0, kMs, 0, 0, /*device=*/0)};
   ActivityStepInput in;
