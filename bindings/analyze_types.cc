@@ -30,9 +30,10 @@ void AddAnalyzeTypes(py::module_& m) {
       .def_readonly("gpu_names", &TraceAnalysis::gpu_names);
   m.def(
       "_analyze_trace",
-      [](const std::string& path, const std::string& step_name, int window, int warmup_steps,
-         int64_t launch_threshold_ns, uint64_t max_bytes, uint64_t max_events) {
+      [](const std::string& path, const std::string& step_name, bool whole_trace, int window,
+         int warmup_steps, int64_t launch_threshold_ns, uint64_t max_bytes, uint64_t max_events) {
         AnalyzeOptions options{.step_name = step_name,
+                               .whole_trace = whole_trace,
                                .window = window,
                                .warmup_steps = warmup_steps,
                                .launch_threshold_ns = launch_threshold_ns,
@@ -46,8 +47,9 @@ void AddAnalyzeTypes(py::module_& m) {
         ThrowIfError(run.status());
         return std::move(*run);
       },
-      py::arg("path"), py::arg("step_name"), py::arg("window"), py::arg("warmup_steps"),
-      py::arg("launch_threshold_ns"), py::arg("max_bytes"), py::arg("max_events"));
+      py::arg("path"), py::arg("step_name"), py::arg("whole_trace"), py::arg("window"),
+      py::arg("warmup_steps"), py::arg("launch_threshold_ns"), py::arg("max_bytes"),
+      py::arg("max_events"));
 }
 
 }  // namespace gpuscope::python

@@ -11,8 +11,11 @@
 // formats seen in the wild (a list of events, categories `Operator`,
 // `Runtime`, `Kernel`, `Memcpy`, `Memset`; or an object with `traceEvents`,
 // categories `cpu_op`, `cuda_runtime`, `kernel`, `gpu_memcpy`, `gpu_memset`,
-// `cuda_sync`, `user_annotation`). docs/analyze.md states how steps and
-// phases are read from the trace and what differs from a live run.
+// `cuda_sync`, `user_annotation`); and Nsight Systems SQLite exports (`nsys
+// export --type sqlite`: CUPTI_ACTIVITY_KIND_* tables, NVTX ranges; a
+// gpuscope-instrumented script's steps and phases come from gpuscope's own
+// NVTX ranges). docs/analyze.md states how steps and phases are read from
+// the trace and what differs from a live run.
 //
 // Example:
 //
@@ -42,9 +45,14 @@ namespace gpuscope {
 struct AnalyzeOptions {
   // The host range that marks one step: a range whose name is this, or
   // begins with it followed by '#' (torch.profiler's `ProfilerStep#N`).
-  // Empty: "ProfilerStep". A trace without such ranges is refused, with the
-  // names of the longest ranges it has, so that the user can name one.
+  // Empty: "ProfilerStep", else gpuscope's own NVTX step ranges
+  // ("gpuscope:step" in an Nsight Systems export). A trace without such
+  // ranges is refused, with the names of the longest ranges it has, so that
+  // the user can name one.
   std::string step_name;
+  // The whole trace, from its first record to its last, as one step (for a
+  // trace without ranges that mark steps); step_name is then not used.
+  bool whole_trace = false;
   // The most steps summarized (the last ones); 0: every step the trace
   // holds, up to 65,536.
   int window = 0;
@@ -65,8 +73,8 @@ struct AnalyzeOptions {
 // A trace read through the engine.
 struct TraceAnalysis {
   Summary summary;
-  // "torch.profiler (Kineto JSON, list of events)", "torch.profiler (Kineto
-  // JSON)": which profiler wrote the trace, and in which format.
+  // "Kineto JSON (list of events)", "Kineto JSON", "Nsight Systems SQLite
+  // export": which profiler wrote the trace, and in which format.
   std::string format;
   // The summarized steps' times in seconds, in step order (what `gpuscope
   // compare` tests for noise).

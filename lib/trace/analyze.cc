@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "core/engine.h"
 #include "trace/kineto_reader.h"
+#include "trace/nsys_reader.h"
 
 namespace gpuscope {
 namespace {
@@ -38,6 +39,11 @@ struct Step {
   uint32_t thread;
 };
 
+// gpuscope's NVTX domain, as an Nsight Systems export names its ranges
+// ("gpuscope:step", "gpuscope:forward"; trace/nsys_reader.h).
+constexpr std::string_view kGpuscopeDomain = "gpuscope:";
+constexpr std::string_view kGpuscopeStep = "gpuscope:step";
+
 bool IsStep(std::string_view name, std::string_view step_name) {
   return SW(name, step_name) && (name.size() == step_name.size() || name[step_name.size()] == '#');
 }
@@ -56,10 +62,16 @@ bool IsBackward(std::string_view name) {
 // The phase a top-level host range on the step's thread is, by its name; ""
 // when the name says nothing.
 std::string PhaseOfName(std::string_view name, TraceHostEvent::Kind kind) {
+  if (kind == TraceHostEvent::Kind::kAnnotation && SW(name, kGpuscopeDomain)) {
+    return std::string(name.substr(kGpuscopeDomain.size()));  // gpuscope's own phase
+  }
   if (SW(name, "enumerate(DataLoader)")) return "data";
   if (SW(name, "Optimizer.step#") || SW(name, "Optimizer.zero_grad#")) return "optimizer";
   if (name == "aten::item" || name == "aten::_local_scalar_dense") return "sync";
-  if (SW(name, "nccl:") || SW(name, "c10d::") || SW(name, "record_param_comms")) return "comm";
+  if (SW(name, "nccl:") || SW(name, "c10d::") || SW(name, "record_param_comms") ||
+      SW(name, "MPI:") || SW(name, "MPI_")) {
+    return "comm";
+  }
   if (SW(name, "autograd::engine::evaluate_function")) return "backward";
   if (kind == TraceHostEvent::Kind::kAnnotation) return std::string(name);
   return "";
@@ -68,15 +80,48 @@ std::string PhaseOfName(std::string_view name, TraceHostEvent::Kind kind) {
 // The trace's steps: ranges named as AnalyzeOptions::step_name says, in
 // time order, on the thread most of them are on; one overlapping an earlier
 // one is left out.
-absl::StatusOr<std::vector<Step>> FindSteps(const RecordedTrace& trace, std::string_view name) {
+std::vector<Step> RangesNamed(const RecordedTrace& trace, std::string_view name,
+                              std::unordered_map<uint32_t, int>* per_thread) {
   std::vector<Step> steps;
-  std::unordered_map<uint32_t, int> per_thread;
   for (const TraceHostEvent& h : trace.host) {
     if (h.kind != TraceHostEvent::Kind::kRuntime && IsStep(trace.names[h.name], name)) {
       steps.push_back({h.begin_ns, h.end_ns, h.thread});
-      ++per_thread[h.thread];
+      ++(*per_thread)[h.thread];
     }
   }
+  return steps;
+}
+
+// The whole trace as one step, on the thread with the most ranges (runtime
+// calls count when there are no others).
+Step WholeTrace(const RecordedTrace& trace) {
+  Step step{INT64_MAX, INT64_MIN, 0};
+  std::unordered_map<uint32_t, int64_t> per_thread;
+  for (const TraceHostEvent& h : trace.host) {
+    step.begin_ns = std::min(step.begin_ns, h.begin_ns);
+    step.end_ns = std::max(step.end_ns, h.end_ns);
+    per_thread[h.thread] += h.kind == TraceHostEvent::Kind::kRuntime ? 1 : 1 << 20;
+  }
+  for (const internal::TraceDeviceEvent& d : trace.device) {
+    step.begin_ns = std::min(step.begin_ns, d.interval.begin_ns);
+    step.end_ns = std::max(step.end_ns, d.interval.end_ns);
+  }
+  int64_t most = -1;
+  for (const auto& [thread, n] : per_thread) {
+    if (n > most || (n == most && thread < step.thread)) {
+      most = n;
+      step.thread = thread;
+    }
+  }
+  if (step.begin_ns > step.end_ns) step.begin_ns = step.end_ns = 0;
+  return step;
+}
+
+absl::StatusOr<std::vector<Step>> FindSteps(const RecordedTrace& trace, std::string_view name) {
+  std::unordered_map<uint32_t, int> per_thread;
+  std::vector<Step> steps = RangesNamed(trace, name.empty() ? "ProfilerStep" : name, &per_thread);
+  if (steps.empty() && name.empty()) steps = RangesNamed(trace, kGpuscopeStep, &per_thread);
+  if (name.empty()) name = "ProfilerStep";
   if (steps.empty()) {
     // The longest ranges' names, as a hint of what marks a step here.
     std::vector<std::pair<int64_t, uint32_t>> longest;
@@ -95,7 +140,7 @@ absl::StatusOr<std::vector<Step>> FindSteps(const RecordedTrace& trace, std::str
         "the trace has no \"", std::string(name),
         "\" ranges to take as steps (recorded without "
         "torch.profiler's schedule/prof.step()?); name the range that marks one step with "
-        "--step NAME",
+        "--step NAME, or take the whole trace as one step with --whole-trace",
         names.empty() ? ""
                       : absl::StrCat(" (its longest ranges: ", absl::StrJoin(names, ", "), ")")));
   }
@@ -151,7 +196,7 @@ std::pair<size_t, size_t> Within(const std::vector<const TraceHostEvent*>& event
 
 // One step's phase occurrences, top level, in time order, not overlapping.
 std::vector<Occurrence> StepPhases(const RecordedTrace& trace, const HostIndex& index,
-                                   const Step& step,
+                                   const Step& step, std::string_view step_name,
                                    const std::unordered_set<uint32_t>& h2d_correlations) {
   // Backward: autograd's work on its own threads, first to last.
   int64_t bwd_begin = INT64_MAX, bwd_end = INT64_MIN;
@@ -167,7 +212,10 @@ std::vector<Occurrence> StepPhases(const RecordedTrace& trace, const HostIndex& 
   for (size_t i = o0; i < o1; ++i) {
     const TraceHostEvent* e = index.ops[i];
     const std::string_view name = trace.names[e->name];
-    if (e->end_ns > step.end_ns || IsStep(name, "ProfilerStep")) continue;
+    if (e->end_ns > step.end_ns || IsStep(name, "ProfilerStep") || IsStep(name, kGpuscopeStep) ||
+        IsStep(name, step_name)) {
+      continue;
+    }
     if (e->begin_ns < covered) continue;  // nested in the previous top-level range
     covered = e->end_ns;
     top.push_back({e->begin_ns, e->end_ns, PhaseOfName(name, e->kind)});
@@ -283,11 +331,16 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
   if (options.window < 0 || options.warmup_steps < 0 || options.launch_threshold_ns < 0) {
     return absl::InvalidArgumentError("window, warmup_steps and launch_threshold_ns must be >= 0");
   }
-  absl::StatusOr<RecordedTrace> trace = internal::ReadKinetoTrace(
-      path, {.max_bytes = options.max_bytes, .max_events = options.max_events});
+  const internal::ReadLimits limits{.max_bytes = options.max_bytes,
+                                    .max_events = options.max_events};
+  const bool nsys = internal::IsSqliteFile(path);
+  absl::StatusOr<RecordedTrace> trace =
+      nsys ? internal::ReadNsysTrace(path, limits) : internal::ReadKinetoTrace(path, limits);
   if (!trace.ok()) return trace.status();
-  const std::string step_name = options.step_name.empty() ? "ProfilerStep" : options.step_name;
-  absl::StatusOr<std::vector<Step>> steps = FindSteps(*trace, step_name);
+  const std::string profiler = nsys ? "Nsight Systems" : "torch.profiler";
+  absl::StatusOr<std::vector<Step>> steps = options.whole_trace
+                                                ? std::vector<Step>{WholeTrace(*trace)}
+                                                : FindSteps(*trace, options.step_name);
   if (!steps.ok()) return steps.status();
 
   TraceAnalysis out;
@@ -310,13 +363,13 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
                            .warmup_steps = options.warmup_steps,
                            .device_activity = out.device_records > 0,
                            .launch_threshold_ns = options.launch_threshold_ns,
-                           .activity_name = "torch.profiler trace"});
+                           .activity_name = absl::StrCat(profiler, " trace")});
   engine.AddDeviceIntervals(std::move(intervals));
   const HostIndex index = IndexHost(*trace, (*steps)[0].thread);
   uint64_t seq = 0;
   for (const Step& step : *steps) {
     ++seq;
-    std::vector<Occurrence> phases = StepPhases(*trace, index, step, h2d);
+    std::vector<Occurrence> phases = StepPhases(*trace, index, step, options.step_name, h2d);
     std::sort(phases.begin(), phases.end(),
               [](const Occurrence& a, const Occurrence& b) { return a.end_ns < b.end_ns; });
     for (const Occurrence& p : phases) {
@@ -342,9 +395,9 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
   if (const size_t slash = where.rfind('/'); slash != std::string::npos) where.erase(0, slash + 1);
   inputs.source_reason =
       out.device_records > 0
-          ? absl::StrCat("recorded: torch.profiler trace ", where, " (", out.format, "), ",
+          ? absl::StrCat("recorded: ", profiler, " trace ", where, " (", out.format, "), ",
                          out.device_records, " device records")
-          : absl::StrCat("recorded: torch.profiler trace ", where, " (", out.format,
+          : absl::StrCat("recorded: ", profiler, " trace ", where, " (", out.format,
                          ") has no GPU records: a host-only trace");
   out.summary = engine.Summarize(inputs);
   return out;

@@ -2,7 +2,7 @@
 through the same C++ engine a live session feeds (gpuscope/analyze.h), into
 the same summary, report, findings and run file (docs/analyze.md).
 
-    gpuscope analyze TRACE [--json FILE] [--step NAME] [--window N] [--warmup N]
+    gpuscope analyze TRACE [--json FILE] [--step NAME | --whole-trace] [--window N] [--warmup N]
 
 ``gs.analyze_trace(path)`` is the same from Python.
 """
@@ -19,10 +19,12 @@ from ._summary import Summary
 from ._text import printable
 
 USAGE = "[options] TRACE"
-HELP = ("Summarize a torch.profiler trace (Kineto JSON, plain or .gz) recorded on a GPU:\n"
-        "the report and findings a live session gives, from the trace.")
+HELP = ("Summarize a torch.profiler trace (Kineto JSON, plain or .gz) or an Nsight Systems\n"
+        "SQLite export recorded on a GPU: the report and findings a live session gives.")
 EPILOG = """\
-Steps are the trace's ProfilerStep#N ranges (--step names another range);
+Steps are the trace's ProfilerStep#N ranges, or gpuscope's own NVTX step
+ranges in an Nsight Systems export (--step names another range;
+--whole-trace takes the trace as one step);
 phases come from what the trace records (the DataLoader's next() is data,
 Optimizer.step and zero_grad optimizer, autograd's work backward, the
 operators before it forward, record_function ranges their own names;
@@ -37,14 +39,17 @@ MAX_BYTES = 64 << 30
 MAX_EVENTS = 200_000_000
 
 
-def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None, window: int = 0,
-                  warmup_steps: int = 0, launch_threshold_us: float = 20.0) -> Any:
-    """Reads the torch.profiler trace at ``path`` (Kineto JSON, plain or
-    gzip) through gpuscope's engine. Returns a ``TraceAnalysis``: its
+def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None,
+                  whole_trace: bool = False, window: int = 0, warmup_steps: int = 0,
+                  launch_threshold_us: float = 20.0) -> Any:
+    """Reads the trace at ``path`` (torch.profiler's Kineto JSON, plain or
+    gzip, or an Nsight Systems SQLite export) through gpuscope's engine.
+    Returns a ``TraceAnalysis``: its
     ``summary`` (a ``Summary``, as a live session's; ``gs.diagnose()`` gives
     its findings), ``step_times`` (seconds), ``format``, and counts of what
     was read. ``step`` names the range that marks a step (default
-    ``ProfilerStep``); ``window`` keeps the last N steps (0: all).
+    ``ProfilerStep``, else gpuscope's NVTX steps); ``whole_trace`` takes the
+    trace as one step; ``window`` keeps the last N steps (0: all).
     FileNotFoundError for a missing file; ValueError, with one line that
     says what is wrong, for a file that is not a trace or has no steps."""
     p = os.fspath(path)
@@ -52,21 +57,25 @@ def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None,
         raise FileNotFoundError(f"{p}: no such file")
     if os.path.isdir(p):
         raise IsADirectoryError(f"{p} is a folder: give one trace file (one rank)")
-    return _gpuscope._analyze_trace(p, step or "", int(window), int(warmup_steps),
+    return _gpuscope._analyze_trace(p, step or "", bool(whole_trace), int(window), int(warmup_steps),
                                     int(round(launch_threshold_us * 1000)), MAX_BYTES, MAX_EVENTS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", metavar="TRACE", help="a torch.profiler trace (.json or .json.gz)")
+    p.add_argument("trace", metavar="TRACE",
+                   help="a torch.profiler trace (.json, .json.gz) or an nsys export (.sqlite)")
     p.add_argument("--json", metavar="FILE", help="also save a run file for gpuscope compare")
-    p.add_argument("--step", metavar="NAME", help="the range that marks one step (default ProfilerStep)")
+    steps = p.add_mutually_exclusive_group()
+    steps.add_argument("--step", metavar="NAME", help="the range that marks one step (default ProfilerStep)")
+    steps.add_argument("--whole-trace", action="store_true", help="take the whole trace as one step")
     p.add_argument("--window", type=int, default=0, metavar="N", help="summarize the last N steps (default all)")
     p.add_argument("--warmup", type=int, default=0, metavar="N", help="leave out the first N steps")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result = analyze_trace(args.trace, step=args.step, window=args.window, warmup_steps=args.warmup)
+        result = analyze_trace(args.trace, step=args.step, whole_trace=args.whole_trace,
+                               window=args.window, warmup_steps=args.warmup)
     except (OSError, ValueError, _gpuscope.GpuscopeError) as e:
         print(f"gpuscope analyze: {printable(str(e))}", file=sys.stderr)
         return 2

@@ -1231,7 +1231,7 @@ def _add_loader_workers(pids: collections.abc.Sequence[int]) -> None:
     """
     Names the data loader's worker processes (pids; [] for a loader without workers) so that the telemetry counts their CPU as the loader's and other child processes apart.
     """
-def _analyze_trace(path: str, step_name: str, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int) -> TraceAnalysis:
+def _analyze_trace(path: str, step_name: str, whole_trace: bool, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int) -> TraceAnalysis:
     ...
 def _bootstrap_block_length(xs: collections.abc.Sequence[float]) -> int:
     """
