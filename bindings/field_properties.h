@@ -230,7 +230,17 @@ void AddValueMethods(pybind11::class_<T>& cls, std::vector<std::string> names, b
   // Defining __eq__ set __hash__ to None (unhashable), as for a dataclass
   // with a mutable field; a value hash replaces it where the old type had one.
   if (hashable) {
-    cls.def("__hash__", [names](py::object self) { return py::hash(Attributes(self, names)); });
+    // A list attribute (a phase's top kernels) hashes as the tuple of its
+    // items, which are values too.
+    cls.def("__hash__", [names](py::object self) {
+      py::list items;
+      for (py::handle a : Attributes(self, names)) {
+        items.append(py::isinstance<py::list>(a)
+                         ? py::object(py::tuple(py::reinterpret_borrow<py::list>(a)))
+                         : py::reinterpret_borrow<py::object>(a));
+      }
+      return py::hash(py::tuple(items));
+    });
   }
   if (repr) {
     cls.def("__repr__", [names](py::object self) {

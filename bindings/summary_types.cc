@@ -45,7 +45,16 @@ constexpr char kPhaseStatsDoc[] =
     "phase has share 0 and inclusive_share > 0). ``p50``..``p99``, ``mean``, ``max`` are "
     "per-step times over the ``steps`` steps that contain it. ``device``: per-step GPU time "
     "(``Quantiles``) with a GPU source, else None; ``backlog_p50``: the median GPU lag when the "
-    "phase began, else None.";
+    "phase began, else None; ``top_kernels``: the kernels it launched, by device time "
+    "(``KernelStats``, CUPTI only, else empty).";
+
+constexpr char kKernelStatsDoc[] =
+    "One kernel by name over the window, from CUPTI's records (``Summary.top_kernels``, "
+    "``PhaseStats.top_kernels``): ``name`` (as the profiler recorded it), ``kernel_class`` "
+    "(``\"gemm_fp32\"``, ``\"gemm_reduced\"``, ``\"gemm\"``, ``\"collective\"``, "
+    "``\"other\"``), ``phase`` (the phase that launched most of its time; ``\"\"``: none), "
+    "``count_per_step``, ``time_per_step`` (s of device time per step and GPU) and ``share`` "
+    "(of the window's kernel time).";
 
 constexpr char kEfficiencyStatsDoc[] =
     "Model FLOPs utilization over the window for this process (``Summary.efficiency``, present "
@@ -171,7 +180,8 @@ constexpr char kSummaryDoc[] =
     "``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job "
     "(``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks "
     "(``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps "
-    "far slower (``PeriodicSpike``, largest share first).\n\n"
+    "far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the "
+    "most device time (``KernelStats``, CUPTI only, else empty).\n\n"
     "``Summary(json_text)`` is ``Summary.from_json(json_text)``.";
 
 // The public types live in the package's namespace, as before (and pickle
@@ -303,6 +313,8 @@ void AddSummaryParts(py::module_& m) {
           py::arg("index"))
       .def("__bool__", [](const RanksStats&) { return true; });
 
+  auto kernel = Part<KernelStats>(m, "KernelStats", kKernelStatsDoc);
+  AddValueMethods(kernel, DefineFields(kernel), /*hashable=*/true);
   auto phase = Part<PhaseStats>(m, "PhaseStats", kPhaseStatsDoc);
   const std::vector<std::string> names = DefineFields(phase, {"device", "backlog_p50"});
   // Exception: without device data for the phase (no GPU source, or not in

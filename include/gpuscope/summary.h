@@ -73,6 +73,30 @@ struct Quantiles {
   bool operator==(const Quantiles&) const = default;
 };
 
+// KernelStats
+//
+// One kernel by name over the window, with Source::kCupti: what the
+// activity records say it cost (docs/definitions.md "Top kernels"). Counted
+// from each step's largest kernels by device time (kKernelsPerStep), so a
+// kernel that is never among a step's largest is not listed.
+struct KernelStats {
+  std::string name;          // as the profiler recorded it (demangled where it was)
+  std::string kernel_class;  // "gemm_fp32", "gemm_reduced", "gemm", "collective", "other"
+  // Summary::top_kernels: the phase that launched most of its time ("" when
+  // none was open or the launch is unknown); PhaseStats::top_kernels: that
+  // phase.
+  std::string phase;
+  double count_per_step = 0;  // launches per step
+  double time_per_step = 0;   // seconds of device time per step and GPU (summed durations)
+  double share = 0;           // of the window's kernel time (0..1)
+
+  bool operator==(const KernelStats&) const = default;
+};
+
+// Kernels a summary keeps: overall, and per phase.
+inline constexpr int kMaxTopKernels = 10;
+inline constexpr int kMaxPhaseTopKernels = 5;
+
 // PhaseStats
 //
 // One phase name over the window. The synthetic phase "other" (step time
@@ -100,6 +124,10 @@ struct PhaseStats {
   // say), since the session started. Not part of any step's time.
   int64_t outside_steps_count = 0;
   double outside_steps_total = 0;
+
+  // With Source::kCupti: the kernels this phase launched, by device time
+  // (at most kMaxPhaseTopKernels).
+  std::vector<KernelStats> top_kernels = {};
 
   bool operator==(const PhaseStats&) const = default;
 };
@@ -512,6 +540,9 @@ struct Summary {
   std::vector<DeviceStats> devices;
   // With Source::kCupti: per-step counts from the activity records.
   std::optional<ActivityStats> activity;
+  // With Source::kCupti: the kernels with the most device time (at most
+  // kMaxTopKernels), largest first.
+  std::vector<KernelStats> top_kernels = {};
   // With telemetry (Options::telemetry_interval_ms > 0 and NVML or /proc).
   std::optional<TelemetryStats> telemetry;
 

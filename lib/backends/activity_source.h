@@ -39,11 +39,13 @@ struct DeviceInterval {
   int64_t launch_ns = -1;  // when the API call that enqueued it began; -1: unknown
   uint32_t device = 0;
   uint32_t stream = 0;
+  uint32_t name = 0;  // kernels: InternKernelName()'s id (0: not known)
   ActivityKind kind = ActivityKind::kKernel;
   bool pageable = false;                           // memcpy from/to pageable host memory
-  uint64_t bytes = 0;                              // memcpy/memset size
   KernelClass kernel_class = KernelClass::kOther;  // kernels: what the name says
+  uint64_t bytes = 0;                              // memcpy/memset size
 };
+static_assert(sizeof(DeviceInterval) == 48, "a step's trace keeps up to 64 Ki of them");
 
 class ActivitySource {
  public:

@@ -1,7 +1,10 @@
 #include "backends/kernel_names.h"
 
+#include <deque>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "absl/strings/ascii.h"
 
@@ -44,6 +47,55 @@ KernelClass ClassifyKernel(std::string_view name) {
   }
   // What is left is FP32 on CUDA cores: sgemm, simt, f32 xmma.
   return KernelClass::kGemmFp32;
+}
+
+}  // namespace gpuscope::internal
+
+namespace gpuscope::internal {
+namespace {
+
+// Names live in a deque (stable addresses, never erased); the map's keys
+// view them.
+struct NameTable {
+  std::mutex mu;
+  std::deque<std::string> names{"", "(other kernels: gpuscope's name table is full)"};
+  std::unordered_map<std::string_view, uint32_t> ids;
+};
+
+NameTable& Table() {
+  static NameTable* table = new NameTable();  // never destroyed: used at exit
+  return *table;
+}
+
+}  // namespace
+
+std::string_view KernelClassName(KernelClass k) {
+  switch (k) {
+    case KernelClass::kGemmFp32: return "gemm_fp32";
+    case KernelClass::kGemmReduced: return "gemm_reduced";
+    case KernelClass::kGemmUnknown: return "gemm";
+    case KernelClass::kCollective: return "collective";
+    case KernelClass::kOther: return "other";
+  }
+  return "other";
+}
+
+uint32_t InternKernelName(std::string_view name) {
+  if (name.empty()) return kNoKernelName;
+  name = name.substr(0, kMaxKernelNameBytes);
+  NameTable& t = Table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (const auto it = t.ids.find(name); it != t.ids.end()) return it->second;
+  if (t.names.size() >= kMaxKernelNames) return kOverflowKernelName;
+  const auto id = static_cast<uint32_t>(t.names.size());
+  t.ids.emplace(t.names.emplace_back(name), id);
+  return id;
+}
+
+std::string KernelName(uint32_t id) {
+  NameTable& t = Table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return id < t.names.size() ? t.names[id] : std::string();
 }
 
 }  // namespace gpuscope::internal

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "core/intervals.h"
@@ -256,6 +257,55 @@ void CountBegunInWindow(std::span<const DeviceInterval> acts, int64_t wb, int64_
   }
 }
 
+// The innermost of `phases` open at `t` (-1: none).
+int InnermostAt(const std::vector<HostPhase>& phases, int64_t t) {
+  int found = -1, depth = -1;
+  for (const HostPhase& p : phases) {
+    if (p.begin_ns <= t && t < p.end_ns && p.depth > depth) {
+      found = p.phase_id;
+      depth = p.depth;
+    }
+  }
+  return found;
+}
+
+// The kernels that began in the window [wb, we), by (name, launching
+// phase), the largest kKernelsPerStep by time.
+std::vector<KernelTally> TallyKernels(std::span<const DeviceInterval> acts, int64_t wb, int64_t we,
+                                      const std::vector<HostPhase>& phases) {
+  std::vector<KernelTally> tallies;
+  std::unordered_map<uint64_t, size_t> index;  // (name, phase + 1) -> tallies
+  for (const DeviceInterval& a : acts) {
+    if (a.kind != ActivityKind::kKernel || !BeganIn(a, wb, we)) continue;
+    const int phase = a.launch_ns >= 0 ? InnermostAt(phases, a.launch_ns) : -1;
+    const uint64_t key = (uint64_t{a.name} << 32) | static_cast<uint32_t>(phase + 1);
+    const auto [it, added] = index.try_emplace(key, tallies.size());
+    if (added)
+      tallies.push_back({.name = a.name, .phase_id = phase, .kernel_class = a.kernel_class});
+    KernelTally& t = tallies[it->second];
+    t.ns += a.end_ns - a.begin_ns;
+    ++t.count;
+  }
+  // Keep the kKernelNamesPerStep names with the most time, every phase
+  // they were launched in (up to kKernelsPerStep entries): a kernel's total
+  // is exact wherever its name is among a step's largest.
+  std::unordered_map<uint32_t, int64_t> by_name;
+  for (const KernelTally& t : tallies) by_name[t.name] += t.ns;
+  std::vector<std::pair<int64_t, uint32_t>> names;
+  names.reserve(by_name.size());
+  for (const auto& [name, ns] : by_name) names.emplace_back(-ns, name);
+  const size_t top = std::min(names.size(), kKernelNamesPerStep);
+  std::partial_sort(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(top), names.end());
+  std::unordered_map<uint32_t, bool> kept_names;
+  for (size_t i = 0; i < top; ++i) kept_names[names[i].second] = true;
+  std::erase_if(tallies, [&](const KernelTally& t) { return !kept_names.contains(t.name); });
+  std::sort(tallies.begin(), tallies.end(), [](const KernelTally& x, const KernelTally& y) {
+    return std::tie(y.ns, x.name, x.phase_id) < std::tie(x.ns, y.name, y.phase_id);
+  });
+  if (tallies.size() > kKernelsPerStep) tallies.resize(kKernelsPerStep);
+  return tallies;
+}
+
 // HTA's host-wait test: per stream, in begin order, a kernel whose launch
 // call began after the previous activity on its stream had ended, within
 // the step (a gap across the step boundary is the loop's, not a launch's).
@@ -300,6 +350,7 @@ ActivityStepResult AnalyzeActivityStep(const ActivityStepInput& in) {
   if (any_collective) out.counts.collective_exposed_ns += ExposedCollectiveNs(acts, wb, we);
   CountBegunInWindow(acts, wb, we, out.counts);
   CountHostWaits(acts, wb, we, out.counts);
+  out.kernels = TallyKernels(acts, wb, we, in.phases);
   return out;
 }
 

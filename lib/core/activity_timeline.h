@@ -23,6 +23,10 @@
 //     copies or collectives held the host: their rules' idle). A sync
 //     record's device is not always known (CUPTI's carry a context): each
 //     applies to every device.
+//   * Kernels by name: per (kernel name, innermost phase open at its
+//     launch), the launches and summed durations of the kernels that began
+//     in the window; the step keeps those of its kKernelNamesPerStep
+//     largest names.
 //   * Device time by category: each instant of a device's busy time in the
 //     window goes to one category, by priority over the activity running
 //     then: compute kernel > memcpy > memset > communication (collective
@@ -107,6 +111,21 @@ struct ActivityCounts {
   int64_t busy_comm_ns = 0;
 };
 
+// One kernel name's work in a step, by the phase that launched it.
+struct KernelTally {
+  int64_t ns = 0;         // summed durations
+  uint32_t name = 0;      // InternKernelName()'s id
+  uint32_t count = 0;     // launches
+  int32_t phase_id = -1;  // the innermost phase open at its launch; -1: none, or launch unknown
+  KernelClass kernel_class = KernelClass::kOther;
+};
+
+// What a step keeps for the summary's top kernels: its kKernelNamesPerStep
+// kernel names with the most device time, with every phase they were
+// launched in, at most kKernelsPerStep (name, phase) entries.
+inline constexpr size_t kKernelNamesPerStep = 16;
+inline constexpr size_t kKernelsPerStep = 32;
+
 struct ActivityStepResult {
   int64_t window_ns = 0;
   // Per device with activity overlapping the window, or known, by ordinal.
@@ -124,6 +143,9 @@ struct ActivityStepResult {
   };
   std::vector<PerPhase> phases;
   ActivityCounts counts;
+  // The kernels that began in the window, by (name, launching phase), of
+  // the kKernelNamesPerStep names with the most device time; largest first.
+  std::vector<KernelTally> kernels;
 };
 
 // AnalyzeActivityStep()

@@ -420,6 +420,8 @@ void DeviceResolver::ApplyActivityResult(const PendingStep& p, StepWindow* windo
     for (size_t i = 0; i < r.devices.size(); ++i)
       d->devices[i] = {r.devices[i].device, r.devices[i].busy_ns};
     d->activity = r.counts;
+    d->num_kernels = static_cast<uint8_t>(std::min(r.kernels.size(), kKernelsPerStep));
+    std::copy_n(r.kernels.begin(), d->num_kernels, d->kernels.begin());
   }
   // Per phase id: idle charged to its occurrences, and the device time of
   // the work launched in them (p.phases is in (phase id, begin) order).

@@ -85,6 +85,9 @@ struct StepRecord {
 struct StepDevices {
   std::array<DeviceBusy, kMaxDevicesPerStep> devices{};  // StepRecord::num_devices used
   ActivityCounts activity;  // cupti: per-step counts (valid when device_busy_ns >= 0)
+  // cupti: the step's largest kernels (ActivityStepResult::kernels).
+  std::array<KernelTally, kKernelsPerStep> kernels{};
+  uint8_t num_kernels = 0;
 };
 
 // One phase's share of one step.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/spikes.h"
 #include "core/telemetry_window.h"
+#include "core/top_kernels.h"
 #include "core/window_stats.h"
 #include "gpuscope/version.h"
 
@@ -17,6 +18,7 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& fac
   WindowTotals totals = FillStepStats(window, &s);
   const int64_t gpu_window_ns = FillDeviceStats(window, snapshot.activity_dropped, &s);
   FillPhaseStats(window, snapshot.phase_names, &totals, gpu_window_ns, &s);
+  if (snapshot.activity_dropped.has_value()) FillTopKernels(window, snapshot.phase_names, &s);
   s.periodic_spikes = FindPeriodicSpikes(window, snapshot.phase_names, s);
   if (snapshot.telemetry.has_value()) {
     s.telemetry = snapshot.telemetry;
@@ -44,6 +46,8 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& fac
     s.idle_by_cause.clear();
     s.devices.clear();
     s.activity.reset();
+    s.top_kernels.clear();
+    for (PhaseStats& p : s.phases) p.top_kernels.clear();
   }
   s.efficiency = ComputeEfficiency(s, facts.efficiency);
   s.overhead = facts.overhead;

@@ -6,12 +6,15 @@
 #include <cmath>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "backends/kernel_names.h"
 #include "base/strings.h"
 #include "base/text.h"
 #include "core/summarize.h"
+#include "gpuscope/phase.h"
 #include "gpuscope/ranks.h"
 
 namespace gpuscope {
@@ -158,6 +161,39 @@ absl::Status CheckPeriodicSpikes(const Summary& s) {
   return absl::OkStatus();
 }
 
+// Top kernels: bounded lists of bounded names, with a known class.
+absl::Status CheckKernelList(const std::vector<KernelStats>& kernels, int max, double* shares) {
+  if (kernels.size() > static_cast<size_t>(max)) {
+    return Fail(absl::StrCat("top_kernels has more than ", max, " entries"));
+  }
+  for (const KernelStats& k : kernels) {
+    if (k.name.size() > internal::kMaxKernelNameBytes ||
+        k.phase.size() > static_cast<size_t>(kMaxPhaseNameLength)) {
+      return Fail("top_kernels: a kernel or phase name is too long");
+    }
+    if (k.kernel_class != "gemm_fp32" && k.kernel_class != "gemm_reduced" &&
+        k.kernel_class != "gemm" && k.kernel_class != "collective" && k.kernel_class != "other") {
+      return Fail(absl::StrCat("top_kernels: unknown kernel_class \"", k.kernel_class, "\""));
+    }
+    *shares += k.share;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTopKernels(const Summary& s) {
+  double shares = 0;
+  if (absl::Status st = CheckKernelList(s.top_kernels, kMaxTopKernels, &shares); !st.ok())
+    return st;
+  if (shares > 1 + 1e-6) return Fail("top_kernels: shares sum to more than 1");
+  for (const PhaseStats& p : s.phases) {
+    double phase_shares = 0;
+    if (absl::Status st = CheckKernelList(p.top_kernels, kMaxPhaseTopKernels, &phase_shares);
+        !st.ok())
+      return st;
+  }
+  return absl::OkStatus();
+}
+
 // This rank's identity and the ranks' records and exchange counts.
 absl::Status CheckRanks(const Summary& s) {
   if (s.rank.has_value() && (s.rank->rank >= s.rank->world_size || s.rank->host.size() > 63)) {
@@ -181,8 +217,8 @@ absl::Status CheckRanks(const Summary& s) {
 }  // namespace
 
 absl::Status CheckConsistency(const Summary& s) {
-  for (absl::Status (*check)(const Summary&) :
-       {CheckSteps, CheckPhases, CheckIdle, CheckActivity, CheckPeriodicSpikes, CheckRanks}) {
+  for (absl::Status (*check)(const Summary&) : {CheckSteps, CheckPhases, CheckIdle, CheckActivity,
+                                                CheckTopKernels, CheckPeriodicSpikes, CheckRanks}) {
     if (absl::Status st = check(s); !st.ok()) return st;
   }
   return absl::OkStatus();

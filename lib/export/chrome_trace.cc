@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/kernel_names.h"
 #include "base/json.h"
 #include "core/intervals.h"
 #include "gpuscope/report.h"
@@ -340,10 +341,16 @@ void WriteActivity(TraceBuilder& t, const TraceStep* s,
     const bool sync = a.kind == ActivityKind::kSync;
     const int pid = sync ? kHostPid : kFirstDevicePid + static_cast<int>(a.device);
     const int tid = sync ? kSyncTid : static_cast<int>(a.stream) + 1;
-    t.Slice(KindName(a), sync ? "sync" : "activity", pid, tid, a.begin_ns, a.end_ns,
-            [&](JsonWriter& w) {
+    // A kernel is named by its kernel, its class beside it.
+    const bool named = a.kind == ActivityKind::kKernel && a.name != internal::kNoKernelName;
+    t.Slice(named ? internal::KernelName(a.name) : KindName(a), sync ? "sync" : "activity", pid,
+            tid, a.begin_ns, a.end_ns, [&](JsonWriter& w) {
               w.Key("step");
               w.Int(static_cast<int64_t>(index));
+              if (named) {
+                w.Key("what");
+                w.String(KindName(a));
+              }
               if (a.bytes > 0) {
                 w.Key("bytes");
                 w.Int(static_cast<int64_t>(a.bytes));

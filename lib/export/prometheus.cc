@@ -177,6 +177,32 @@ void GpuIdle(Exposition& e, const Summary& s) {
   }
 }
 
+// `text`'s first `n` bytes at most, cut at a character boundary.
+std::string_view Prefix(std::string_view text, size_t n) {
+  if (text.size() <= n) return text;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
+}
+
+// The top kernels (cupti): at most kMaxTopKernels series, names cut to
+// kKernelLabelBytes so that a templated name cannot bloat a scrape.
+void TopKernels(Exposition& e, const Summary& s) {
+  if (s.top_kernels.empty()) return;
+  constexpr size_t kKernelLabelBytes = 128;
+  const auto labels = [&](const KernelStats& k) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"kernel", std::string(Prefix(k.name, kKernelLabelBytes))},
+        {"class", k.kernel_class},
+        {"phase", k.phase}};
+  };
+  e.Family("kernel_time_seconds", "gauge",
+           "Device time per step and GPU of the kernels with the most (at most 10), by name, "
+           "class and the phase that launched most of it (cupti only).");
+  for (const KernelStats& k : s.top_kernels) e.Sample(k.time_per_step, labels(k));
+  e.Family("kernel_launches", "gauge", "Launches per step of the same kernels.");
+  for (const KernelStats& k : s.top_kernels) e.Sample(k.count_per_step, labels(k));
+}
+
 // Telemetry: nvidia-smi's utilization labelled as what it is, clocks, host CPUs.
 void Telemetry(Exposition& e, const Summary& s) {
   if (s.telemetry.has_value()) {
@@ -279,7 +305,8 @@ std::string ToPrometheus(const Summary& s) {
   Exposition e;
   if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
   for (void (*family)(Exposition&, const Summary&) :
-       {Info, Steps, Throughput, Self, GpuIdle, Telemetry, Ranks, PeriodicSpikes, Diagnosis}) {
+       {Info, Steps, Throughput, Self, GpuIdle, TopKernels, Telemetry, Ranks, PeriodicSpikes,
+        Diagnosis}) {
     family(e, s);
   }
   return e.Take();

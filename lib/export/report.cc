@@ -158,6 +158,15 @@ Summary TerminalSafeCopy(const Summary& s) {
     }
   }
   for (PeriodicSpike& p : safe.periodic_spikes) clean(p.phase);
+  const auto clean_kernels = [&](std::vector<KernelStats>& kernels) {
+    for (KernelStats& k : kernels) {
+      clean(k.name);
+      clean(k.kernel_class);
+      clean(k.phase);
+    }
+  };
+  clean_kernels(safe.top_kernels);
+  for (PhaseStats& p : safe.phases) clean_kernels(p.top_kernels);
   if (safe.telemetry.has_value()) {
     clean(safe.telemetry->source);
     for (std::string& r : safe.telemetry->clocks_event_reasons) clean(r);
@@ -626,6 +635,24 @@ void AppendOutsideSteps(std::string* out, const Summary& s) {
 }
 
 // gpuscope's own cost.
+// The kernels with the most device time, with the phase that launched
+// most of each (the JSON and HTML have each phase's own list).
+void AppendTopKernels(std::string* out, const Summary& s) {
+  if (s.top_kernels.empty()) return;
+  absl::StrAppendFormat(out,
+                        "\ntop kernels (device time per step and GPU; share of kernel time)\n");
+  absl::StrAppendFormat(out, "  %6s %9s %7s %-12s %-10s %s\n", "share", "time", "count", "class",
+                        "launched", "kernel");
+  for (const KernelStats& k : s.top_kernels) {
+    std::string_view name = k.name;
+    if (name.starts_with("void ")) name.remove_prefix(5);  // the demangler's return type
+    std::string row = absl::StrFormat(
+        "  %6s %9s %7.1f %s %s %s", Percent(k.share), Duration(k.time_per_step), k.count_per_step,
+        Fit(k.kernel_class, 12), Fit(k.phase.empty() ? "-" : k.phase, 10), Fit(name, 29));
+    absl::StrAppend(out, absl::StripTrailingAsciiWhitespace(row), "\n");
+  }
+}
+
 void AppendOverhead(std::string* out, const Summary& s) {
   if (s.overhead.scope_ns.has_value() && s.overhead.records_per_step > 0) {
     const OverheadStats& o = s.overhead;
@@ -721,6 +748,7 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
   }
   AppendDeviceTimes(&out, s);
   AppendActivity(&out, s);
+  AppendTopKernels(&out, s);
   AppendTelemetry(&out, s);
   if (s.ranks.has_value()) AppendRanks(&out, s);
   AppendOutsideSteps(&out, s);

@@ -284,6 +284,8 @@ template std::string internal::PartToJson<OverheadStats>(const OverheadStats&);
 template absl::StatusOr<OverheadStats> internal::PartFromJson<OverheadStats>(std::string_view);
 template std::string internal::PartToJson<WarmupStats>(const WarmupStats&);
 template absl::StatusOr<WarmupStats> internal::PartFromJson<WarmupStats>(std::string_view);
+template std::string internal::PartToJson<KernelStats>(const KernelStats&);
+template absl::StatusOr<KernelStats> internal::PartFromJson<KernelStats>(std::string_view);
 template std::string internal::PartToJson<PhaseStats>(const PhaseStats&);
 template absl::StatusOr<PhaseStats> internal::PartFromJson<PhaseStats>(std::string_view);
 template std::string internal::PartToJson<EfficiencyStats>(const EfficiencyStats&);

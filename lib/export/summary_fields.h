@@ -110,6 +110,16 @@ void WarmupFields(V& v, W& w) {
   v.Number("max", w.max, kSeconds);
 }
 
+template <typename V, typename K>
+void KernelFields(V& v, K& k) {
+  v.String("name", k.name);
+  v.String("kernel_class", k.kernel_class);
+  v.String("phase", k.phase);
+  v.Number("count_per_step", k.count_per_step, kRate);
+  v.Number("time_per_step", k.time_per_step, kSeconds);
+  v.Number("share", k.share, kFraction);
+}
+
 template <typename V, typename P>
 void PhaseFields(V& v, P& p) {
   v.PhaseName("name", p.name);
@@ -125,6 +135,8 @@ void PhaseFields(V& v, P& p) {
   v.Number("outside_steps_total", p.outside_steps_total, kSeconds);
   v.Object("device", p.device, [](auto& sub, auto& q) { QuantilesFields(sub, q); }, kOptional);
   v.Number("backlog_p50", p.backlog_p50, kSignedSeconds, kOptional);
+  v.Array(
+      "top_kernels", p.top_kernels, [](auto& sub, auto& k) { KernelFields(sub, k); }, kOptional);
 }
 
 template <typename V, typename D>
@@ -331,6 +343,8 @@ void SummaryFields(V& v, S& s) {
   v.NumberMap("idle_by_cause", s.idle_by_cause, kPercent);
   v.Array("devices", s.devices, [](auto& sub, auto& d) { DeviceFields(sub, d); }, kOptional);
   v.OptionalObject("activity", s.activity, [](auto& sub, auto& a) { ActivityFields(sub, a); });
+  v.Array(
+      "top_kernels", s.top_kernels, [](auto& sub, auto& k) { KernelFields(sub, k); }, kOptional);
   v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
   v.Object("overhead", s.overhead, [](auto& sub, auto& o) { OverheadFields(sub, o); }, kOptional);
@@ -364,6 +378,10 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<WarmupStats> T>
 void FieldsOf(V& v, T& x) {
   WarmupFields(v, x);
+}
+template <typename V, Is<KernelStats> T>
+void FieldsOf(V& v, T& x) {
+  KernelFields(v, x);
 }
 template <typename V, Is<PhaseStats> T>
 void FieldsOf(V& v, T& x) {

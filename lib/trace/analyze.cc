@@ -278,8 +278,14 @@ std::vector<DeviceInterval> DeviceIntervals(const RecordedTrace& trace, int64_t 
   }
   std::vector<DeviceInterval> intervals;
   intervals.reserve(trace.device.size());
+  std::unordered_map<uint32_t, uint32_t> kernel_names;  // trace's name index -> table id
   for (const internal::TraceDeviceEvent& d : trace.device) {
     DeviceInterval i = d.interval;
+    if (i.kind == ActivityKind::kKernel) {
+      const auto [it, added] = kernel_names.try_emplace(d.name, 0);
+      if (added) it->second = internal::InternKernelName(trace.names[d.name]);
+      i.name = it->second;
+    }
     i.begin_ns -= origin;
     i.end_ns -= origin;
     if (const auto it = launch.find(d.correlation); d.correlation != 0 && it != launch.end()) {

@@ -89,7 +89,7 @@ class _Session:
 
 # The pybind11 types and functions: pybind11-stubgen 2.5.5.
 
-__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuTelemetry', 'GpuscopeError', 'ManualClock', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
+__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuTelemetry', 'GpuscopeError', 'KernelStats', 'ManualClock', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
 class ActivityStats:
     """
     Per-step means from activity records (``Summary.activity``, source ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no other work on its GPU overlapped), all in s per GPU, from kernel names; ``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: ``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, ``device_time_comm``, ``device_time_idle`` (s per step and GPU) and ``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, ``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to 1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; ``sync_idle_share`` (the part of that idle after a sync returned, until the host launched again; None before it existed); ``dropped_records``.
@@ -478,6 +478,42 @@ class GpuscopeError(RuntimeError):
     """
     A gpuscope call was misused (a scope ended out of order, a step inside a step, a second recording thread, ...). The message says what to do.
     """
+class KernelStats:
+    """
+    One kernel by name over the window, from CUPTI's records (``Summary.top_kernels``, ``PhaseStats.top_kernels``): ``name`` (as the profiler recorded it), ``kernel_class`` (``"gemm_fp32"``, ``"gemm_reduced"``, ``"gemm"``, ``"collective"``, ``"other"``), ``phase`` (the phase that launched most of its time; ``""``: none), ``count_per_step``, ``time_per_step`` (s of device time per step and GPU) and ``share`` (of the window's kernel time).
+    """
+    def __copy__(self: KernelStats) -> KernelStats:
+        ...
+    def __deepcopy__(self: KernelStats, memo: typing.Any) -> KernelStats:
+        ...
+    def __eq__(self, arg0: typing.Any) -> typing.Any:
+        ...
+    def __getstate__(self: KernelStats) -> tuple[str]:
+        ...
+    def __hash__(self) -> int:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self: KernelStats, arg0: tuple) -> None:
+        ...
+    @property
+    def count_per_step(self) -> float:
+        ...
+    @property
+    def kernel_class(self) -> str:
+        ...
+    @property
+    def name(self) -> str:
+        ...
+    @property
+    def phase(self) -> str:
+        ...
+    @property
+    def share(self) -> float:
+        ...
+    @property
+    def time_per_step(self) -> float:
+        ...
 class ManualClock:
     """
     A clock that moves only when told to: exact step times in tests.
@@ -564,7 +600,7 @@ class PhaseStats:
     """
     One phase over the window; ``"other"`` is step time outside every top-level phase.
     
-    ``share`` is the phase's top-level time as a fraction of step time: the shares of all phases plus ``other`` sum to 1. ``inclusive_share`` counts its time at any depth (a nested phase has share 0 and inclusive_share > 0). ``p50``..``p99``, ``mean``, ``max`` are per-step times over the ``steps`` steps that contain it. ``device``: per-step GPU time (``Quantiles``) with a GPU source, else None; ``backlog_p50``: the median GPU lag when the phase began, else None.
+    ``share`` is the phase's top-level time as a fraction of step time: the shares of all phases plus ``other`` sum to 1. ``inclusive_share`` counts its time at any depth (a nested phase has share 0 and inclusive_share > 0). ``p50``..``p99``, ``mean``, ``max`` are per-step times over the ``steps`` steps that contain it. ``device``: per-step GPU time (``Quantiles``) with a GPU source, else None; ``backlog_p50``: the median GPU lag when the phase began, else None; ``top_kernels``: the kernels it launched, by device time (``KernelStats``, CUPTI only, else empty).
     """
     def __copy__(self: PhaseStats) -> PhaseStats:
         ...
@@ -630,6 +666,9 @@ class PhaseStats:
         ...
     @property
     def time(self) -> Quantiles:
+        ...
+    @property
+    def top_kernels(self) -> list[KernelStats]:
         ...
     @property
     def top_level(self) -> bool:
@@ -947,7 +986,7 @@ class Summary:
     """
     What a session knows at one moment (``Session.summary()``).
     
-    ``steps``: completed steps in the window; ``total_steps``: steps measured since the start or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number (``WarmupStats``); ``step_time``: exact quantiles over the window; ``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; ``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; ``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; ``source``: ``"cupti"``, ``"events"`` or ``"host"``; ``simulated``: True when the GPU numbers come from gpuscope's simulated device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job (``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks (``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps far slower (``PeriodicSpike``, largest share first).
+    ``steps``: completed steps in the window; ``total_steps``: steps measured since the start or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number (``WarmupStats``); ``step_time``: exact quantiles over the window; ``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; ``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; ``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; ``source``: ``"cupti"``, ``"events"`` or ``"host"``; ``simulated``: True when the GPU numbers come from gpuscope's simulated device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job (``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks (``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the most device time (``KernelStats``, CUPTI only, else empty).
     
     ``Summary(json_text)`` is ``Summary.from_json(json_text)``.
     """
@@ -1064,6 +1103,9 @@ class Summary:
         ...
     @property
     def tokens_per_second(self) -> float | None:
+        ...
+    @property
+    def top_kernels(self) -> list[KernelStats]:
         ...
     @property
     def total_steps(self) -> int:

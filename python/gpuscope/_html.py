@@ -478,6 +478,7 @@ _CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 24px;
        color: #222; max-width: 1100px; }
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
+table.kernels code { font-size: 11px; word-break: break-all; }
 .meta { color: #666; font-size: 13px; }
 table { border-collapse: collapse; font-size: 13px; } td, th { padding: 3px 10px; text-align: right; }
 th { border-bottom: 1px solid #ccc; } td.name, th.name { text-align: left; }
@@ -505,6 +506,32 @@ def _spikes_html(summary: Summary) -> str:
             '<table id="periodic-spikes"><tr><th class="name">phase</th><th>every (steps)</th>'
             "<th>in the window</th><th>last at step</th><th>adds to its step</th>"
             f"<th>share of step time</th></tr>{rows}</table>\n")
+
+
+def _kernel_rows(kernels: Sequence[Any], with_phase: bool) -> str:
+    return "".join(
+        f"<tr><td>{100 * k.share:.1f}%</td><td>{_ms(k.time_per_step)}</td>"
+        f"<td>{k.count_per_step:.1f}</td><td>{html.escape(k.kernel_class)}</td>"
+        + (f'<td class="name">{html.escape(k.phase or "-")}</td>' if with_phase else "")
+        + f'<td class="name"><code>{html.escape(k.name)}</code></td></tr>'
+        for k in kernels)
+
+
+def _kernels_html(summary: Summary) -> str:
+    """The kernels with the most device time (``summary.top_kernels``), and
+    each phase's own (``PhaseStats.top_kernels``); nothing without CUPTI."""
+    if not summary.top_kernels:
+        return ""
+    head = "<tr><th>share of kernel time</th><th>per step</th><th>launches</th><th>class</th>"
+    per_phase = "".join(
+        f'<details><summary>{html.escape(p.name)}</summary><table class="kernels">{head}'
+        f'<th class="name">kernel</th></tr>{_kernel_rows(p.top_kernels, False)}</table></details>'
+        for p in summary.phases.values() if p.top_kernels)
+    return ('\n<h2>Top kernels</h2>\n<p>Device time per step and GPU, from the activity records; '
+            "the phase that launched most of each.</p>\n"
+            f'<table id="top-kernels" class="kernels">{head}<th class="name">launched in</th>'
+            f'<th class="name">kernel</th></tr>{_kernel_rows(summary.top_kernels, True)}</table>\n'
+            f'<div id="phase-kernels">{per_phase}</div>\n')
 
 
 def _findings_html(findings: Sequence[Finding]) -> str:
@@ -583,7 +610,7 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
 {_figure("plot-telemetry", _telemetry_plot(series),
          "Telemetry per step (NVML, /proc). nvidia-smi's utilization is not GPU busy time.",
          "No telemetry was sampled in this run.")}
-{_ranks_html(summary, series)}
+{_kernels_html(summary)}{_ranks_html(summary, series)}
 <h2>Phases</h2>
 <table><tr><th class="name">phase</th><th>share</th><th>p50/step</th><th>p95/step</th></tr>{rows}</table>
 

@@ -19,6 +19,7 @@ DeviceStats = _gpuscope.DeviceStats
 EfficiencyStats = _gpuscope.EfficiencyStats
 Finding = _gpuscope.Finding
 GpuTelemetry = _gpuscope.GpuTelemetry
+KernelStats = _gpuscope.KernelStats
 OverheadStats = _gpuscope.OverheadStats
 PeriodicSpike = _gpuscope.PeriodicSpike
 PhaseStats = _gpuscope.PhaseStats

@@ -96,7 +96,8 @@ class Twin {
   void Kernel(int64_t ns, uint64_t stream = 0, std::string_view name = {}) {
     gpu_->Launch(ns, stream, name);
     Enqueue(ActivityKind::kKernel, ns, stream, 0, false,
-            name.empty() ? internal::KernelClass::kOther : internal::ClassifyKernel(name));
+            name.empty() ? internal::KernelClass::kOther : internal::ClassifyKernel(name),
+            internal::InternKernelName(name));
   }
   void Copy(SimulatedDevice::Copy kind, uint64_t bytes, int64_t ns, bool pageable) {
     gpu_->LaunchCopy(kind, bytes, ns, pageable);
@@ -140,7 +141,7 @@ class Twin {
 
  private:
   void Enqueue(ActivityKind kind, int64_t ns, uint64_t stream, uint64_t bytes, bool pageable,
-               internal::KernelClass kernel_class) {
+               internal::KernelClass kernel_class, uint32_t name = internal::kNoKernelName) {
     const int64_t now = clock_->NowNs();
     DeviceInterval a;
     a.begin_ns = std::max(now, busy_[stream]);
@@ -152,6 +153,7 @@ class Twin {
     a.pageable = pageable;
     a.bytes = bytes;
     a.kernel_class = kernel_class;
+    a.name = name;
     busy_[stream] = a.end_ns;
     intervals_.push_back(a);
   }

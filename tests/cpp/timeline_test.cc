@@ -104,9 +104,10 @@ TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
   absl::StatusOr<internal::JsonValue> doc = internal::ParseJson(ToChromeTrace(*loop.session));
   ASSERT_TRUE(doc.ok()) << doc.status();
   std::set<std::string> steps;
-  std::map<std::string, int> idle_causes, names;
+  std::map<std::string, int> idle_causes, names, kernel_kinds;
   for (const internal::JsonValue* e : Events(*doc)) {
     if (Str(*e, "ph") != "X") continue;
+    if (e->at("args").contains("what")) ++kernel_kinds[e->at("args").at("what").get<std::string>()];
     EXPECT_GE(e->at("ts").get<double>(), 0);
     EXPECT_GE(e->at("dur").get<double>(), 0);
     if (Str(*e, "cat") == "step") steps.insert(Str(*e, "name"));
@@ -116,7 +117,9 @@ TEST(TimelineTest, TraceHoldsTheLastStepsWithActivityAndLabeledIdle) {
   EXPECT_EQ(steps, (std::set<std::string>{"step 6", "step 7", "step 8", "step 9"}));
   EXPECT_EQ(names["data"], 4);
   EXPECT_EQ(names["forward"], 4);
-  EXPECT_EQ(names["kernel (FP32 GEMM)"], 40);
+  // Kernels are named by their kernel, with their class beside it.
+  EXPECT_EQ(names["ampere_sgemm_128x64_nn"], 40);
+  EXPECT_EQ(kernel_kinds["kernel (FP32 GEMM)"], 40);
   EXPECT_EQ(names["sync (host blocked on the GPU)"], 4);
   EXPECT_EQ(idle_causes["data"], 4);     // the GPU idles through each step's data phase
   EXPECT_EQ(idle_causes["launch"], 36);  // and between its kernels

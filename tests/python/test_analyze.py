@@ -195,3 +195,41 @@ def test_a_missing_file_and_a_folder(tmp_path):
         gs.analyze_trace(tmp_path / "nope.json")
     p = cli("analyze", tmp_path)
     assert p.returncode == 2 and "folder" in p.stderr
+
+
+def test_top_kernels_match_the_raw_kernel_events():
+    """Kernel names, live and from traces: the top kernels by device time
+    per step, against the trace's own kernel events summed by name over the
+    steps' windows (each kernel that began in a step)."""
+    events = raw_events(WORKERS4)
+    steps = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    per_name, count, total = {}, {}, 0
+    for e in events:
+        if e.get("ph") != "X" or CATEGORY.get(e.get("cat")) != KERNEL:
+            continue
+        b = ns(e["ts"])
+        if any(sb <= b < se for sb, se in steps):
+            d = max(0, ns(e["dur"]))
+            per_name[e["name"]] = per_name.get(e["name"], 0) + d
+            count[e["name"]] = count.get(e["name"], 0) + 1
+            total += d
+    expected = sorted(per_name, key=lambda n: -per_name[n])[:10]
+    s = gs.analyze_trace(WORKERS4).summary
+    assert [k.name for k in s.top_kernels] == expected
+    for k in s.top_kernels:
+        assert k.time_per_step == pytest.approx(per_name[k.name] * 1e-9 / len(steps), rel=1e-9)
+        assert k.count_per_step == pytest.approx(count[k.name] / len(steps))
+        assert k.share == pytest.approx(per_name[k.name] / total, rel=1e-9)
+    assert {k.kernel_class for k in s.top_kernels} >= {"gemm_fp32", "other"}
+    # Per phase: backward launched cuDNN's gradient kernels, forward the
+    # convolutions; each phase's list is its own launches, largest first.
+    phases = s.phases
+    assert any("dgrad" in k.name for k in phases["backward"].top_kernels)
+    assert all(k.phase == "forward" for k in phases["forward"].top_kernels)
+    times = [k.time_per_step for k in phases["forward"].top_kernels]
+    assert times == sorted(times, reverse=True) and len(times) == 5
+    # The report lists them; the JSON run file keeps them.
+    report = cli("analyze", WORKERS4).stdout
+    assert "top kernels" in report and "dgrad_engine" in report
+    assert gs.Summary.from_json(s.to_json()).top_kernels == s.top_kernels

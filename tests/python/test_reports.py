@@ -89,7 +89,10 @@ def test_trace_is_a_valid_chrome_trace_of_the_last_steps(clock, tmp_path):
     steps = sorted(e["args"]["index"] for e in slices if e.get("cat") == "step")
     assert steps == list(range(22, 30))
     kinds = {e["name"] for e in slices if e.get("cat") == "activity"}
-    assert kinds == {"kernel (FP32 GEMM)", "memcpy HtoD (pageable)"}
+    # A kernel's slice is named by its kernel, its class beside it.
+    assert kinds == {"ampere_sgemm_128x64_nn", "memcpy HtoD (pageable)"}
+    assert {e["args"]["what"] for e in slices if e["name"] == "ampere_sgemm_128x64_nn"} == {
+        "kernel (FP32 GEMM)"}
     causes = {e["args"]["cause"] for e in slices if e.get("cat") == "idle"}
     assert {"data", "launch"} <= causes
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -465,12 +466,14 @@ class CuptiActivity final : public ActivitySource {
   }
   int64_t Host(uint64_t t) const { return static_cast<int64_t>(t) + offset_ns_; }
 
-  KernelClass ClassOf(const char* name) {
-    if (name == nullptr) return KernelClass::kOther;
-    if (const auto it = classes_.find(name); it != classes_.end()) return it->second;
-    const KernelClass k = ClassifyKernel(name);
-    if (classes_.size() < kMaxNames) classes_.emplace(name, k);
-    return k;
+  // The kernel's class and its id in the name table, by CUPTI's name
+  // pointer (one per function, stable while its module is loaded).
+  std::pair<KernelClass, uint32_t> Named(const char* name) {
+    if (name == nullptr) return {KernelClass::kOther, kNoKernelName};
+    if (const auto it = names_.find(name); it != names_.end()) return it->second;
+    const std::pair<KernelClass, uint32_t> named{ClassifyKernel(name), InternKernelName(name)};
+    if (names_.size() < kMaxNames) names_.emplace(name, named);
+    return named;
   }
 
   void Parse(const Hub::Completed& c, bool api_only, std::vector<DeviceInterval>* out) {
@@ -492,7 +495,7 @@ class CuptiActivity final : public ActivitySource {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const cupti::KernelRecord*>(record);
           d = Interval(k->start, k->end, k->deviceId, k->streamId, ActivityKind::kKernel);
-          d.kernel_class = ClassOf(k->name);
+          std::tie(d.kernel_class, d.name) = Named(k->name);
           correlation = k->correlationId;
           break;
         }
@@ -581,11 +584,12 @@ class CuptiActivity final : public ActivitySource {
     int64_t host_ns = -1;
   };
   std::vector<Launch> launches_ = std::vector<Launch>(kCorrelationSlots);
-  // Kernel classes by name pointer: CUPTI gives every record of a kernel
-  // the same name string, so each name is classified once. Bounded: past
-  // kMaxNames distinct kernels, names are classified each time.
+  // Kernel classes and name ids by name pointer: CUPTI gives every record
+  // of a kernel the same name string, so each name is classified and
+  // interned once. Bounded: past kMaxNames distinct kernels, names are
+  // classified and looked up each time.
   static constexpr size_t kMaxNames = 1 << 14;
-  std::unordered_map<const char*, KernelClass> classes_;
+  std::unordered_map<const char*, std::pair<KernelClass, uint32_t>> names_;
 };
 
 }  // namespace

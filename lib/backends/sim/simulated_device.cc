@@ -167,7 +167,7 @@ void SimState::AddActivity(const DeviceInterval& a) {
 }
 
 void SimState::Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes,
-                       bool pageable, KernelClass kernel_class) {
+                       bool pageable, KernelClass kernel_class, uint32_t name) {
   const int64_t now = Now();
   int64_t& busy = busy_until[stream];
   const int64_t begin = std::max(now, busy);
@@ -184,6 +184,7 @@ void SimState::Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, 
   a.pageable = pageable;
   a.bytes = bytes;
   a.kernel_class = kernel_class;
+  a.name = name;
   AddActivity(a);
 }
 
@@ -226,7 +227,8 @@ SimulatedDevice::~SimulatedDevice() = default;
 
 void SimulatedDevice::Launch(int64_t duration_ns, uint64_t stream, std::string_view name) {
   state_->Enqueue(internal::ActivityKind::kKernel, duration_ns, stream, 0, false,
-                  name.empty() ? internal::KernelClass::kOther : internal::ClassifyKernel(name));
+                  name.empty() ? internal::KernelClass::kOther : internal::ClassifyKernel(name),
+                  internal::InternKernelName(name));
 }
 
 void SimulatedDevice::LaunchCopy(Copy kind, uint64_t bytes, int64_t duration_ns, bool pageable,

@@ -62,7 +62,8 @@ struct SimState {
   // Enqueues `duration_ns` of work on `stream` at the clock's current time:
   // ground truth, and an activity record of `kind`.
   void Enqueue(ActivityKind kind, int64_t duration_ns, uint64_t stream, uint64_t bytes,
-               bool pageable, KernelClass kernel_class = KernelClass::kOther);
+               bool pageable, KernelClass kernel_class = KernelClass::kOther,
+               uint32_t name = kNoKernelName);
   void AddActivity(const DeviceInterval& a);
 
   MarkerPool<SimSlot> pool;
