@@ -9,11 +9,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/dynlib.h"
+#include "base/text.h"
 
 namespace gpuscope::internal {
 namespace {
 
 constexpr size_t kChunk = size_t{1} << 20;
+
+// A gzip bomb: a few MB that inflate to many GB, which would be read (and,
+// made of events, kept) for minutes. Real traces compress 8-27 fold (the
+// four in tests/data/traces: 7.9, 12.9, 25.4 and 26.6; a generated trace of
+// distinct events 19-28); deflate's ceiling is about 1030 fold (a run of one
+// byte), and one event repeated reaches about 340. Past kBombFloor of output,
+// more than kMaxInflation times the compressed bytes consumed is refused: ten
+// times above the highest real ratio, under what repeated filler reaches. So
+// what a gzip file can make us read is max(kBombFloor, kMaxInflation x its
+// size), refused within a second when it is a bomb; a real trace that
+// trips it can be gunzipped and given plain (then only max_bytes bounds it).
+constexpr uint64_t kBombFloor = uint64_t{64} << 20;
+constexpr uint64_t kMaxInflation = 256;
 
 // zlib's stream state, as zlib.h declares it (its layout has not changed
 // since zlib 1.0; inflateInit2_ checks its size).
@@ -132,13 +146,28 @@ class GzipSource final : public FileSource {
                                                    " bytes (", zs_.msg ? zs_.msg : "zlib", ")"));
         return {};
       }
-      if (n > 0) return Account(n) ? std::string_view(out_.data(), n) : std::string_view();
+      if (n > 0) {
+        return Inflation(n) && Account(n) ? std::string_view(out_.data(), n) : std::string_view();
+      }
     }
     return {};
   }
   bool gzip() const override { return true; }
 
  private:
+  // False (and status() says why) once `n` more bytes out would pass
+  // kMaxInflation times the compressed bytes consumed, past kBombFloor.
+  bool Inflation(size_t n) {
+    const uint64_t out = offset_ + n;
+    const uint64_t in = read_ - zs_.avail_in;
+    if (out <= kBombFloor || out <= kMaxInflation * in) return true;
+    status_ = absl::ResourceExhaustedError(
+        absl::StrCat("the gzip stream inflates more than ", kMaxInflation, "-fold (", out >> 20,
+                     " MiB from ", in >> 10,
+                     " KiB so far; torch.profiler traces compress 8-30-fold): a gzip bomb, not a "
+                     "trace; if it is a trace, gunzip it and give the plain file"));
+    return false;
+  }
   bool AtEof() {
     const int c = std::fgetc(f_);
     if (c == EOF) return true;
@@ -158,12 +187,14 @@ class GzipSource final : public FileSource {
     }
     zs_.next_in = reinterpret_cast<const unsigned char*>(buf_.data());
     zs_.avail_in = static_cast<unsigned>(n);
+    read_ += n;
     return true;
   }
 
   Zlib z_;
   ZStream zs_;
   std::vector<char> out_;
+  uint64_t read_ = 0;  // compressed bytes read from the file
   bool open_ = false;
   bool done_ = false;
 };
@@ -173,15 +204,20 @@ class GzipSource final : public FileSource {
 absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(std::string_view path,
                                                              uint64_t max_bytes) {
   const std::string p(path);
+  // The name as messages show it (a file name need not be UTF-8; a message
+  // must be, to reach Python).
+  const std::string shown = TerminalSafe(p);
   struct stat st{};
   if (::stat(p.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat(p, ": ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat(shown, ": ", std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(p, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": not a regular file"));
   }
   std::FILE* f = std::fopen(p.c_str(), "rb");
-  if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat(p, ": ", std::strerror(errno)));
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": ", std::strerror(errno)));
+  }
   unsigned char magic[2] = {0, 0};
   const size_t got = std::fread(magic, 1, 2, f);
   std::rewind(f);
@@ -190,7 +226,7 @@ absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(std::string_view pa
     if (!z.ok()) {
       std::fclose(f);
       return absl::FailedPreconditionError(
-          absl::StrCat(p, " is gzip-compressed, and zlib (libz.so.1) could not be loaded: ",
+          absl::StrCat(shown, " is gzip-compressed, and zlib (libz.so.1) could not be loaded: ",
                        z.status().message(), "; decompress it first (gunzip)"));
     }
     return std::unique_ptr<ByteSource>(new GzipSource(f, max_bytes, *z));

@@ -13,18 +13,86 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/kernel_names.h"
+#include "base/text.h"
 #include "trace/byte_source.h"
 
 namespace gpuscope::internal {
 namespace {
 
+// A trace nests 3 deep to its events, 6 at most in their args ("Input
+// Dims": [[...]]); JSON nested deeper is not one. The handler refuses the
+// level past this before the parser goes on: nlohmann's SAX parser is
+// iterative (no recursion; one bit a level open).
 constexpr int kMaxDepth = 64;
 constexpr int64_t kMaxNs = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMinNs = -kMaxNs;
 
-bool Has(std::string_view s, std::string_view part) {
-  return s.find(part) != s.npos;
-}  // a trace nests 4 deep; JSON nested deeper is not one
+bool Has(std::string_view s, std::string_view part) { return s.find(part) != s.npos; }
+
+// What nlohmann's lexer holds, whatever the SAX handler keeps: every byte
+// from the start of a string or number token to the start of the next one
+// (token_string, for its error messages: the whitespace, brackets, commas
+// and literals in between included), and a string's or number's text once
+// more (token_buffer). So its memory grows with the longest such run, not
+// with the file: 10 GB of one string, of spaces or of "[],[],..." would be
+// held whole. A run is bounded here, in the bytes on their way to the
+// parser: the longest string in a real trace is a kernel name or a call
+// stack, a few KiB, and pretty-printed JSON puts a few hundred bytes of
+// indentation between values.
+constexpr uint64_t kMaxRun = uint64_t{16} << 20;
+
+class RunGuard {
+ public:
+  // How many bytes of `chunk` keep every run within kMaxRun: all of them,
+  // or the offset where one passes it.
+  size_t Scan(std::string_view chunk) {
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      const char c = chunk[i];
+      if (in_string_) {
+        if (escape_) {
+          escape_ = false;
+        } else if (c == '\\') {
+          escape_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+          between_ = true;
+        }
+        ++run_;
+      } else if (c == '"') {  // the lexer's reset(): a string starts
+        in_string_ = true;
+        in_number_ = false;
+        run_ = 1;
+      } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ',' || c == ':' ||
+                 c == '[' || c == ']' || c == '{' || c == '}') {
+        between_ = true;
+        in_number_ = false;
+        ++run_;
+      } else {
+        // A number starts (reset() again); a literal (true, false, null)
+        // does not reset the lexer's token_string: it counts on.
+        if (between_ && (c == '-' || (c >= '0' && c <= '9'))) {
+          in_number_ = true;
+          run_ = 0;
+        }
+        between_ = false;
+        ++run_;
+      }
+      if (run_ > kMaxRun) return i;
+    }
+    return chunk.size();
+  }
+  // Where the run that passed kMaxRun is.
+  std::string_view where() const {
+    return in_string_   ? "in one string"
+           : in_number_ ? "in one number"
+                        : "without a string or a number (spaces, brackets, literals)";
+  }
+
+ private:
+  uint64_t run_ = 0;
+  bool in_string_ = false, escape_ = false, in_number_ = false;
+  bool between_ = true;  // the last byte outside a string ended a token
+};
 
 // ByteSource's chunks as the input iterator nlohmann's parser reads through.
 class ChunkIterator {
@@ -36,15 +104,30 @@ class ChunkIterator {
   using reference = const char&;
 
   struct State {
-    ByteSource* source;
+    ByteSource* source = nullptr;
     std::string_view chunk;
     size_t at = 0;
     bool end = false;
+    RunGuard guard;
+    uint64_t passed = 0;  // bytes handed to the parser in earlier chunks
+    absl::Status error;   // a run past kMaxRun: the input ends there
     void Fill() {
       while (at >= chunk.size() && !end) {
-        chunk = source->Next();
+        passed += chunk.size();
         at = 0;
-        if (chunk.empty()) end = true;
+        chunk = error.ok() ? source->Next() : std::string_view();
+        if (chunk.empty()) {
+          end = true;
+          break;
+        }
+        if (const size_t kept = guard.Scan(chunk); kept < chunk.size()) {
+          error = absl::InvalidArgumentError(absl::StrCat(
+              "more than ", kMaxRun >> 20, " MiB ", std::string(guard.where()), " at byte ",
+              passed + kept,
+              ": not a trace (in one, strings are a few KiB at most, and values a few bytes "
+              "apart)"));
+          chunk = chunk.substr(0, kept);
+        }
       }
     }
   };
@@ -141,7 +224,7 @@ class KinetoHandler {
   bool binary(nlohmann::json::binary_t&) { return Fail("binary data in a JSON text"); }
 
   bool start_object(size_t) {
-    if (++depth_ > kMaxDepth) return Fail("JSON nested deeper than any trace");
+    if (++depth_ > kMaxDepth) return Fail(kTooDeep);
     if (depth_ == 1 && !list_format_) object_format_ = true;
     if (events_depth_ > 0 && depth_ == events_depth_ && in_events_array_) ev_ = EventFields{};
     if (InEvent() && depth_ == events_depth_ + 1 && key_ == "args") in_args_ = true;
@@ -167,7 +250,7 @@ class KinetoHandler {
     return true;
   }
   bool start_array(size_t) {
-    if (++depth_ > kMaxDepth) return Fail("JSON nested deeper than any trace");
+    if (++depth_ > kMaxDepth) return Fail(kTooDeep);
     if (depth_ == 1) {
       list_format_ = true;
       events_depth_ = 2;
@@ -198,9 +281,13 @@ class KinetoHandler {
     if (error_.ok()) {
       error_ = absl::InvalidArgumentError(
           absl::StrCat("not valid JSON at byte ", position, " (", ParseMessage(e.what()), ")"));
+      syntax_error_ = true;
     }
     return false;
   }
+  // Whether the parse stopped at text that is not JSON (else at JSON that
+  // is not a trace, or past a limit).
+  bool syntax_error() const { return syntax_error_; }
   bool Fail(std::string_view why) {
     if (error_.ok()) error_ = absl::InvalidArgumentError(std::string(why));
     return false;
@@ -208,9 +295,23 @@ class KinetoHandler {
 
  private:
   static std::string ParseMessage(std::string_view what) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+    // "[json.exception.parse_error.101] parse error at line 1, column 2:
+    // syntax error while parsing value - invalid literal; last read: 'tru'"
     const size_t colon = what.find(": ");
-    return std::string(colon == std::string_view::npos ? what : what.substr(colon + 2));
+    std::string_view why = colon == std::string_view::npos ? what : what.substr(colon + 2);
+    // What was last read runs from the last string or number up to the
+    // error (up to kMaxRun bytes): its ends say enough for one line.
+    constexpr std::string_view kLastRead = "; last read: '";
+    const size_t at = why.find(kLastRead);
+    // What was read is the file's bytes, UTF-8 or not: escaped, so that
+    // the line is text.
+    if (at == std::string_view::npos || why.size() - at < kLastRead.size() + 80) {
+      return TerminalSafe(why);
+    }
+    const std::string_view read = why.substr(at + kLastRead.size());
+    return TerminalSafe(absl::StrCat(std::string(why.substr(0, at + kLastRead.size())),
+                                     std::string(read.substr(0, 32)), "...",
+                                     std::string(read.substr(read.size() - 33))));
   }
   bool InEvent() const { return in_events_array_ && depth_ >= events_depth_; }
   bool Value() { return true; }
@@ -338,9 +439,13 @@ class KinetoHandler {
     return true;
   }
 
+  static constexpr std::string_view kTooDeep =
+      "JSON nested deeper than 64 levels (a trace nests fewer than 10): not a trace";
+
   RecordedTrace* out_;
   const ReadLimits limits_;
   absl::Status error_;
+  bool syntax_error_ = false;
   int depth_ = 0;
   int events_depth_ = 0;  // the depth of an event object; 0 until the events array opens
   bool list_format_ = false, object_format_ = false;
@@ -399,7 +504,8 @@ absl::StatusOr<RecordedTrace> ReadKinetoTrace(std::string_view path, const ReadL
   if (!source.ok()) return source.status();
   RecordedTrace trace;
   KinetoHandler handler(&trace, limits);
-  ChunkIterator::State state{source->get(), {}, 0, false};
+  ChunkIterator::State state;
+  state.source = source->get();
   const bool parsed = nlohmann::json::sax_parse(ChunkIterator(&state), ChunkIterator(nullptr),
                                                 &handler, nlohmann::json::input_format_t::json,
                                                 /*strict=*/true);
@@ -407,10 +513,14 @@ absl::StatusOr<RecordedTrace> ReadKinetoTrace(std::string_view path, const ReadL
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read the trace: ", (*source)->status().message()));
   }
-  if (!parsed) {
+  if (!state.error.ok() && state.end) {  // the parser read up to where the guard cut
     return absl::InvalidArgumentError(
-        absl::StrCat("not a torch.profiler trace: ", handler.error().message(),
-                     (*source)->gzip() ? "" : " (a truncated file, or not JSON?)"));
+        absl::StrCat("not a torch.profiler trace: ", state.error.message()));
+  }
+  if (!parsed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a torch.profiler trace: ", handler.error().message(),
+        (*source)->gzip() || !handler.syntax_error() ? "" : " (a truncated file, or not JSON?)"));
   }
   if (!handler.saw_events_array()) {
     return absl::InvalidArgumentError(

@@ -1,7 +1,10 @@
 // Reads a torch.profiler (Kineto) Chrome-trace JSON file into the records
 // the analysis needs, in one streaming pass (nlohmann-json's SAX parser over
 // ByteSource's chunks): memory grows with the events kept (device records,
-// runtime calls, host ranges) and the distinct names, never with the text.
+// runtime calls, host ranges) and the distinct names, never with the text
+// (the JSON lexer holds a string or number, and what lies between two, at
+// most 16 MiB of it: past that the text is refused, as is JSON nested past
+// 64 levels and a gzip stream that inflates past 256-fold).
 //
 // Both formats seen in the wild are read: a list of events (older Kineto:
 // categories Operator, Runtime, Kernel, Memcpy, Memset) and an object with

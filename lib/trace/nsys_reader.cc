@@ -23,6 +23,7 @@
 #include "backends/kernel_names.h"
 #include "base/dynlib.h"
 #include "base/strings.h"
+#include "base/text.h"
 
 namespace gpuscope::internal {
 namespace {
@@ -247,6 +248,40 @@ struct Field {
   bool string_id = false;
 };
 
+// Text from the file as valid UTF-8: SQLite keeps whatever bytes it was
+// given, and names reach reports, run files and Python's str, which need
+// UTF-8. Each byte that does not begin a well-formed sequence becomes
+// U+FFFD.
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+// SQLite's error, and what to do where it says the file is damaged: an
+// export cut short (copied while nsys was writing it) or not SQLite past its
+// header reads as "database disk image is malformed" or "file is not a
+// database" at the first query.
+std::string SqliteError(std::string_view error) {
+  if (error.find("malformed") == std::string_view::npos &&
+      error.find("not a database") == std::string_view::npos) {
+    return std::string(error);
+  }
+  return absl::StrCat(ToAbsl(error),
+                      ": the file is truncated or corrupt (copied before nsys finished writing "
+                      "it?); export the report again with `nsys export --type sqlite`");
+}
+
 constexpr std::string_view kKernels = "CUPTI_ACTIVITY_KIND_KERNEL";
 constexpr std::string_view kCopies = "CUPTI_ACTIVITY_KIND_MEMCPY";
 constexpr std::string_view kMemsets = "CUPTI_ACTIVITY_KIND_MEMSET";
@@ -285,7 +320,7 @@ class NsysReader {
     if (api_.prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != kSqliteOk) {
       if (stmt != nullptr) api_.finalize(stmt);
       return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": cannot read ", ToAbsl(what), ": ", api_.errmsg(db_)));
+          absl::StrCat(path_, ": cannot read ", ToAbsl(what), ": ", SqliteError(api_.errmsg(db_))));
     }
     return Statement(&api_, db_, stmt);
   }
@@ -305,7 +340,7 @@ class NsysReader {
     }
     if (!st->error().empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": cannot read ", ToAbsl(what), ": ", st->error()));
+          absl::StrCat(path_, ": cannot read ", ToAbsl(what), ": ", SqliteError(st->error())));
     }
     return absl::OkStatus();
   }
@@ -401,14 +436,14 @@ class NsysReader {
       if (!id.has_value() || *id < 0 || *id >= (1 << 16) || !name.has_value()) return;
       const size_t at = static_cast<size_t>(*id);
       if (out_->gpu_names.size() <= at) out_->gpu_names.resize(at + 1);
-      out_->gpu_names[at] = std::string(*name);
+      out_->gpu_names[at] = ValidUtf8(*name);
     });
   }
 
   uint32_t Intern(std::string_view name, std::unordered_map<std::string, uint32_t>* index,
                   std::vector<std::string>* names) {
     const auto [it, added] =
-        index->try_emplace(std::string(name), static_cast<uint32_t>(names->size()));
+        index->try_emplace(ValidUtf8(name), static_cast<uint32_t>(names->size()));
     if (added) names->push_back(it->first);
     return it->second;
   }
@@ -563,7 +598,7 @@ class NsysReader {
       const std::optional<int64_t> id = st.Int(0);
       std::optional<std::string_view> name = st.Text(1);
       if (!name.has_value()) name = st.Text(2);
-      if (id.has_value() && *id != 0 && name.has_value()) domains_[*id] = std::string(*name);
+      if (id.has_value() && *id != 0 && name.has_value()) domains_[*id] = ValidUtf8(*name);
     });
   }
 
@@ -596,7 +631,7 @@ class NsysReader {
 
   const SqliteApi& api_;
   Sqlite3* const db_;
-  const std::string path_;
+  const std::string path_;  // the file's name as messages show it
   const ReadLimits limits_;
   RecordedTrace* const out_;
   std::unordered_set<std::string> tables_;
@@ -624,25 +659,28 @@ bool IsSqliteFile(std::string_view path) {
 
 absl::StatusOr<RecordedTrace> ReadNsysTrace(std::string_view path, const ReadLimits& limits) {
   const std::string p(path);
+  // The name as messages show it (a file name need not be UTF-8; a message
+  // must be, to reach Python).
+  const std::string shown = TerminalSafe(p);
   struct stat st{};
   if (::stat(p.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat(p, ": ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat(shown, ": ", std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(p, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": not a regular file"));
   }
   if (static_cast<uint64_t>(st.st_size) > limits.max_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat(p, ": more than ", limits.max_bytes >> 20, " MiB (max_bytes): not read"));
+        absl::StrCat(shown, ": more than ", limits.max_bytes >> 20, " MiB (max_bytes): not read"));
   }
   if (!IsSqliteFile(p)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(p, ": not an SQLite file (no \"SQLite format 3\" header)"));
+        absl::StrCat(shown, ": not an SQLite file (no \"SQLite format 3\" header)"));
   }
   absl::StatusOr<SqliteApi> api = LoadSqlite();
   if (!api.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        p,
+        shown,
         " is an SQLite file (an Nsight Systems export), and SQLite's library (libsqlite3.so.0) "
         "could not be loaded: ",
         api.status().message(),
@@ -654,11 +692,12 @@ absl::StatusOr<RecordedTrace> ReadNsysTrace(std::string_view path, const ReadLim
   // The connection is closed on every path out, even after a failed open.
   const std::unique_ptr<Sqlite3, int (*)(Sqlite3*)> closer(db, api->close);
   if (rc != kSqliteOk) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p, ": SQLite cannot open it: ", db != nullptr ? api->errmsg(db) : "out of memory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(shown, ": SQLite cannot open it: ",
+                     db != nullptr ? SqliteError(api->errmsg(db)) : std::string("out of memory")));
   }
   RecordedTrace trace;
-  NsysReader reader(*api, db, p, limits, &trace);
+  NsysReader reader(*api, db, shown, limits, &trace);
   if (absl::Status read = reader.Read(); !read.ok()) return read;
   trace.format = "Nsight Systems SQLite export";
   return trace;
