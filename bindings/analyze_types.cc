@@ -9,6 +9,7 @@
 
 #include "bound_types.h"
 #include "gpuscope/analyze.h"
+#include "gpuscope/report.h"
 #include "value_or_throw.h"
 
 namespace py = pybind11;
@@ -27,18 +28,25 @@ void AddAnalyzeTypes(py::module_& m) {
       .def_readonly("sync_records", &TraceAnalysis::sync_records)
       .def_readonly("unmatched_correlations", &TraceAnalysis::unmatched_correlations,
                     "Device records whose launching call is not in the trace.")
-      .def_readonly("gpu_names", &TraceAnalysis::gpu_names);
+      .def_readonly("gpu_names", &TraceAnalysis::gpu_names)
+      .def("_series_json", [](const TraceAnalysis& run) { return ToJson(run.series); })
+      .def(
+          "chrome_trace", [](const TraceAnalysis& run) { return ToChromeTrace(run); },
+          "The kept steps' timelines (analyze_trace(trace_steps=N)) as a Chrome trace JSON "
+          "text; an empty trace when none were kept.");
   m.def(
       "_analyze_trace",
       [](const std::string& path, const std::string& step_name, bool whole_trace, int window,
-         int warmup_steps, int64_t launch_threshold_ns, uint64_t max_bytes, uint64_t max_events) {
+         int warmup_steps, int64_t launch_threshold_ns, uint64_t max_bytes, uint64_t max_events,
+         int trace_steps) {
         AnalyzeOptions options{.step_name = step_name,
                                .whole_trace = whole_trace,
                                .window = window,
                                .warmup_steps = warmup_steps,
                                .launch_threshold_ns = launch_threshold_ns,
                                .max_bytes = max_bytes,
-                               .max_events = max_events};
+                               .max_events = max_events,
+                               .trace_steps = trace_steps};
         absl::StatusOr<TraceAnalysis> run;
         {
           py::gil_scoped_release unlocked;
@@ -49,7 +57,7 @@ void AddAnalyzeTypes(py::module_& m) {
       },
       py::arg("path"), py::arg("step_name"), py::arg("whole_trace"), py::arg("window"),
       py::arg("warmup_steps"), py::arg("launch_threshold_ns"), py::arg("max_bytes"),
-      py::arg("max_events"));
+      py::arg("max_events"), py::arg("trace_steps") = 0);
 }
 
 }  // namespace gpuscope::python

@@ -29,14 +29,19 @@
 #define GPUSCOPE_ANALYZE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "gpuscope/summary.h"
+#include "gpuscope/timeline.h"
 
 namespace gpuscope {
+namespace internal {
+struct TraceCapture;  // core/trace_steps.h
+}  // namespace internal
 
 // AnalyzeOptions
 //
@@ -65,7 +70,11 @@ struct AnalyzeOptions {
   // Bounds on what a trace may hold before it is refused: its decompressed
   // size and its events. A trace past either is not read further.
   uint64_t max_bytes = uint64_t{64} << 30;
-  uint64_t max_events = 200'000'000;
+  uint64_t max_events = 50'000'000;
+  // The last steps whose timelines the result keeps for ToChromeTrace()
+  // (gpuscope/report.h): step and phase slices, device activity, idle
+  // labelled with its cause. 0: none.
+  int trace_steps = 0;
 };
 
 // TraceAnalysis
@@ -87,6 +96,12 @@ struct TraceAnalysis {
   // drops some runtime records: normal, their launch time is unknown).
   int64_t unmatched_correlations = 0;
   std::vector<std::string> gpu_names;  // deviceProperties' names, by ordinal
+  // The window's steps, as Session::StepSeries() gives a live run's (for
+  // the HTML report's plots).
+  std::vector<StepPoint> series;
+  // AnalyzeOptions::trace_steps' timelines (null without), for
+  // ToChromeTrace(const TraceAnalysis&).
+  std::shared_ptr<const internal::TraceCapture> timeline;
 };
 
 // AnalyzeTrace()

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gpuscope/analyze.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/doctor.h"
 #include "gpuscope/session.h"
@@ -109,6 +110,11 @@ std::string ToJson(const std::vector<StepPoint>& series);
 // cupti) or each phase's device span (source events), and GPU idle gaps
 // labeled with their cause. Thread-safe; never blocks the recording thread.
 std::string ToChromeTrace(const Session& session);
+
+// The same for a recorded trace (gpuscope/analyze.h): its last
+// AnalyzeOptions::trace_steps steps, as the engine read them (an empty trace
+// when none were kept).
+std::string ToChromeTrace(const TraceAnalysis& run);
 
 // ToPrometheus()
 //

@@ -413,4 +413,9 @@ std::string ToChromeTrace(const Session& session) {
   return internal::ToChromeTrace(internal::CaptureTrace(session));
 }
 
+std::string ToChromeTrace(const TraceAnalysis& run) {
+  return internal::ToChromeTrace(run.timeline != nullptr ? *run.timeline
+                                                         : internal::TraceCapture{});
+}
+
 }  // namespace gpuscope

@@ -11,7 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/text.h"
 #include "core/engine.h"
+#include "core/step_series.h"
 #include "trace/kineto_reader.h"
 #include "trace/nsys_reader.h"
 
@@ -331,6 +333,42 @@ internal::Record HostRecord(int64_t begin, int64_t end, uint64_t seq, internal::
   return r;
 }
 
+// Each step's phase occurrences, then the step, into `engine` (times from
+// `origin`), in the order a session's scopes would have ended.
+void FeedSteps(const RecordedTrace& trace, const std::vector<Step>& steps,
+               std::string_view step_name, int64_t origin, const std::unordered_set<uint32_t>& h2d,
+               internal::Engine& engine) {
+  const HostIndex index = IndexHost(trace, steps[0].thread);
+  uint64_t seq = 0;
+  for (const Step& step : steps) {
+    ++seq;
+    std::vector<Occurrence> phases = StepPhases(trace, index, step, step_name, h2d);
+    std::sort(phases.begin(), phases.end(),
+              [](const Occurrence& a, const Occurrence& b) { return a.end_ns < b.end_ns; });
+    for (const Occurrence& p : phases) {
+      absl::StatusOr<PhaseId> id = engine.Phase(p.phase);
+      if (!id.ok()) continue;  // a name a session refuses, or past max_phases: "other"
+      engine.AddHostRange(HostRecord(p.begin_ns - origin, p.end_ns - origin, seq,
+                                     internal::RecordKind::kPhase, id->value()));
+    }
+    engine.AddHostRange(HostRecord(step.begin_ns - origin, step.end_ns - origin, seq,
+                                   internal::RecordKind::kStep, 0));
+  }
+}
+
+// What the summary says its numbers come from: the profiler, the file (its
+// name only, made safe to print) and what was read.
+std::string SourceReason(const std::string& profiler, std::string_view path,
+                         const TraceAnalysis& out) {
+  std::string where(path);
+  if (const size_t slash = where.rfind('/'); slash != std::string::npos) where.erase(0, slash + 1);
+  where = internal::TerminalSafe(where);
+  const std::string head =
+      absl::StrCat("recorded: ", profiler, " trace ", where, " (", out.format, ")");
+  return out.device_records > 0 ? absl::StrCat(head, ", ", out.device_records, " device records")
+                                : absl::StrCat(head, " has no GPU records: a host-only trace");
+}
+
 }  // namespace
 
 absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeOptions& options) {
@@ -360,6 +398,7 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
     if (d.interval.kind == ActivityKind::kMemcpyH2D && d.correlation != 0)
       h2d.insert(d.correlation);
   }
+  trace->device = {};  // in `intervals` now: free it before the analysis grows
 
   const int window =
       std::clamp(options.window > 0 ? options.window
@@ -369,24 +408,10 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
                            .warmup_steps = options.warmup_steps,
                            .device_activity = out.device_records > 0,
                            .launch_threshold_ns = options.launch_threshold_ns,
+                           .trace_steps = std::clamp(options.trace_steps, 0, kMaxWindow),
                            .activity_name = absl::StrCat(profiler, " trace")});
   engine.AddDeviceIntervals(std::move(intervals));
-  const HostIndex index = IndexHost(*trace, (*steps)[0].thread);
-  uint64_t seq = 0;
-  for (const Step& step : *steps) {
-    ++seq;
-    std::vector<Occurrence> phases = StepPhases(*trace, index, step, options.step_name, h2d);
-    std::sort(phases.begin(), phases.end(),
-              [](const Occurrence& a, const Occurrence& b) { return a.end_ns < b.end_ns; });
-    for (const Occurrence& p : phases) {
-      absl::StatusOr<PhaseId> id = engine.Phase(p.phase);
-      if (!id.ok()) continue;  // a name a session refuses, or past max_phases: "other"
-      engine.AddHostRange(HostRecord(p.begin_ns - origin, p.end_ns - origin, seq,
-                                     internal::RecordKind::kPhase, id->value()));
-    }
-    engine.AddHostRange(HostRecord(step.begin_ns - origin, step.end_ns - origin, seq,
-                                   internal::RecordKind::kStep, 0));
-  }
+  FeedSteps(*trace, *steps, options.step_name, origin, h2d, engine);
   const size_t counted =
       steps->size() - std::min<size_t>(steps->size(), static_cast<size_t>(options.warmup_steps));
   for (size_t i = steps->size() - std::min<size_t>(counted, static_cast<size_t>(window));
@@ -397,15 +422,13 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
   internal::SummaryInputs inputs;
   inputs.window = window;
   inputs.source = out.device_records > 0 ? Source::kCupti : Source::kHost;
-  std::string where(path);
-  if (const size_t slash = where.rfind('/'); slash != std::string::npos) where.erase(0, slash + 1);
-  inputs.source_reason =
-      out.device_records > 0
-          ? absl::StrCat("recorded: ", profiler, " trace ", where, " (", out.format, "), ",
-                         out.device_records, " device records")
-          : absl::StrCat("recorded: ", profiler, " trace ", where, " (", out.format,
-                         ") has no GPU records: a host-only trace");
+  inputs.source_reason = SourceReason(profiler, path, out);
   out.summary = engine.Summarize(inputs);
+  const internal::WindowSnapshot snapshot = engine.Snapshot();
+  internal::FillSeries(snapshot.window, snapshot.phase_names, &out.series);
+  if (options.trace_steps > 0) {
+    out.timeline = std::make_shared<const internal::TraceCapture>(engine.Trace());
+  }
   return out;
 }
 

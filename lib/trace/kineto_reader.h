@@ -64,7 +64,7 @@ struct RecordedTrace {
 
 struct ReadLimits {
   uint64_t max_bytes = uint64_t{64} << 30;
-  uint64_t max_events = 200'000'000;
+  uint64_t max_events = 50'000'000;
 };
 
 // ReadKinetoTrace()

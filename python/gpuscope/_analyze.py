@@ -2,7 +2,8 @@
 through the same C++ engine a live session feeds (gpuscope/analyze.h), into
 the same summary, report, findings and run file (docs/analyze.md).
 
-    gpuscope analyze TRACE [--json FILE] [--step NAME | --whole-trace] [--window N] [--warmup N]
+    gpuscope analyze TRACE [--json FILE] [--html FILE] [--trace FILE]
+                           [--step NAME | --whole-trace] [--window N] [--warmup N]
 
 ``gs.analyze_trace(path)`` is the same from Python.
 """
@@ -10,6 +11,7 @@ the same summary, report, findings and run file (docs/analyze.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any, Optional
@@ -30,18 +32,20 @@ Optimizer.step and zero_grad optimizer, autograd's work backward, the
 operators before it forward, record_function ranges their own names;
 docs/analyze.md states every rule). --json saves a run file that
 `gpuscope compare BEFORE AFTER` compares with its noise test, as it does
-live runs.
+live runs; --html the HTML report; --trace a Chrome trace of the last
+steps (at most 32) with the GPU's idle gaps labelled by cause.
 
 exit status: 0 analyzed; 2 the trace could not be read (one line says why).
 """
 
 MAX_BYTES = 64 << 30
-MAX_EVENTS = 200_000_000
+MAX_EVENTS = 50_000_000
+TRACE_STEPS = 32  # --trace: the last steps drawn
 
 
 def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None,
                   whole_trace: bool = False, window: int = 0, warmup_steps: int = 0,
-                  launch_threshold_us: float = 20.0) -> Any:
+                  launch_threshold_us: float = 20.0, trace_steps: int = 0) -> Any:
     """Reads the trace at ``path`` (torch.profiler's Kineto JSON, plain or
     gzip, or an Nsight Systems SQLite export) through gpuscope's engine.
     Returns a ``TraceAnalysis``: its
@@ -49,7 +53,9 @@ def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None,
     its findings), ``step_times`` (seconds), ``format``, and counts of what
     was read. ``step`` names the range that marks a step (default
     ``ProfilerStep``, else gpuscope's NVTX steps); ``whole_trace`` takes the
-    trace as one step; ``window`` keeps the last N steps (0: all).
+    trace as one step; ``window`` keeps the last N steps (0: all);
+    ``trace_steps`` keeps the last N steps' timelines for
+    ``result.chrome_trace()``.
     FileNotFoundError for a missing file; ValueError, with one line that
     says what is wrong, for a file that is not a trace or has no steps."""
     p = os.fspath(path)
@@ -57,14 +63,19 @@ def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None,
         raise FileNotFoundError(f"{p}: no such file")
     if os.path.isdir(p):
         raise IsADirectoryError(f"{p} is a folder: give one trace file (one rank)")
-    return _gpuscope._analyze_trace(p, step or "", bool(whole_trace), int(window), int(warmup_steps),
-                                    int(round(launch_threshold_us * 1000)), MAX_BYTES, MAX_EVENTS)
+    # Bytes: a file name need not be UTF-8.
+    return _gpuscope._analyze_trace(os.fsencode(p), step or "", bool(whole_trace), int(window),
+                                    int(warmup_steps), int(round(launch_threshold_us * 1000)),
+                                    MAX_BYTES, MAX_EVENTS, int(trace_steps))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", metavar="TRACE",
                    help="a torch.profiler trace (.json, .json.gz) or an nsys export (.sqlite)")
     p.add_argument("--json", metavar="FILE", help="also save a run file for gpuscope compare")
+    p.add_argument("--html", metavar="FILE", help="also write the HTML report")
+    p.add_argument("--trace", dest="trace_out", metavar="FILE",
+                   help="also write a Chrome trace of the last steps")
     steps = p.add_mutually_exclusive_group()
     steps.add_argument("--step", metavar="NAME", help="the range that marks one step (default ProfilerStep)")
     steps.add_argument("--whole-trace", action="store_true", help="take the whole trace as one step")
@@ -75,7 +86,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         result = analyze_trace(args.trace, step=args.step, whole_trace=args.whole_trace,
-                               window=args.window, warmup_steps=args.warmup)
+                               window=args.window, warmup_steps=args.warmup,
+                               trace_steps=TRACE_STEPS if args.trace_out else 0)
     except (OSError, ValueError, _gpuscope.GpuscopeError) as e:
         print(f"gpuscope analyze: {printable(str(e))}", file=sys.stderr)
         return 2
@@ -89,4 +101,16 @@ def run(args: argparse.Namespace) -> int:
                            "gpus": list(result.gpu_names)}}
         written = save_run(args.json, summary, extra=extra, step_times=list(result.step_times))
         print(f"gpuscope analyze: saved {printable(written)}", file=sys.stderr)
+    if args.html:
+        from ._html import write_html
+
+        series = json.loads(result._series_json())["steps"]
+        written = write_html(args.html, summary, series,
+                             title=f"gpuscope: {os.path.basename(args.trace)}")
+        print(f"gpuscope analyze: wrote {printable(written)}", file=sys.stderr)
+    if args.trace_out:
+        from ._files import write_atomically
+
+        write_atomically(args.trace_out, result.chrome_trace())
+        print(f"gpuscope analyze: wrote {printable(args.trace_out)}", file=sys.stderr)
     return 0

@@ -1212,6 +1212,12 @@ class TraceAnalysis:
     """
     A recorded trace read through the engine (analyze_trace).
     """
+    def _series_json(self) -> str:
+        ...
+    def chrome_trace(self) -> str:
+        """
+        The kept steps' timelines (analyze_trace(trace_steps=N)) as a Chrome trace JSON text; an empty trace when none were kept.
+        """
     @property
     def device_records(self) -> int:
         ...
@@ -1273,7 +1279,7 @@ def _add_loader_workers(pids: collections.abc.Sequence[int]) -> None:
     """
     Names the data loader's worker processes (pids; [] for a loader without workers) so that the telemetry counts their CPU as the loader's and other child processes apart.
     """
-def _analyze_trace(path: str, step_name: str, whole_trace: bool, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int) -> TraceAnalysis:
+def _analyze_trace(path: str, step_name: str, whole_trace: bool, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int, trace_steps: int = 0) -> TraceAnalysis:
     ...
 def _bootstrap_block_length(xs: collections.abc.Sequence[float]) -> int:
     """

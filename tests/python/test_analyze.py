@@ -233,3 +233,28 @@ def test_top_kernels_match_the_raw_kernel_events():
     report = cli("analyze", WORKERS4).stdout
     assert "top kernels" in report and "dgrad_engine" in report
     assert gs.Summary.from_json(s.to_json()).top_kernels == s.top_kernels
+
+
+def test_html_and_chrome_trace_of_a_recorded_trace(tmp_path):
+    html, trace = tmp_path / "w0.html", tmp_path / "w0.trace.json"
+    p = cli("analyze", WORKERS0, "--html", html, "--trace", trace)
+    assert p.returncode == 0, p.stderr
+    page = html.read_text()
+    # The plots have the trace's steps; the top kernels are listed.
+    assert 'id="top-kernels"' in page and "No steps yet" not in page
+    doc = json.loads(trace.read_text())
+    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in slices if e.get("cat") == "step"]
+    assert len(steps) == 6
+    kernels = [e for e in slices if e.get("cat") == "activity" and "what" in e.get("args", {})]
+    raw = [e for e in raw_events(WORKERS0) if e.get("ph") == "X" and CATEGORY.get(e.get("cat")) == KERNEL]
+    assert {e["name"] for e in kernels} <= {e["name"] for e in raw}  # named by their kernel
+    causes = {e["args"]["cause"] for e in slices if e.get("cat") == "idle"}
+    assert "data" in causes
+
+
+def test_a_file_name_that_is_not_utf8_is_read(tmp_path):
+    name = tmp_path / "run\udcff.pt.trace.json.gz"  # the byte 0xff, as os.fsdecode gives it
+    name.write_bytes(EVENT_SYNC.read_bytes())
+    run = gs.analyze_trace(name)
+    assert run.summary.steps == 1 and "run" in run.summary.source_reason
