@@ -29,6 +29,10 @@ void AddAnalyzeTypes(py::module_& m) {
       .def_readonly("unmatched_correlations", &TraceAnalysis::unmatched_correlations,
                     "Device records whose launching call is not in the trace.")
       .def_readonly("gpu_names", &TraceAnalysis::gpu_names)
+      .def_property_readonly(
+          "_path", [](const TraceAnalysis& run) { return py::bytes(run.path); },
+          "The file read, as bytes (os.fsdecode() gives the name).")
+      .def_readonly("rank", &TraceAnalysis::rank, "The rank it was taken as (a folder's).")
       .def("_series_json", [](const TraceAnalysis& run) { return ToJson(run.series); })
       .def(
           "chrome_trace", [](const TraceAnalysis& run) { return ToChromeTrace(run); },
@@ -56,6 +60,30 @@ void AddAnalyzeTypes(py::module_& m) {
         return std::move(*run);
       },
       py::arg("path"), py::arg("step_name"), py::arg("whole_trace"), py::arg("window"),
+      py::arg("warmup_steps"), py::arg("launch_threshold_ns"), py::arg("max_bytes"),
+      py::arg("max_events"), py::arg("trace_steps") = 0);
+  m.def(
+      "_analyze_job",
+      [](const std::string& folder, const std::string& step_name, bool whole_trace, int window,
+         int warmup_steps, int64_t launch_threshold_ns, uint64_t max_bytes, uint64_t max_events,
+         int trace_steps) {
+        AnalyzeOptions options{.step_name = step_name,
+                               .whole_trace = whole_trace,
+                               .window = window,
+                               .warmup_steps = warmup_steps,
+                               .launch_threshold_ns = launch_threshold_ns,
+                               .max_bytes = max_bytes,
+                               .max_events = max_events,
+                               .trace_steps = trace_steps};
+        absl::StatusOr<std::vector<TraceAnalysis>> job;
+        {
+          py::gil_scoped_release unlocked;
+          job = AnalyzeJob(folder, options);
+        }
+        ThrowIfError(job.status());
+        return std::move(*job);
+      },
+      py::arg("folder"), py::arg("step_name"), py::arg("whole_trace"), py::arg("window"),
       py::arg("warmup_steps"), py::arg("launch_threshold_ns"), py::arg("max_bytes"),
       py::arg("max_events"), py::arg("trace_steps") = 0);
 }

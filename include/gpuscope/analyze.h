@@ -96,6 +96,11 @@ struct TraceAnalysis {
   // drops some runtime records: normal, their launch time is unknown).
   int64_t unmatched_correlations = 0;
   std::vector<std::string> gpu_names;  // deviceProperties' names, by ordinal
+  std::string path;                    // the file read
+  // The trace's own rank and world size (Kineto's distributedInfo); -1 when
+  // it does not say.
+  int rank = -1;
+  int world_size = -1;
   // The window's steps, as Session::StepSeries() gives a live run's (for
   // the HTML report's plots).
   std::vector<StepPoint> series;
@@ -111,6 +116,20 @@ struct TraceAnalysis {
 // steps, a trace past the options' bounds; NotFound when the file is missing.
 absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path,
                                            const AnalyzeOptions& options = {});
+
+// AnalyzeJob()
+//
+// A folder of per-rank traces (its files ending .json, .json.gz or .sqlite,
+// in name order; one file is one rank): each read as AnalyzeTrace() reads
+// it, then the ranks compared as a live job's are (CompareRanks(),
+// gpuscope/ranks.h). Each summary carries its rank (the trace's
+// distributedInfo rank, else its place in name order) and the comparison
+// (Summary::ranks, one exchange), so Diagnose() names a straggler, as it
+// does live. By rank. InvalidArgument naming the file for a trace that
+// cannot be read, or for two traces of one rank; NotFound for a folder
+// without traces.
+absl::StatusOr<std::vector<TraceAnalysis>> AnalyzeJob(std::string_view folder,
+                                                      const AnalyzeOptions& options = {});
 
 }  // namespace gpuscope
 

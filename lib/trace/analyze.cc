@@ -4,6 +4,7 @@
 #include "gpuscope/analyze.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "base/text.h"
 #include "core/engine.h"
 #include "core/step_series.h"
+#include "gpuscope/ranks.h"
 #include "trace/kineto_reader.h"
 #include "trace/nsys_reader.h"
 
@@ -388,6 +390,9 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
   if (!steps.ok()) return steps.status();
 
   TraceAnalysis out;
+  out.path = std::string(path);
+  out.rank = trace->rank.value_or(-1);
+  out.world_size = trace->world_size.value_or(-1);
   out.format = trace->format;
   out.events = trace->events;
   out.gpu_names = trace->gpu_names;
@@ -430,6 +435,77 @@ absl::StatusOr<TraceAnalysis> AnalyzeTrace(std::string_view path, const AnalyzeO
     out.timeline = std::make_shared<const internal::TraceCapture>(engine.Trace());
   }
   return out;
+}
+
+namespace {
+
+// The folder's trace files, in name order.
+absl::StatusOr<std::vector<std::string>> TraceFiles(std::string_view folder) {
+  std::error_code error;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(error) &&
+        (name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".sqlite"))) {
+      files.push_back(entry.path().string());
+    }
+  }
+  if (error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(internal::TerminalSafe(folder), ": cannot list it (", error.message(), ")"));
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat(internal::TerminalSafe(folder),
+                                            " has no traces (files ending .json, .json.gz or "
+                                            ".sqlite): give a folder of per-rank traces"));
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TraceAnalysis>> AnalyzeJob(std::string_view folder,
+                                                      const AnalyzeOptions& options) {
+  absl::StatusOr<std::vector<std::string>> files = TraceFiles(folder);
+  if (!files.ok()) return files.status();
+  std::vector<TraceAnalysis> ranks;
+  int world = static_cast<int>(files->size());
+  for (const std::string& file : *files) {
+    absl::StatusOr<TraceAnalysis> run = AnalyzeTrace(file, options);
+    if (!run.ok()) return run.status();  // its message names the file
+    if (run->rank < 0) run->rank = static_cast<int>(ranks.size());
+    world = std::max({world, run->world_size, run->rank + 1});
+    ranks.push_back(*std::move(run));
+  }
+  std::sort(ranks.begin(), ranks.end(),
+            [](const TraceAnalysis& a, const TraceAnalysis& b) { return a.rank < b.rank; });
+  std::vector<RankRecord> records;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0 && ranks[i].rank == ranks[i - 1].rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          internal::TerminalSafe(ranks[i - 1].path), " and ", internal::TerminalSafe(ranks[i].path),
+          " are both rank ", ranks[i].rank, ": give one trace per rank"));
+    }
+    // The file stands for the host, which a trace does not record.
+    std::string file = std::filesystem::path(ranks[i].path).filename().string();
+    size_t cut = std::min<size_t>(file.size(), 63);
+    while (cut > 0 && cut < file.size() && (static_cast<unsigned char>(file[cut]) & 0xC0) == 0x80)
+      --cut;
+    ranks[i].summary.rank = RankIdentity{.rank = ranks[i].rank,
+                                         .world_size = world,
+                                         .host = internal::TerminalSafe(file.substr(0, cut))};
+    records.push_back(RankRecordOf(ranks[i].summary, *ranks[i].summary.rank));
+  }
+  const RankComparison c = CompareRanks(records, world);
+  RanksStats stats{.ranks = c.ranks,
+                   .missing = c.missing,
+                   .stragglers = c.stragglers,
+                   .exchanges = 1,
+                   .recent_exchanges = c.ranks.size() >= 3 ? 1 : 0,
+                   .straggler_exchanges = c.stragglers.empty() ? 0 : 1};
+  for (TraceAnalysis& r : ranks) r.summary.ranks = stats;
+  return ranks;
 }
 
 }  // namespace gpuscope

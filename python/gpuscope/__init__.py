@@ -79,7 +79,7 @@ from ._ranks import ExchangeResult  # noqa: E402
 from ._loader import add_loader_workers  # noqa: E402
 from ._flops import count_flops  # noqa: E402
 from ._files import FileWriteError, UnsafePathError  # noqa: E402
-from ._analyze import analyze_trace  # noqa: E402
+from ._analyze import analyze_job, analyze_trace  # noqa: E402
 
 TraceAnalysis = _gpuscope.TraceAnalysis
 
@@ -113,6 +113,7 @@ __all__ = [
     "WarmupStats",
     "__version__",
     "add_loader_workers",
+    "analyze_job",
     "analyze_trace",
     "count_flops",
     "default_session",

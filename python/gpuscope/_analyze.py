@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from . import _gpuscope
 from ._summary import Summary
@@ -69,9 +69,40 @@ def analyze_trace(path: "os.PathLike[str] | str", *, step: Optional[str] = None,
                                     MAX_BYTES, MAX_EVENTS, int(trace_steps))
 
 
+def analyze_job(folder: "os.PathLike[str] | str", *, step: Optional[str] = None,
+                whole_trace: bool = False, window: int = 0, warmup_steps: int = 0,
+                launch_threshold_us: float = 20.0, trace_steps: int = 0) -> List[Any]:
+    """Reads a folder of per-rank traces (files ending .json, .json.gz or
+    .sqlite; one file is one rank) as ``analyze_trace()`` reads each, and
+    compares the ranks as a live job's are: a list of ``TraceAnalysis`` by
+    rank (``.rank``: the trace's distributedInfo rank, else its place in
+    name order), each summary with its ``rank`` and ``ranks`` (the
+    comparison), so ``gs.diagnose()`` names a straggler. ValueError, naming
+    the file, for a trace that cannot be read."""
+    p = os.fspath(folder)
+    if not os.path.isdir(p):
+        raise NotADirectoryError(f"{p}: not a folder of per-rank traces")
+    return list(_gpuscope._analyze_job(os.fsencode(p), step or "", bool(whole_trace), int(window),
+                                       int(warmup_steps), int(round(launch_threshold_us * 1000)),
+                                       MAX_BYTES, MAX_EVENTS, int(trace_steps)))
+
+
+def _rank_lines(job: List[Any]) -> str:
+    """One line per rank: its file, steps, step time and GPU idle."""
+    lines = [f"gpuscope analyze: {len(job)} ranks, one trace each "
+             "(the report below is rank 0's, with the ranks compared)"]
+    for r in job:
+        s = r.summary
+        idle = "-" if s.gpu_idle_pct is None else f"{s.gpu_idle_pct:.1f}%"
+        lines.append(f"  rank {r.rank:<4} {s.steps:>5} steps  p50 {1e3 * s.step_time.p50:9.1f} ms  "
+                     f"GPU idle {idle:>6}  {printable(os.path.basename(os.fsdecode(r._path)))}")
+    return "\n".join(lines) + "\n\n"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", metavar="TRACE",
-                   help="a torch.profiler trace (.json, .json.gz) or an nsys export (.sqlite)")
+                   help="a torch.profiler trace (.json, .json.gz), an nsys export (.sqlite), or a "
+                        "folder of them, one per rank")
     p.add_argument("--json", metavar="FILE", help="also save a run file for gpuscope compare")
     p.add_argument("--html", metavar="FILE", help="also write the HTML report")
     p.add_argument("--trace", dest="trace_out", metavar="FILE",
@@ -84,10 +115,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    options = dict(step=args.step, whole_trace=args.whole_trace, window=args.window,
+                   warmup_steps=args.warmup, trace_steps=TRACE_STEPS if args.trace_out else 0)
     try:
-        result = analyze_trace(args.trace, step=args.step, whole_trace=args.whole_trace,
-                               window=args.window, warmup_steps=args.warmup,
-                               trace_steps=TRACE_STEPS if args.trace_out else 0)
+        if os.path.isdir(args.trace):  # a job: one trace per rank
+            job = analyze_job(args.trace, **options)  # type: ignore[arg-type]
+            result = job[0]
+            sys.stdout.write(_rank_lines(job))
+        else:
+            result = analyze_trace(args.trace, **options)  # type: ignore[arg-type]
     except (OSError, ValueError, _gpuscope.GpuscopeError) as e:
         print(f"gpuscope analyze: {printable(str(e))}", file=sys.stderr)
         return 2
@@ -96,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from ._baseline import save_run
 
-        extra = {"trace": {"path": os.path.abspath(args.trace), "format": result.format,
+        extra = {"trace": {"path": os.path.abspath(os.fsdecode(result._path)), "format": result.format,
                            "events": result.events, "device_records": result.device_records,
                            "gpus": list(result.gpu_names)}}
         written = save_run(args.json, summary, extra=extra, step_times=list(result.step_times))
@@ -106,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
         series = json.loads(result._series_json())["steps"]
         written = write_html(args.html, summary, series,
-                             title=f"gpuscope: {os.path.basename(args.trace)}")
+                             title=f"gpuscope: {os.path.basename(os.fsdecode(result._path))}")
         print(f"gpuscope analyze: wrote {printable(written)}", file=sys.stderr)
     if args.trace_out:
         from ._files import write_atomically

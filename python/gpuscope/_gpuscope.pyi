@@ -1219,6 +1219,11 @@ class TraceAnalysis:
         The kept steps' timelines (analyze_trace(trace_steps=N)) as a Chrome trace JSON text; an empty trace when none were kept.
         """
     @property
+    def _path(self) -> bytes:
+        """
+        The file read, as bytes (os.fsdecode() gives the name).
+        """
+    @property
     def device_records(self) -> int:
         ...
     @property
@@ -1232,6 +1237,11 @@ class TraceAnalysis:
     @property
     def gpu_names(self) -> list[str]:
         ...
+    @property
+    def rank(self) -> int:
+        """
+        The rank it was taken as (a folder's).
+        """
     @property
     def step_times(self) -> list[float]:
         """
@@ -1279,6 +1289,8 @@ def _add_loader_workers(pids: collections.abc.Sequence[int]) -> None:
     """
     Names the data loader's worker processes (pids; [] for a loader without workers) so that the telemetry counts their CPU as the loader's and other child processes apart.
     """
+def _analyze_job(folder: str, step_name: str, whole_trace: bool, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int, trace_steps: int = 0) -> list[TraceAnalysis]:
+    ...
 def _analyze_trace(path: str, step_name: str, whole_trace: bool, window: int, warmup_steps: int, launch_threshold_ns: int, max_bytes: int, max_events: int, trace_steps: int = 0) -> TraceAnalysis:
     ...
 def _bootstrap_block_length(xs: collections.abc.Sequence[float]) -> int:

@@ -258,3 +258,47 @@ def test_a_file_name_that_is_not_utf8_is_read(tmp_path):
     name.write_bytes(EVENT_SYNC.read_bytes())
     run = gs.analyze_trace(name)
     assert run.summary.steps == 1 and "run" in run.summary.source_reason
+
+
+def job_folder(tmp_path, slow_rank=2, world=4):
+    """A job of `world` ranks: ResNet-50 with 4 DataLoader workers on each,
+    but one rank whose trace is the 0-worker run (its loader starves it)."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for r in range(world):
+        src = WORKERS0 if r == slow_rank else WORKERS4
+        (folder / f"rank{r}.pt.trace.json.gz").write_bytes(src.read_bytes())
+    (folder / "notes.txt").write_text("not a trace: left out")
+    return folder
+
+
+def test_a_folder_of_ranks_names_the_straggler(tmp_path):
+    job = gs.analyze_job(job_folder(tmp_path))
+    assert [r.rank for r in job] == [0, 1, 2, 3]
+    for r in job:
+        s = r.summary
+        assert s.rank.rank == r.rank and s.rank.world_size == 4
+        assert len(s.ranks) == 4 and s.ranks.missing == []
+        straggler = s.ranks.stragglers[0]
+        assert straggler.rank == 2 and straggler.phase == "data"
+    top = gs.diagnose(job[0].summary)[0]
+    assert top.id == "straggler" and "rank 2" in top.title
+    p = cli("analyze", tmp_path / "job")
+    assert p.returncode == 0, p.stderr
+    rank_lines = [line for line in p.stdout.splitlines() if line.startswith("  rank ") and " steps " in line]
+    assert len(rank_lines) == 4 and "rank2.pt.trace.json.gz" in rank_lines[2]
+    assert "straggler" in p.stdout
+
+
+def test_a_folder_without_traces_or_with_a_rank_twice(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = cli("analyze", empty)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "no traces" in p.stderr
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):  # both say distributedInfo rank 0
+        (twice / name).write_bytes(EVENT_SYNC.read_bytes())
+    p = cli("analyze", twice)
+    assert p.returncode == 2 and "both rank 0" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
