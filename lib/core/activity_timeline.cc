@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/intervals.h"
@@ -270,7 +271,8 @@ int InnermostAt(const std::vector<HostPhase>& phases, int64_t t) {
 }
 
 // The kernels that began in the window [wb, we), by (name, launching
-// phase), the largest kKernelsPerStep by time.
+// phase): those of the kKernelNamesPerStep names with the most time, at
+// most kKernelsPerStep entries, largest first.
 std::vector<KernelTally> TallyKernels(std::span<const DeviceInterval> acts, int64_t wb, int64_t we,
                                       const std::vector<HostPhase>& phases) {
   std::vector<KernelTally> tallies;
@@ -296,8 +298,8 @@ std::vector<KernelTally> TallyKernels(std::span<const DeviceInterval> acts, int6
   for (const auto& [name, ns] : by_name) names.emplace_back(-ns, name);
   const size_t top = std::min(names.size(), kKernelNamesPerStep);
   std::partial_sort(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(top), names.end());
-  std::unordered_map<uint32_t, bool> kept_names;
-  for (size_t i = 0; i < top; ++i) kept_names[names[i].second] = true;
+  std::unordered_set<uint32_t> kept_names;
+  for (size_t i = 0; i < top; ++i) kept_names.insert(names[i].second);
   std::erase_if(tallies, [&](const KernelTally& t) { return !kept_names.contains(t.name); });
   std::sort(tallies.begin(), tallies.end(), [](const KernelTally& x, const KernelTally& y) {
     return std::tie(y.ns, x.name, x.phase_id) < std::tie(x.ns, y.name, y.phase_id);
