@@ -152,6 +152,42 @@ TEST(ActivityTimelineTest, IdleAfterASyncIsTheSyncsUnlessTheLoaderHeldTheHost) {
   EXPECT_EQ(AnalyzeActivityStep(in2).counts.sync_idle_ns, 3 * kMs);
 }
 
+TEST(ActivityTimelineTest, KernelsAreTalliedByNameAndTheInnermostPhaseAtTheirLaunch) {
+  // 20 names; name i runs (i + 1) x 10 us, launched in forward [0, 1 ms)
+  // (and, for the largest, again in a nested "attention" [0.5, 0.6 ms) and
+  // once with no phase open, after 2 ms). The step keeps its 16 largest
+  // names, each with every phase it was launched in.
+  std::vector<DeviceInterval> acts;
+  int64_t t = 0;
+  const auto run = [&](uint32_t name, int64_t launch, int64_t ns) {
+    DeviceInterval k = Kernel(t, t + ns, launch);
+    k.name = name;
+    acts.push_back(k);
+    t += ns;
+  };
+  for (uint32_t i = 0; i < 20; ++i) run(100 + i, 100 * kUs, (i + 1) * 10 * kUs);
+  run(119, 550 * kUs, 5 * kUs);
+  run(119, 2500 * kUs, 7 * kUs);
+  ActivityStepInput in;
+  in.end_ns = 10 * kMs;
+  in.phases = {{2, 0, 0, kMs}, {12, 1, 500 * kUs, 600 * kUs}};
+  in.activity = acts;
+  const std::vector<KernelTally> k = AnalyzeActivityStep(in).kernels;
+  ASSERT_EQ(k.size(), 18u);  // 16 names, the largest in three places
+  EXPECT_EQ(k[0].name, 119u);
+  EXPECT_EQ(k[0].phase_id, 2);
+  EXPECT_EQ(k[0].ns, 200 * kUs);
+  EXPECT_EQ(k[0].count, 1u);
+  for (const KernelTally& x : k) EXPECT_GE(x.name, 104u);  // the 4 smallest names left out
+  int nested = 0, none = 0;
+  for (const KernelTally& x : k) {
+    if (x.name == 119 && x.phase_id == 12) nested += static_cast<int>(x.ns == 5 * kUs);
+    if (x.name == 119 && x.phase_id == -1) none += static_cast<int>(x.ns == 7 * kUs);
+  }
+  EXPECT_EQ(nested, 1);
+  EXPECT_EQ(none, 1);
+}
+
 TEST(ActivityTimelineTest, KnownDevicesTakePartEvenWhenIdle) {
   std::vector<DeviceInterval> acts = {Kernel(0, kMs, 0, 0, /*device=*/0)};
   ActivityStepInput in;
