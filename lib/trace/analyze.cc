@@ -35,6 +35,7 @@ struct Occurrence {
   int64_t begin_ns;
   int64_t end_ns;
   std::string phase;
+  int depth = 0;  // 0: top level; nested annotations 1, 2, ...
 };
 
 struct Step {
@@ -269,6 +270,46 @@ std::vector<Occurrence> StepPhases(const RecordedTrace& trace, const HostIndex& 
   return out;
 }
 
+// The annotations (record_function, NVTX ranges) nested inside the step's
+// top-level occurrences `top`, on the steps' thread, with their depth below
+// the occurrence; at most kMaxNestedDepth deep (a session's scopes nest as
+// deep), deeper ones left out. An annotation that is the top-level
+// occurrence itself, or that crosses an occurrence's edge, is not one.
+std::vector<Occurrence> NestedPhases(const RecordedTrace& trace, const HostIndex& index,
+                                     const Step& step, std::string_view step_name,
+                                     const std::vector<Occurrence>& top) {
+  constexpr int kMaxNestedDepth = 15;
+  std::vector<Occurrence> nested;
+  const auto [o0, o1] = Within(index.ops, step.begin_ns, step.end_ns);
+  size_t t = 0;
+  std::vector<int64_t> open_ends;  // enclosing nested annotations' ends
+  for (size_t i = o0; i < o1; ++i) {
+    const TraceHostEvent* e = index.ops[i];
+    const std::string_view name = trace.names[e->name];
+    if (e->kind != TraceHostEvent::Kind::kAnnotation || IsStep(name, "ProfilerStep") ||
+        IsStep(name, kGpuscopeStep) || IsStep(name, step_name)) {
+      continue;
+    }
+    while (t < top.size() && top[t].end_ns <= e->begin_ns) {
+      ++t;
+      open_ends.clear();
+    }
+    if (t == top.size()) break;
+    const Occurrence& parent = top[t];
+    if (e->begin_ns < parent.begin_ns || e->end_ns > parent.end_ns ||
+        (e->begin_ns == parent.begin_ns && e->end_ns == parent.end_ns)) {
+      continue;
+    }
+    while (!open_ends.empty() && open_ends.back() <= e->begin_ns) open_ends.pop_back();
+    if (!open_ends.empty() && e->end_ns > open_ends.back()) continue;  // crosses its parent
+    const int depth = static_cast<int>(open_ends.size()) + 1;
+    if (depth > kMaxNestedDepth) continue;
+    open_ends.push_back(e->end_ns);
+    nested.push_back({e->begin_ns, e->end_ns, PhaseOfName(name, e->kind), depth});
+  }
+  return nested;
+}
+
 // The device records as the engine takes them: launch times from the
 // runtime calls they correlate to, times from `origin`. Synchronizations
 // come from the trace's cuda_sync records, or, in a trace without any (older
@@ -345,13 +386,19 @@ void FeedSteps(const RecordedTrace& trace, const std::vector<Step>& steps,
   for (const Step& step : steps) {
     ++seq;
     std::vector<Occurrence> phases = StepPhases(trace, index, step, step_name, h2d);
-    std::sort(phases.begin(), phases.end(),
-              [](const Occurrence& a, const Occurrence& b) { return a.end_ns < b.end_ns; });
+    for (Occurrence& n : NestedPhases(trace, index, step, step_name, phases))
+      phases.push_back(std::move(n));
+    // In the order their scopes would have ended: inner before outer.
+    std::sort(phases.begin(), phases.end(), [](const Occurrence& a, const Occurrence& b) {
+      return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.depth > b.depth;
+    });
     for (const Occurrence& p : phases) {
       absl::StatusOr<PhaseId> id = engine.Phase(p.phase);
       if (!id.ok()) continue;  // a name a session refuses, or past max_phases: "other"
-      engine.AddHostRange(HostRecord(p.begin_ns - origin, p.end_ns - origin, seq,
-                                     internal::RecordKind::kPhase, id->value()));
+      internal::Record r = HostRecord(p.begin_ns - origin, p.end_ns - origin, seq,
+                                      internal::RecordKind::kPhase, id->value());
+      r.depth = static_cast<uint8_t>(p.depth);
+      engine.AddHostRange(r);
     }
     engine.AddHostRange(HostRecord(step.begin_ns - origin, step.end_ns - origin, seq,
                                    internal::RecordKind::kStep, 0));

@@ -90,12 +90,14 @@ def write_gpuscope_export(path, steps=4):
     """An export as nsys writes gpuscope's NVTX ranges: domain "gpuscope"
     (a domain-create row), registered strings "step", "data", "forward".
     Each 40 ms step: data for 30 ms with the GPU idle, then forward, which
-    launches a 10 ms kernel."""
+    launches a 10 ms kernel; a custom phase "attention" nested in forward
+    for its last 2 ms."""
     db = sqlite3.connect(path)
     db.executescript("""
         CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
         INSERT INTO StringIds VALUES (1, 'step'), (2, 'data'), (3, 'forward'),
-                                     (4, 'cudaLaunchKernel_v7000'), (5, 'sgemm_128x64_nn');
+                                     (4, 'cudaLaunchKernel_v7000'), (5, 'sgemm_128x64_nn'),
+                                     (6, 'attention');
         CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL,
           text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER);
         CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
@@ -109,7 +111,8 @@ def write_gpuscope_export(path, steps=4):
     for i in range(steps):
         t = 1000 * MS + i * 40 * MS
         db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, ?, ?, 7)",
-                       [(t, t + 40 * MS, tid, 1), (t, t + 30 * MS, tid, 2), (t + 30 * MS, t + 40 * MS, tid, 3)])
+                       [(t, t + 40 * MS, tid, 1), (t, t + 30 * MS, tid, 2), (t + 30 * MS, t + 40 * MS, tid, 3),
+                        (t + 38 * MS, t + 40 * MS, tid, 6)])
         db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 4)",
                    (t + 30 * MS, t + 30 * MS + 5000, tid, 100 + i))
         db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, 5, 5)",
@@ -131,6 +134,12 @@ def test_gpuscopes_own_nvtx_ranges_are_the_steps_and_phases(tmp_path):
     assert s.gpu_idle_pct == pytest.approx(100 * (30 * MS + 10_000) / (40 * MS), abs=1e-6)
     assert s.idle_by_cause["data"] == pytest.approx(75.0, abs=1e-6)
     assert [f.id for f in gs.diagnose(s)][0] == "input-bound"
+    # Nesting kept: attention is inside forward, so it has no share of its
+    # own but 2 of each 40 ms inclusive; forward keeps its whole share.
+    attention = phases["attention"]
+    assert not attention.top_level and attention.share == 0
+    assert attention.inclusive_share == pytest.approx(2 / 40, rel=1e-6)
+    assert attention.time.p50 == pytest.approx(0.002, rel=1e-6)
 
 
 def test_an_sqlite_file_that_is_not_an_export_is_one_line(tmp_path):
