@@ -129,6 +129,7 @@ bench: deps
 	$(PYTHON) benchmarks/series_html.py
 	$(PYTHON) benchmarks/compare_phases.py
 	$(PYTHON) benchmarks/compare_noise.py --steps 100,1000,10000
+	$(PYTHON) benchmarks/analyze_trace.py
 	$(PYTHON) benchmarks/wheel_import.py dist/gpuscope-*.whl
 
 clean:
