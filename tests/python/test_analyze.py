@@ -54,15 +54,19 @@ def union(intervals):
     return total
 
 
-def independent(path):
+ALEXNET_STEP = "[param|pytorch.model.alex_net|0|0|0]"  # its model's range: no ProfilerStep
+
+
+def independent(path, step="ProfilerStep#"):
     """GPU idle % and the device-time split, from the raw events: per step
-    (a ProfilerStep range) and device (one that has worked by the step's
+    (a ProfilerStep range, or the range named `step`) and device (one that has worked by the step's
     end), the union of its kernels, copies and memsets clipped to the step;
     every instant goes to the highest of kernel > memcpy > memset, the rest
     is idle (docs/definitions.md; no collectives in these traces)."""
     events = raw_events(path)
     steps = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
-                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith(step)
+                   and CATEGORY.get(e.get("cat")) is None)
     device = {}
     for e in events:
         kind = CATEGORY.get(e.get("cat"))
@@ -90,10 +94,11 @@ def independent(path):
     return sum(idle_pcts) / len(idle_pcts), shares, len(steps)
 
 
-@pytest.mark.parametrize("path", [WORKERS0, WORKERS4, EVENT_SYNC], ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("path", [WORKERS0, WORKERS4, EVENT_SYNC, ALEXNET], ids=lambda p: p.name.split(".")[0])
 def test_gpu_numbers_match_the_raw_events(path):
-    idle, shares, steps = independent(path)
-    s = gs.analyze_trace(path).summary
+    step = ALEXNET_STEP if path == ALEXNET else None
+    idle, shares, steps = independent(path, step or "ProfilerStep#")
+    s = gs.analyze_trace(path, step=step).summary
     assert s.source == "cupti" and "recorded: torch.profiler trace" in s.source_reason
     assert s.steps == steps
     assert s.gpu_idle_pct == pytest.approx(idle, abs=0.5)
