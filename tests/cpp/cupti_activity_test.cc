@@ -92,6 +92,13 @@ TEST(CuptiActivityTest, SubscribesByNameAndGivesExactNumbers) {
   EXPECT_NEAR(s.activity->gemm_time_per_step, 0.005, 1e-9);
   EXPECT_NEAR(s.activity->fp32_gemm_time_per_step, 0.005, 1e-9);
   EXPECT_DOUBLE_EQ(s.activity->collective_time_per_step, 0);
+  // The name is kept: the top kernel, launched in forward.
+  ASSERT_EQ(s.top_kernels.size(), 1u);
+  EXPECT_EQ(s.top_kernels[0].name, "ampere_sgemm_128x64_nn");
+  EXPECT_EQ(s.top_kernels[0].kernel_class, "gemm_fp32");
+  EXPECT_EQ(s.top_kernels[0].phase, "forward");
+  EXPECT_NEAR(s.top_kernels[0].time_per_step, 0.005, 1e-9);
+  EXPECT_DOUBLE_EQ(s.top_kernels[0].share, 1);
   // gpuscope's own cost counts the buffers CUPTI handed back.
   EXPECT_GT(s.overhead.activity_buffers, 0);
 }
