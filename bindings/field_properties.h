@@ -124,7 +124,7 @@ class FieldProperties {
                                                 : pybind11::object(pybind11::none()));
     });
   }
-  void NanNumber(std::string_view key, const double& field, internal::Range) {
+  void NanNumber(std::string_view key, const double& field, internal::Range, bool = true) {
     Define(key, field, [](double v) -> OptionalFloat {
       return Typed<OptionalFloat>(std::isnan(v) ? pybind11::object(pybind11::none())
                                                 : pybind11::object(pybind11::float_(v)));

@@ -36,6 +36,14 @@ extern PyObject* g_decorate;       // gpuscope._session._decorate
 extern PyObject* g_stream_getter;  // gpuscope._session._torch_stream
 extern PyObject* g_loop_range;     // gpuscope._loopwatch._loop_range
 extern PyObject* g_loader_note;    // gpuscope._loader.note_loader
+extern PyObject* g_oom_details;    // gpuscope._memory.oom_details
+
+// A scope of `session` is ending by the exception `exc` (not None): if it is
+// a CUDA out-of-memory error not already recorded, records it with the
+// scopes still open (Session::RecordOom()), the details from
+// gpuscope._memory.oom_details. Never raises; leaves `exc` as it is. Only on
+// the exception path. (hot_module.cc)
+void NoteScopeException(Session* session, PyObject* exc);
 
 // ---------------------------------------------------------------------------
 // The session capsule.

@@ -3,6 +3,7 @@
 // gpuscope._session installs for them, with the one use of a hook that is
 // not on a hot path: a scope used as a decorator.
 
+#include <string>
 #include <utility>
 
 #include "hot_fast_slots.h"
@@ -19,6 +20,62 @@ PyObject* g_decorate = nullptr;
 PyObject* g_stream_getter = nullptr;
 PyObject* g_loop_range = nullptr;
 PyObject* g_loader_note = nullptr;
+PyObject* g_oom_details = nullptr;
+
+namespace {
+
+double FloatOr(PyObject* v, double otherwise) {
+  if (v == nullptr || v == Py_None) return otherwise;
+  const double d = PyFloat_AsDouble(v);
+  if (d == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return otherwise;
+  }
+  return d;
+}
+
+std::string StrOr(PyObject* v) {
+  if (v == nullptr || !PyUnicode_Check(v)) return {};
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(v, &n);
+  if (s == nullptr) {
+    PyErr_Clear();
+    return {};
+  }
+  return std::string(s, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+void NoteScopeException(Session* session, PyObject* exc) {
+  // The same error passes every enclosing scope's exit: the innermost, which
+  // saw the most scopes open, records it. A pointer is kept, not a
+  // reference (the error holds frames, and they the tensors).
+  static thread_local const void* last_recorded = nullptr;
+  if (session == nullptr || exc == nullptr || exc == Py_None || g_oom_details == nullptr ||
+      exc == last_recorded) {
+    return;
+  }
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // keep any error already set as it is
+  PyObject* details = PyObject_CallFunctionObjArgs(g_oom_details, exc, nullptr);
+  if (details == nullptr) PyErr_Clear();
+  if (details != nullptr && PyTuple_Check(details) && PyTuple_GET_SIZE(details) == 7) {
+    last_recorded = exc;
+    OomEvent oom;
+    const double device = FloatOr(PyTuple_GET_ITEM(details, 0), -1);
+    oom.device = device >= 0 && device < 1024 ? static_cast<int>(device) : -1;
+    oom.requested_bytes = FloatOr(PyTuple_GET_ITEM(details, 1), oom.requested_bytes);
+    oom.allocated_bytes = FloatOr(PyTuple_GET_ITEM(details, 2), oom.allocated_bytes);
+    oom.reserved_bytes = FloatOr(PyTuple_GET_ITEM(details, 3), oom.reserved_bytes);
+    oom.total_bytes = FloatOr(PyTuple_GET_ITEM(details, 4), oom.total_bytes);
+    oom.message = StrOr(PyTuple_GET_ITEM(details, 5));
+    oom.snapshot = StrOr(PyTuple_GET_ITEM(details, 6));
+    session->RecordOom(std::move(oom));
+  }
+  Py_XDECREF(details);
+  PyErr_Restore(type, value, tb);
+}
 
 PyObject* Decorate(PyObject* cm, PyObject* args, PyObject* kwargs) {
   PyObject* fn = nullptr;
@@ -50,6 +107,11 @@ void SetStreamGetter(PyObject* fn) {
 void SetLoopRange(PyObject* fn) {
   Py_XINCREF(fn);
   Py_XSETREF(hot::g_loop_range, fn);
+}
+
+void SetOomDetails(PyObject* fn) {
+  Py_XINCREF(fn);
+  Py_XSETREF(hot::g_oom_details, fn);
 }
 
 void SetLoaderNote(PyObject* fn) {

@@ -143,6 +143,8 @@ PyObject* PhaseScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs
   }
   const ScopeToken token = s->tokens[--s->depth];
   if (token.ok()) {
+    if (nargs >= 2 && ExceptionInFlight(args, nargs)) [[unlikely]]
+      NoteScopeException(s->session, args[1]);  // before End(): the phase is still open
     const ScopeStatus status = s->session->End(token);
     if (IsMisuse(status) && !ExceptionInFlight(args, nargs)) return RaiseMisuse(status);
   }

@@ -265,6 +265,36 @@ PyObject* SessionOpenScopes(PyObject* self, PyObject*) {
   return PyLong_FromLong(session->OpenScopes());
 }
 
+// s._record_memory(device, allocated, reserved, peak_allocated,
+// peak_reserved, retries, ooms, total, source): Session::RecordMemory().
+// NaN / -1 where unknown. The sampler thread's call (gpuscope._memory).
+PyObject* SessionRecordMemory(PyObject* self, PyObject* args) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  AllocatorStats a;
+  long long retries = -1, ooms = -1;
+  const char* source = "";
+  if (!PyArg_ParseTuple(args, "iddddLLds:_record_memory", &a.device, &a.allocated_bytes,
+                        &a.reserved_bytes, &a.peak_allocated_bytes, &a.peak_reserved_bytes,
+                        &retries, &ooms, &a.total_bytes, &source)) {
+    return nullptr;
+  }
+  a.alloc_retries = retries;
+  a.ooms = ooms;
+  session->RecordMemory(a, source);
+  Py_RETURN_NONE;
+}
+
+// s._record_oom(exc): records `exc` if it is a CUDA out-of-memory error (a
+// scope's exit does it itself; this is for an error caught outside every
+// scope, as the zero-code runner's top level does). Recording thread.
+PyObject* SessionRecordOom(PyObject* self, PyObject* exc) {
+  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  if (session == nullptr) return nullptr;
+  NoteScopeException(session, exc);
+  Py_RETURN_NONE;
+}
+
 PyObject* SessionFlush(PyObject* self, PyObject*) {
   Session* session = Checked(reinterpret_cast<SessionObject*>(self));
   if (session == nullptr) return nullptr;
@@ -366,6 +396,12 @@ PyMethodDef kSessionMethods[] = {
      "the trace and step numbers are kept. Safe from any thread; ValueError for a bad warmup."},
     {"close", SessionClose, METH_NOARGS, "Stops recording and flushes. Idempotent."},
     {"flush", SessionFlush, METH_NOARGS, "Drains queued records into the aggregator."},
+    {"_record_memory", SessionRecordMemory, METH_VARARGS,
+     "_record_memory(device, allocated, reserved, peak_allocated, peak_reserved, retries, "
+     "ooms, total, source): one GPU's allocator numbers now (NaN / -1 where unknown)."},
+    {"_record_oom", SessionRecordOom, METH_O,
+     "_record_oom(exc): records exc if it is a CUDA out-of-memory error, with the scopes open "
+     "now (recording thread)."},
     {"_open_scopes", SessionOpenScopes, METH_NOARGS,
      "Scopes open on the recording thread now, the step included (recording thread only)."},
     {nullptr, nullptr, 0, nullptr},

@@ -91,6 +91,8 @@ PyObject* StepScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   const ScopeToken token = s->token;
   s->token = ScopeToken{};
   if (token.ok()) {
+    if (nargs >= 2 && ExceptionInFlight(args, nargs)) [[unlikely]]
+      NoteScopeException(s->session, args[1]);  // before End(): the step is still open
     const ScopeStatus status = s->session->End(token);
     if (IsMisuse(status) && !ExceptionInFlight(args, nargs)) return RaiseMisuse(status);
   }

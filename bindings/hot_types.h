@@ -54,6 +54,11 @@ void SetLoopRange(PyObject* fn);
 // gpuscope._loader.note_loader, which names a DataLoader's workers.
 void SetLoaderNote(PyObject* fn);
 
+// Installs the Python function a scope ending by an exception calls with
+// it: None unless a CUDA out-of-memory error, else (device, requested,
+// allocated, reserved, total, message, snapshot): gpuscope._memory.oom_details.
+void SetOomDetails(PyObject* fn);
+
 }  // namespace gpuscope::python
 
 #endif  // GPUSCOPE_BINDINGS_HOT_TYPES_H_

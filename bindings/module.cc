@@ -85,6 +85,12 @@ PYBIND11_MODULE(_gpuscope, m) {
       },
       py::arg("fn"));
   m.def(
+      "_set_oom_details",
+      [](Hinted<"collections.abc.Callable[[BaseException], tuple[int, float | None, float | None, "
+                "float | None, float | None, str, str] | None]">
+             fn) { SetOomDetails(fn.ptr()); },
+      py::arg("fn"));
+  m.def(
       "_add_loader_workers", [](const std::vector<int>& pids) { AddLoaderWorkers(pids); },
       py::arg("pids"),
       "Names the data loader's worker processes (pids; [] for a loader without workers) so "
@@ -131,16 +137,30 @@ PYBIND11_MODULE(_gpuscope, m) {
       "durations, markers that complete as CUDA events do, injectable faults. Times in ns on "
       "the session's clock.");
   sim.def(py::init([](int64_t marker_latency_ns, uint32_t initial_markers, uint32_t max_markers,
-                      bool activity, uint32_t activity_capacity) {
+                      bool activity, uint32_t activity_capacity, uint64_t memory_bytes,
+                      uint64_t memory_block_bytes) {
             if (initial_markers == 0 || max_markers < initial_markers) {
               throw py::value_error("need 0 < initial_markers <= max_markers");
             }
-            return std::make_shared<SimulatedDevice>(SimulatedDevice::Config{
-                marker_latency_ns, initial_markers, max_markers, activity, activity_capacity});
+            if (memory_bytes == 0 || memory_block_bytes == 0) {
+              throw py::value_error("memory_bytes and memory_block_bytes must be > 0");
+            }
+            return std::make_shared<SimulatedDevice>(
+                SimulatedDevice::Config{marker_latency_ns, initial_markers, max_markers, activity,
+                                        activity_capacity, memory_bytes, memory_block_bytes});
           }),
           py::kw_only(), py::arg("marker_latency_ns") = 0, py::arg("initial_markers") = 256,
           py::arg("max_markers") = 1 << 16, py::arg("activity") = false,
-          py::arg("activity_capacity") = 1 << 20)
+          py::arg("activity_capacity") = 1 << 20, py::arg("memory_bytes") = uint64_t{80} << 30,
+          py::arg("memory_block_bytes") = uint64_t{2} << 20)
+      .def("allocate", &SimulatedDevice::Allocate, py::arg("bytes"), py::arg("device") = 0,
+           "The modelled caching allocator takes `bytes` on `device`: the block's id, or 0 for an "
+           "out-of-memory error (after an allocation retry when it had a cache to free). The "
+           "session attached gets the allocator's numbers at the clock's time.")
+      .def("free", &SimulatedDevice::Free, py::arg("block"), py::arg("device") = 0,
+           "Returns an allocated block to the allocator's cache (it stays reserved).")
+      .def("empty_cache", &SimulatedDevice::EmptyCache, py::arg("device") = 0,
+           "Gives the allocator's cache back to the device.")
       .def(
           "launch_copy",
           [](SimulatedDevice& d, const std::string& kind, uint64_t bytes, int64_t duration_ns,

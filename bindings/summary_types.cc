@@ -124,6 +124,29 @@ constexpr char kTelemetryStatsDoc[] =
     "``throttled_sm_clock_ratio`` (the clock ratio over the throttled steps only) and ``gpus`` "
     "(``GpuTelemetry``); None where not sampled.";
 
+constexpr char kGpuMemoryDoc[] =
+    "One GPU's memory as this process's allocator reported it over the window "
+    "(``MemoryStats.gpus``), bytes: ``device``, ``allocated_bytes`` and ``reserved_bytes`` "
+    "(at the last sample), ``peak_allocated_bytes`` and ``peak_reserved_bytes`` (the window's "
+    "highest; ``peak_exact``: the allocator's own high-water mark, else the highest sample), "
+    "``peak_step`` and ``peak_phase`` (where the peak was reached), ``min_allocated_bytes`` "
+    "(what stays allocated between steps), ``fragmentation`` (1 - peak allocated / peak "
+    "reserved), ``alloc_retries``, ``retry_steps`` and ``retry_time`` (seconds those steps "
+    "took over the median step), ``ooms``, ``total_bytes`` and ``process_used_bytes`` "
+    "(NVML's entry for this process); None where not reported.";
+
+constexpr char kOomEventDoc[] =
+    "The CUDA out-of-memory error that ended a step (``MemoryStats.oom``): ``step``, ``phase`` "
+    "and ``phase_path`` (what was open), ``device``, ``requested_bytes``, ``allocated_bytes``, "
+    "``reserved_bytes``, ``total_bytes`` (None where unknown), ``message`` (the error's first "
+    "line) and ``snapshot`` (the allocator snapshot saved for it, or \"\").";
+
+constexpr char kMemoryStatsDoc[] =
+    "What this process's GPU memory did over the window (``Summary.memory``): ``source`` (the "
+    "allocator: ``\"torch.cuda\"``, ``\"application\"``, ``\"simulated\"``), ``samples``, "
+    "``steps`` (window steps sampled), ``gpus`` (``GpuMemory``), ``peak_by_phase`` (phase -> "
+    "the fullest GPU's peak bytes in it) and ``oom`` (``OomEvent`` or None).";
+
 constexpr char kRankIdentityDoc[] =
     "A process's place in a distributed job (``Summary.rank``): ``rank``, ``local_rank``, "
     "``world_size``, ``host``.";
@@ -173,6 +196,7 @@ constexpr char kSummaryDoc[] =
     "``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their "
     "mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; "
     "``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; "
+    "``memory``: this process's GPU memory from its allocator (``MemoryStats``) or None; "
     "``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; "
     "``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; "
     "``source``: ``\"cupti\"``, ``\"events\"`` or ``\"host\"``; ``simulated``: True when the GPU "
@@ -270,6 +294,21 @@ void AddSummaryParts(py::module_& m) {
   telemetry.def("__repr__", [](py::object self) {
     return py::str("TelemetryStats(source={!r}, steps={})")
         .format(self.attr("source"), self.attr("steps"));
+  });
+
+  auto gpu_memory = Part<GpuMemory>(m, "GpuMemory", kGpuMemoryDoc);
+  AddValueMethods(gpu_memory, DefineFields(gpu_memory), /*hashable=*/false, /*repr=*/false);
+  gpu_memory.def("__repr__", [](py::object self) {
+    return py::str("GpuMemory(device={}, peak_allocated_bytes={}, peak_phase={!r})")
+        .format(self.attr("device"), self.attr("peak_allocated_bytes"), self.attr("peak_phase"));
+  });
+  auto oom = Part<OomEvent>(m, "OomEvent", kOomEventDoc);
+  AddValueMethods(oom, DefineFields(oom), /*hashable=*/false);
+  auto memory = Part<MemoryStats>(m, "MemoryStats", kMemoryStatsDoc);
+  AddValueMethods(memory, DefineFields(memory), /*hashable=*/false, /*repr=*/false);
+  memory.def("__repr__", [](py::object self) {
+    return py::str("MemoryStats(source={!r}, gpus={})")
+        .format(self.attr("source"), self.attr("gpus"));
   });
 
   auto spike = Part<PeriodicSpike>(m, "PeriodicSpike", kPeriodicSpikeDoc);

@@ -187,6 +187,32 @@ struct DiagnoseOptions {
   double high_reported_utilization_pct = 80.0;
   double low_busy_pct = 50.0;
 
+  // memory-pressure: the window's peak reservation (the allocator's, or
+  // NVML's use of this process where larger) at least this share of the
+  // GPU's memory (0..1). 0.95: within 5 %, about what one more layer's
+  // activations or a longer sequence takes on a large model, and what the
+  // allocator's rounding and the CUDA context (0.3-0.5 GiB) eat into.
+  double memory_pressure_share = 0.95;
+  // memory-pressure also fires when the allocator's fragmentation (1 - peak
+  // allocated / peak reserved, 0..1) is at least this while its reservation
+  // is at least `memory_usable_share` of the GPU: memory it holds that
+  // tensors cannot use. 0.30: the share beyond which PyTorch's own
+  // out-of-memory message points at fragmentation in practice (a third of
+  // the reservation unusable).
+  double memory_fragmentation = 0.30;
+  // batch-headroom: the share of the GPU's memory (0..1) the estimate of a
+  // larger batch may fill, leaving the rest for the allocator's rounding
+  // and cache, fragmentation and a longer batch than usual. 0.9.
+  double memory_usable_share = 0.90;
+  // batch-headroom: fires when the batch could grow by at least this factor
+  // (>= 1) within `memory_usable_share` of the GPU. 2: the smallest step of
+  // the usual power-of-two batch sizes.
+  double batch_headroom_factor = 2.0;
+  // memory-thrash is moderate for any allocation retry, and high when the
+  // steps with retries take at least this share of step time (0..1) over
+  // the median step; 0.05, the input-bound moderate line (XProf).
+  double memory_thrash_high = 0.05;
+
   // gpu-bound (healthy): idle under this percent of step time (CUPTI only),
   // and no moderate or high finding. 10: under it no cause of idle can
   // explain more than a few percent, so faster GPU work is the lever left.

@@ -52,6 +52,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,28 @@ enum class ScopeStatus : uint8_t {
 
 // A short English explanation of `status`, with what to do about it.
 std::string_view ScopeStatusMessage(ScopeStatus status);
+
+// AllocatorStats
+//
+// What a GPU memory allocator says about one GPU at one moment, for
+// Session::RecordMemory(): PyTorch's caching allocator's
+// `torch.cuda.memory_stats()`, or a C++ trainer's own. Bytes; NaN (or -1
+// for the counters) where the allocator does not keep the number.
+struct AllocatorStats {
+  int device = 0;                                                     // CUDA device ordinal
+  double allocated_bytes = std::numeric_limits<double>::quiet_NaN();  // held by live tensors
+  double reserved_bytes = std::numeric_limits<double>::quiet_NaN();   // held from the GPU
+  // The allocator's own high-water marks since it started or its user last
+  // reset them (gpuscope never does): where one rose between two samples,
+  // the window's peak is exact.
+  double peak_allocated_bytes = std::numeric_limits<double>::quiet_NaN();
+  double peak_reserved_bytes = std::numeric_limits<double>::quiet_NaN();
+  // Counted since the allocator started: cudaMalloc retried after freeing
+  // the cache, and out-of-memory errors raised.
+  int64_t alloc_retries = -1;
+  int64_t ooms = -1;
+  double total_bytes = std::numeric_limits<double>::quiet_NaN();  // the GPU's memory
+};
 
 // ScopeToken
 //
@@ -219,6 +242,27 @@ class Session {
   // path; recording thread. Python calls it with torch's current stream at
   // every step.
   void SetStream(uint64_t stream) noexcept;
+
+  // Session::RecordMemory()
+  //
+  // One GPU's allocator numbers now (`source` names the allocator the first
+  // time: "torch.cuda", "application" when empty), stamped with the
+  // session's clock. The background worker finds each step's peak and the
+  // phase that reached it (Summary::memory). Thread-safe, and cheap (a lock
+  // and a copy, no allocation once warm): call it from a thread of your own
+  // at a fixed rate (the Python package samples PyTorch's allocator so), or
+  // from the allocator at each change for exact peaks; not from the
+  // recording thread's hot path. Up to 65,536 samples wait for the worker;
+  // beyond that the oldest are folded in early.
+  void RecordMemory(const AllocatorStats& stats, std::string_view source = {});
+
+  // Session::RecordOom()
+  //
+  // A CUDA out-of-memory error is ending the open step: keeps `oom` as
+  // Summary::memory->oom (finding "oom"). Called on the recording thread,
+  // the step number and phase path left at their defaults are filled in
+  // from the scopes open now. Records nothing else; the caller re-raises.
+  void RecordOom(OomEvent oom);
 
   // Session::OpenScopes()
   //

@@ -279,6 +279,10 @@ struct GpuTelemetry {
   double temperature_c = 0;
   double memory_used_bytes = 0;
   double memory_total_bytes = 0;
+  // This process's own use: its entry in the GPU's running-processes list
+  // (its allocator's reservation plus the CUDA context), at the window's
+  // last sample; NaN: it has none there, or NVML cannot say.
+  double process_memory_bytes = std::numeric_limits<double>::quiet_NaN();
   double pcie_rx_bytes_per_s = 0;
   double pcie_tx_bytes_per_s = 0;
   std::vector<std::string> clocks_event_reasons;  // seen in the window, by name
@@ -342,6 +346,96 @@ struct TelemetryStats {
   std::vector<GpuTelemetry> gpus;
 
   bool operator==(const TelemetryStats&) const = default;
+};
+
+// GpuMemory
+//
+// One GPU's memory as this process's allocator reported it over the window
+// (docs/definitions.md "Memory"): what this process holds, not the device
+// (NVML's device-wide use counts other processes). Bytes; NaN where the
+// source does not report a number.
+struct GpuMemory {
+  int device = 0;  // CUDA device ordinal
+  // At the last sample: held by live tensors, and held by the allocator from
+  // the GPU (what is allocated plus its cache).
+  double allocated_bytes = std::numeric_limits<double>::quiet_NaN();
+  double reserved_bytes = std::numeric_limits<double>::quiet_NaN();
+  // The window's highest allocation and reservation. `peak_exact`: the
+  // value is the allocator's own high-water mark, read where it rose during
+  // the window; false: the highest sample (a lower bound, for a sampler
+  // that may miss the instant). The allocator's statistics are never reset.
+  double peak_allocated_bytes = std::numeric_limits<double>::quiet_NaN();
+  double peak_reserved_bytes = std::numeric_limits<double>::quiet_NaN();
+  bool peak_exact = false;
+  // Where the peak allocation was reached: the completed-step number (-1:
+  // not in a step) and the innermost phase open then ("" when none was).
+  int64_t peak_step = -1;
+  std::string peak_phase;
+  // The lowest allocation sampled in the window: what stays allocated from
+  // one step to the next (weights, optimizer state, kept gradients).
+  double min_allocated_bytes = std::numeric_limits<double>::quiet_NaN();
+  // 1 - peak_allocated / peak_reserved: the share of the allocator's
+  // reservation that live tensors did not use even at the peak (its cache,
+  // split blocks).
+  double fragmentation = std::numeric_limits<double>::quiet_NaN();
+  // Allocation retries in the window (the allocator freed its cache and
+  // retried cudaMalloc after a failure: PyTorch's num_alloc_retries), the
+  // window steps they fell in, and those steps' time above the window's
+  // median step (seconds, summed): what the retries cost.
+  int64_t alloc_retries = 0;
+  int64_t retry_steps = 0;
+  double retry_time = 0;
+  int64_t ooms = 0;  // out-of-memory errors the allocator raised in the window
+  double total_bytes = std::numeric_limits<double>::quiet_NaN();  // the GPU's memory
+  // NVML: this process's entry in the GPU's running-processes list (its
+  // reservation plus the CUDA context), at the last telemetry sample.
+  double process_used_bytes = std::numeric_limits<double>::quiet_NaN();
+
+  // Field by field; NaN equals NaN here.
+  bool operator==(const GpuMemory& other) const;
+};
+
+// OomEvent
+//
+// The CUDA out-of-memory error that ended a step (Session::RecordOom(); the
+// Python package records it when one propagates out of a step or phase).
+struct OomEvent {
+  // The step's number counted from 0 as steps began (the completed-step
+  // number it would have had); -1: no step was open.
+  int64_t step = -1;
+  std::string phase;       // the innermost phase open ("" when none was)
+  std::string phase_path;  // its enclosing phases too: "forward/attention"
+  int device = -1;         // -1: unknown
+  // What was asked for, and the allocator's state then (NaN: unknown).
+  double requested_bytes = std::numeric_limits<double>::quiet_NaN();
+  double allocated_bytes = std::numeric_limits<double>::quiet_NaN();
+  double reserved_bytes = std::numeric_limits<double>::quiet_NaN();
+  double total_bytes = std::numeric_limits<double>::quiet_NaN();
+  std::string message;   // the error's first line
+  std::string snapshot;  // the allocator snapshot saved for it ("" when none was)
+
+  // Field by field; NaN equals NaN here.
+  bool operator==(const OomEvent& other) const;
+};
+
+// MemoryStats
+//
+// What this process's GPU memory did over the window (summary.memory),
+// from the allocator's numbers (PyTorch's caching allocator, a C++
+// trainer's through Session::RecordMemory(), the simulated device's).
+struct MemoryStats {
+  std::string source;           // "torch.cuda", "application", "simulated"
+  int64_t samples = 0;          // allocator samples that fell in the window's steps
+  int64_t steps = 0;            // window steps with a sample
+  std::vector<GpuMemory> gpus;  // by device
+  // The fullest GPU's peak allocation reached in each phase (its innermost
+  // phase at the instant), over the window: which phase holds the most.
+  std::map<std::string, double> peak_by_phase;
+  // The last out-of-memory error that ended a step, since the session
+  // started (Reset() does not forget it).
+  std::optional<OomEvent> oom;
+
+  bool operator==(const MemoryStats&) const = default;
 };
 
 // PeriodicSpike
@@ -545,6 +639,9 @@ struct Summary {
   std::vector<KernelStats> top_kernels = {};
   // With telemetry (Options::telemetry_interval_ms > 0 and NVML or /proc).
   std::optional<TelemetryStats> telemetry;
+  // With an allocator's numbers (docs/definitions.md "Memory"); nullopt
+  // without a memory source.
+  std::optional<MemoryStats> memory;
 
   // Slow steps that recur with a period, largest share first (at most
   // kMaxPeriodicSpikes).

@@ -59,6 +59,10 @@ class SimulatedDevice {
     // Records the device holds between two drains; beyond it records are
     // dropped and counted, like a full CUPTI buffer pool.
     uint32_t activity_capacity = 1 << 20;
+    // Each device's memory, and the unit its allocator reserves memory in
+    // (a cached block is one allocation rounded up to it).
+    uint64_t memory_bytes = uint64_t{80} << 30;
+    uint64_t memory_block_bytes = uint64_t{2} << 20;
   };
 
   enum class Copy : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
@@ -106,6 +110,24 @@ class SimulatedDevice {
 
   // Activity records dropped because the device held activity_capacity.
   int64_t activity_dropped() const;
+
+  // SimulatedDevice::Allocate() / Free() / EmptyCache()
+  //
+  // The process's caching allocator on device `device`, modelled after
+  // PyTorch's: Allocate() reuses the smallest cached block that fits
+  // `bytes` (blocks are not split or merged), else reserves a new block
+  // from the device (`bytes` rounded up to Config::memory_block_bytes); when
+  // the device has no room it frees every cached block and tries again (an
+  // allocation retry), and if it still has none it fails (an out-of-memory
+  // error): Allocate() returns 0, else the block's id for Free(). Free()
+  // returns a block to the cache (still reserved); EmptyCache() gives the
+  // cache back to the device. Each call hands the session attached to the
+  // device its allocator's numbers at the clock's time, as an allocator that
+  // reports every change would (Session::RecordMemory()), with source
+  // "simulated". Call them from the recording thread.
+  uint64_t Allocate(uint64_t bytes, int device = 0);
+  void Free(uint64_t block, int device = 0);
+  void EmptyCache(int device = 0);
 
   // SimulatedDevice::PlaceStream()
   //

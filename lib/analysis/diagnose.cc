@@ -68,6 +68,11 @@ constexpr Field kFields[] = {
     {"high_reported_utilization_pct", &DiagnoseOptions::high_reported_utilization_pct, 0, 100},
     {"low_busy_pct", &DiagnoseOptions::low_busy_pct, 0, 100},
     {"gpu_bound_idle_pct", &DiagnoseOptions::gpu_bound_idle_pct, 0, 100},
+    {"memory_pressure_share", &DiagnoseOptions::memory_pressure_share, 0, 1},
+    {"memory_fragmentation", &DiagnoseOptions::memory_fragmentation, 0, 1},
+    {"memory_usable_share", &DiagnoseOptions::memory_usable_share, 0, 1},
+    {"batch_headroom_factor", &DiagnoseOptions::batch_headroom_factor, 0, kUnbounded},
+    {"memory_thrash_high", &DiagnoseOptions::memory_thrash_high, 0, 1},
 };
 
 // A rule's two severity lines: a moderate line above the high one would make
@@ -190,8 +195,12 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
     internal::Throttling(summary, o, &findings);
     internal::PcieLink(summary, o, &findings);
     internal::UtilizationLies(summary, o, &findings);
+    internal::MemoryThrash(summary, o, &findings);
+    internal::MemoryPressure(summary, o, &findings);
+    internal::BatchHeadroom(summary, o, findings, &findings);
     internal::GpuBound(summary, o, findings, &findings);
   }
+  internal::OutOfMemory(summary, &findings);
   internal::Instrumentation(summary, &findings);
   internal::HostOnly(summary, &findings);
   internal::EventsOnly(summary, &findings);
@@ -205,6 +214,10 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
     return std::tie(b.share, b.severity) < std::tie(a.share, a.severity);
   });
+  // The out-of-memory error that ended the run comes first: it explains no
+  // step time, but nothing else matters until it is fixed.
+  std::stable_partition(findings.begin(), findings.end(),
+                        [](const Finding& f) { return f.id == "oom"; });
   return findings;
 }
 

@@ -11,6 +11,9 @@
 //   rank_rules.cc  the other ranks of a distributed job (a straggler)
 //   periodic_rules.cc  work every N steps inside the step (evaluation,
 //                  a checkpoint): the summary's periodic spikes
+//   memory_rules.cc  this process's GPU memory: allocation retries, memory
+//                  nearly full or fragmented, room for a larger batch, and
+//                  the out-of-memory error that ended a step
 //
 // Each rule appends at most one finding to `out` and reads its thresholds
 // from `o`, which Diagnose() has already made valid.
@@ -91,6 +94,16 @@ void StragglerRule(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
 // another rank (the last exchange's), 0 when none: what CommBound() leaves
 // out.
 double StragglerWaitShare(const Summary& s);
+
+// memory_rules.cc: this process's GPU memory (Summary::memory).
+void MemoryThrash(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
+void MemoryPressure(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);
+// Reads the findings `found` so far: moderate rather than a notice when the
+// loop is launch-bound.
+void BatchHeadroom(const Summary& s, const DiagnoseOptions& o, const std::vector<Finding>& found,
+                   std::vector<Finding>* out);
+// Any summary, with or without steps: the out-of-memory error that ended a step.
+void OutOfMemory(const Summary& s, std::vector<Finding>* out);
 
 // periodic_rules.cc
 void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);

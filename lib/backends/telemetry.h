@@ -32,6 +32,9 @@ struct GpuSample {
   double temperature_c = kNotSampled;
   double memory_used_bytes = kNotSampled;
   double memory_total_bytes = kNotSampled;
+  // This process's entry in the GPU's running-processes list (NaN: none, or
+  // not readable).
+  double process_memory_bytes = kNotSampled;
   double pcie_rx_bytes_per_s = kNotSampled;
   double pcie_tx_bytes_per_s = kNotSampled;
   uint64_t clocks_event_reasons = 0;

@@ -5,7 +5,9 @@
 namespace gpuscope::internal {
 
 Aggregator::Aggregator(int window, int max_phases)
-    : window_(window, max_phases), assembler_(&window_, &telemetry_, &device_) {}
+    : window_(window, max_phases),
+      memory_(window),
+      assembler_(&window_, &telemetry_, &memory_, &device_) {}
 
 WindowSnapshot Aggregator::Snapshot(const PhaseTable& phases) const {
   WindowSnapshot snapshot;
@@ -14,6 +16,7 @@ WindowSnapshot Aggregator::Snapshot(const PhaseTable& phases) const {
   for (int id = 0; id < phases.size(); ++id)
     snapshot.phase_names.emplace_back(phases.Name(static_cast<uint16_t>(id)));
   snapshot.telemetry = telemetry_.SampleStats(window_);
+  snapshot.memory = memory_.Snapshot();
   snapshot.pending_steps = device_.steps_waiting(window_.first_index());
   if (const ActivitySource* activity = device_.activity(); activity != nullptr) {
     snapshot.activity_dropped = static_cast<int64_t>(activity->dropped());

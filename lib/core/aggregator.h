@@ -29,6 +29,7 @@
 #include "backends/device_timer.h"
 #include "backends/telemetry.h"
 #include "core/device_resolution.h"
+#include "core/memory_window.h"
 #include "core/phase_table.h"
 #include "core/record.h"
 #include "core/step_assembly.h"
@@ -77,6 +78,14 @@ class Aggregator {
   // What is sampled (TelemetryStats::source); empty: no telemetry.
   void SetTelemetrySource(std::string source) { telemetry_.SetSource(std::move(source)); }
 
+  // Allocator samples (core/memory_window.h): each step gets its peak and
+  // the phase that reached it. `source` names the allocator (MemoryStats::source).
+  void AddMemory(const MemorySample& sample) { memory_.Add(sample); }
+  void SetMemorySource(std::string source) { memory_.SetSource(std::move(source)); }
+  bool memory_active() const { return memory_.active(); }
+  // The out-of-memory error that ended a step (MemoryStats::oom).
+  void SetOom(const OomEvent& oom) { memory_.SetOom(oom); }
+
   // Non-blocking: for pending steps in order, asks the timer about their
   // markers; a step whose markers all completed gets its device numbers and
   // its markers back in the pool. Stops at the first step still waiting.
@@ -110,6 +119,7 @@ class Aggregator {
   void Reset(int warmup_steps) {
     window_.Reset(warmup_steps);
     telemetry_.OnReset();
+    memory_.OnReset();
   }
 
   // What SummarizeWindow() (core/summarize.h) reads: a view of the window
@@ -137,6 +147,7 @@ class Aggregator {
   // Declared before the pieces that point at them.
   StepWindow window_;
   TelemetryWindow telemetry_;
+  MemoryWindow memory_;
   DeviceResolver device_;
   StepAssembler assembler_;
 };

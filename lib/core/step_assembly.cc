@@ -5,8 +5,9 @@
 
 namespace gpuscope::internal {
 
-StepAssembler::StepAssembler(StepWindow* window, TelemetryWindow* telemetry, DeviceResolver* device)
-    : window_(window), telemetry_(telemetry), device_(device) {
+StepAssembler::StepAssembler(StepWindow* window, TelemetryWindow* telemetry, MemoryWindow* memory,
+                             DeviceResolver* device)
+    : window_(window), telemetry_(telemetry), memory_(memory), device_(device) {
   scratch_.reserve(64);
 }
 
@@ -140,6 +141,7 @@ void StepAssembler::FinishStep(const Record& step, bool no_device_numbers) {
   record.top_level_ns = std::min(top_level, record.duration_ns());
   StepRecord& s = window_->Append(record, samples_);
   telemetry_->OnStepAppended(&s, window_->size());
+  s.memory_peak = memory_->OnStep(s.index, s.begin_ns, s.end_ns, scratch_);
   if (window_->trace.capacity() > 0) {
     TraceStep& t = window_->trace.Append();
     t.index = s.index;

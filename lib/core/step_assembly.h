@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/device_resolution.h"
+#include "core/memory_window.h"
 #include "core/record.h"
 #include "core/step_window.h"
 #include "core/telemetry_window.h"
@@ -34,9 +35,11 @@ class StepAssembler {
   // out (counted incomplete) rather than growing memory without bound.
   static constexpr size_t kMaxRecordsPerStep = 1 << 16;
 
-  // Appends to `window`, asks `telemetry` for each step's share and hands
-  // markers to `device`; all three outlive the assembler.
-  StepAssembler(StepWindow* window, TelemetryWindow* telemetry, DeviceResolver* device);
+  // Appends to `window`, asks `telemetry` for each step's share and
+  // `memory` for its peak, and hands markers to `device`; all four outlive
+  // the assembler.
+  StepAssembler(StepWindow* window, TelemetryWindow* telemetry, MemoryWindow* memory,
+                DeviceResolver* device);
 
   StepAssembler(const StepAssembler&) = delete;
   StepAssembler& operator=(const StepAssembler&) = delete;
@@ -57,6 +60,7 @@ class StepAssembler {
 
   StepWindow* const window_;
   TelemetryWindow* const telemetry_;
+  MemoryWindow* const memory_;
   DeviceResolver* const device_;
 
   // Phase records of the step being assembled (`scratch_seq_`), and its

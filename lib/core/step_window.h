@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,6 +77,9 @@ struct StepRecord {
   int64_t idle_launch_ns = -1;    // idle gaps shorter than the launch threshold
   uint8_t num_devices = 0;        // devices timed in the step (StepDevices)
   StepTelemetry telemetry;        // time-weighted over the step
+  // Peak GPU memory allocated in the step (its fullest GPU; bytes), from the
+  // memory window; NaN: no allocator sample fell in it.
+  float memory_peak = std::numeric_limits<float>::quiet_NaN();
 
   int64_t duration_ns() const { return end_ns - begin_ns; }
 };

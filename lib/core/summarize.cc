@@ -1,5 +1,8 @@
 #include "core/summarize.h"
 
+#include <cmath>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "core/spikes.h"
 #include "core/telemetry_window.h"
@@ -8,6 +11,27 @@
 #include "gpuscope/version.h"
 
 namespace gpuscope::internal {
+namespace {
+
+// NVML's entry for this process, on the GPU whose memory the allocator
+// reported: taken where that is unambiguous (one GPU each side; NVML's
+// index and the CUDA ordinal need not agree), with its total where the
+// allocator gave none.
+void AddProcessMemory(const std::optional<TelemetryStats>& telemetry, MemoryStats* memory) {
+  if (!telemetry.has_value() || memory->gpus.size() != 1) return;
+  const GpuTelemetry* mine = nullptr;
+  for (const GpuTelemetry& g : telemetry->gpus) {
+    if (std::isnan(g.process_memory_bytes)) continue;
+    if (mine != nullptr) return;  // this process is on several GPUs
+    mine = &g;
+  }
+  if (mine == nullptr) return;
+  GpuMemory& gpu = memory->gpus.front();
+  gpu.process_used_bytes = mine->process_memory_bytes;
+  if (std::isnan(gpu.total_bytes)) gpu.total_bytes = mine->memory_total_bytes;
+}
+
+}  // namespace
 
 Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& facts) {
   const WindowView& window = snapshot.window;
@@ -23,6 +47,11 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& fac
   if (snapshot.telemetry.has_value()) {
     s.telemetry = snapshot.telemetry;
     AddStepTelemetry(window, &*s.telemetry);
+  }
+  if (snapshot.memory.has_value()) {
+    s.memory = MemoryStatsOf(*snapshot.memory, window.first_index(), window.completed(),
+                             s.step_time.p50, snapshot.phase_names);
+    AddProcessMemory(s.telemetry, &*s.memory);
   }
 
   s.misuse = facts.misuse;

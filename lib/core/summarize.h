@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "core/efficiency.h"
+#include "core/memory_window.h"
 #include "core/step_window.h"
 #include "gpuscope/summary.h"
 
@@ -26,6 +27,9 @@ struct WindowSnapshot {
   // The samples' part of the window's telemetry
   // (TelemetryWindow::SampleStats()); nullopt: no telemetry.
   std::optional<TelemetryStats> telemetry;
+  // The memory window's part (core/memory_window.h); nullopt: no allocator
+  // samples.
+  std::optional<MemorySnapshot> memory = std::nullopt;
   int64_t pending_steps = 0;  // completed steps whose device data is not in yet
   // Set while the steps' device data come from activity records (source
   // cupti): the records the source lost to full buffers.

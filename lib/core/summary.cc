@@ -35,6 +35,29 @@ const PhaseStats* Summary::FindPhase(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+bool Same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+}  // namespace
+
+bool GpuMemory::operator==(const GpuMemory& o) const {
+  return device == o.device && Same(allocated_bytes, o.allocated_bytes) &&
+         Same(reserved_bytes, o.reserved_bytes) &&
+         Same(peak_allocated_bytes, o.peak_allocated_bytes) &&
+         Same(peak_reserved_bytes, o.peak_reserved_bytes) && peak_exact == o.peak_exact &&
+         peak_step == o.peak_step && peak_phase == o.peak_phase &&
+         Same(min_allocated_bytes, o.min_allocated_bytes) && Same(fragmentation, o.fragmentation) &&
+         alloc_retries == o.alloc_retries && retry_steps == o.retry_steps &&
+         Same(retry_time, o.retry_time) && ooms == o.ooms && Same(total_bytes, o.total_bytes) &&
+         Same(process_used_bytes, o.process_used_bytes);
+}
+
+bool OomEvent::operator==(const OomEvent& o) const {
+  return step == o.step && phase == o.phase && phase_path == o.phase_path && device == o.device &&
+         Same(requested_bytes, o.requested_bytes) && Same(allocated_bytes, o.allocated_bytes) &&
+         Same(reserved_bytes, o.reserved_bytes) && Same(total_bytes, o.total_bytes) &&
+         message == o.message && snapshot == o.snapshot;
+}
+
 namespace internal {
 
 namespace {

@@ -66,6 +66,7 @@ void AddGpuSample(const GpuSample& gs, double w, double rate, GpuMeans& m) {
   l.persistence_mode = gs.persistence_mode;
   l.compute_mode = gs.compute_mode;
   l.mig_mode = gs.mig_mode;
+  l.process_memory_bytes = gs.process_memory_bytes;
 }
 
 // The mean, NaN when none came.

@@ -65,7 +65,7 @@ class JsonOut {
       w_.Null();
     }
   }
-  void NanNumber(std::string_view key, double v, Range) {
+  void NanNumber(std::string_view key, double v, Range, bool /*required*/ = true) {
     w_.Key(key);
     if (std::isnan(v)) {
       w_.Null();

@@ -116,8 +116,8 @@ class JsonIn {
       }
     }
   }
-  void NanNumber(std::string_view key, double& out, Range range) {
-    if (const JsonValue* v = Get(key)) {
+  void NanNumber(std::string_view key, double& out, Range range, bool required = true) {
+    if (const JsonValue* v = Get(key, required)) {
       if (v->is_null()) {
         out = std::numeric_limits<double>::quiet_NaN();
       } else if (!v->is_number()) {
@@ -279,6 +279,12 @@ absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
 
 // The parts the Python views pickle.
 template std::string internal::PartToJson<Quantiles>(const Quantiles&);
+template std::string internal::PartToJson<GpuMemory>(const GpuMemory&);
+template absl::StatusOr<GpuMemory> internal::PartFromJson<GpuMemory>(std::string_view);
+template std::string internal::PartToJson<OomEvent>(const OomEvent&);
+template absl::StatusOr<OomEvent> internal::PartFromJson<OomEvent>(std::string_view);
+template std::string internal::PartToJson<MemoryStats>(const MemoryStats&);
+template absl::StatusOr<MemoryStats> internal::PartFromJson<MemoryStats>(std::string_view);
 template absl::StatusOr<Quantiles> internal::PartFromJson<Quantiles>(std::string_view);
 template std::string internal::PartToJson<OverheadStats>(const OverheadStats&);
 template absl::StatusOr<OverheadStats> internal::PartFromJson<OverheadStats>(std::string_view);

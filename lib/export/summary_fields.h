@@ -23,7 +23,8 @@
 //   String(key, std::string)          PhaseName(key, std::string)
 //   Source(key, gpuscope::Source)
 //   Optional(key, std::optional<double>, Range, bool required = true)
-//   NanNumber(key, double, Range)      (NaN: not available, written as null)
+//   NanNumber(key, double, Range, bool required = true)
+//                                      (NaN: not available, written as null)
 //   Strings(key, std::vector<std::string>)
 //   Ints(key, std::vector<int>, Range)
 //   NumberMap(key, std::map<std::string, double>, Range)
@@ -193,6 +194,7 @@ void GpuTelemetryFields(V& v, G& g) {
   v.NanNumber("temperature_c", g.temperature_c, kCelsius);
   v.NanNumber("memory_used_bytes", g.memory_used_bytes, kRate);
   v.NanNumber("memory_total_bytes", g.memory_total_bytes, kRate);
+  v.NanNumber("process_memory_bytes", g.process_memory_bytes, kRate, kOptional);
   v.NanNumber("pcie_rx_bytes_per_s", g.pcie_rx_bytes_per_s, kRate);
   v.NanNumber("pcie_tx_bytes_per_s", g.pcie_tx_bytes_per_s, kRate);
   v.Strings("clocks_event_reasons", g.clocks_event_reasons);
@@ -232,6 +234,50 @@ void TelemetryFields(V& v, T& t) {
   v.Optional("steal_pct", t.steal_pct, kPercent, kOptional);
   v.Optional("cpu_throttled_pct", t.cpu_throttled_pct, kPercent, kOptional);
   v.Array("gpus", t.gpus, [](auto& sub, auto& g) { GpuTelemetryFields(sub, g); });
+}
+
+template <typename V, typename G>
+void GpuMemoryFields(V& v, G& g) {
+  v.Int("device", g.device, kCount);
+  v.NanNumber("allocated_bytes", g.allocated_bytes, kRate);
+  v.NanNumber("reserved_bytes", g.reserved_bytes, kRate);
+  v.NanNumber("peak_allocated_bytes", g.peak_allocated_bytes, kRate);
+  v.NanNumber("peak_reserved_bytes", g.peak_reserved_bytes, kRate);
+  v.Bool("peak_exact", g.peak_exact);
+  v.Int("peak_step", g.peak_step, kState);
+  v.String("peak_phase", g.peak_phase);
+  v.NanNumber("min_allocated_bytes", g.min_allocated_bytes, kRate);
+  v.NanNumber("fragmentation", g.fragmentation, kFraction);
+  v.Int("alloc_retries", g.alloc_retries, kCount);
+  v.Int("retry_steps", g.retry_steps, kCount);
+  v.Number("retry_time", g.retry_time, kSeconds);
+  v.Int("ooms", g.ooms, kCount);
+  v.NanNumber("total_bytes", g.total_bytes, kRate);
+  v.NanNumber("process_used_bytes", g.process_used_bytes, kRate);
+}
+
+template <typename V, typename O>
+void OomFields(V& v, O& o) {
+  v.Int("step", o.step, kState);
+  v.String("phase", o.phase);
+  v.String("phase_path", o.phase_path);
+  v.Int("device", o.device, kState);
+  v.NanNumber("requested_bytes", o.requested_bytes, kRate);
+  v.NanNumber("allocated_bytes", o.allocated_bytes, kRate);
+  v.NanNumber("reserved_bytes", o.reserved_bytes, kRate);
+  v.NanNumber("total_bytes", o.total_bytes, kRate);
+  v.String("message", o.message);
+  v.String("snapshot", o.snapshot);
+}
+
+template <typename V, typename M>
+void MemoryFields(V& v, M& m) {
+  v.String("source", m.source);
+  v.Int("samples", m.samples, kCount);
+  v.Int("steps", m.steps, kCount);
+  v.Array("gpus", m.gpus, [](auto& sub, auto& g) { GpuMemoryFields(sub, g); });
+  v.NumberMap("peak_by_phase", m.peak_by_phase, kRate);
+  v.OptionalObject("oom", m.oom, [](auto& sub, auto& o) { OomFields(sub, o); });
 }
 
 template <typename V, typename I>
@@ -346,6 +392,7 @@ void SummaryFields(V& v, S& s) {
   v.Array(
       "top_kernels", s.top_kernels, [](auto& sub, auto& k) { KernelFields(sub, k); }, kOptional);
   v.OptionalObject("telemetry", s.telemetry, [](auto& sub, auto& t) { TelemetryFields(sub, t); });
+  v.OptionalObject("memory", s.memory, [](auto& sub, auto& m) { MemoryFields(sub, m); });
   v.Object("misuse", s.misuse, [](auto& sub, auto& m) { MisuseFields(sub, m); });
   v.Object("overhead", s.overhead, [](auto& sub, auto& o) { OverheadFields(sub, o); }, kOptional);
   v.Array(
@@ -406,6 +453,18 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<TelemetryStats> T>
 void FieldsOf(V& v, T& x) {
   TelemetryFields(v, x);
+}
+template <typename V, Is<GpuMemory> T>
+void FieldsOf(V& v, T& x) {
+  GpuMemoryFields(v, x);
+}
+template <typename V, Is<OomEvent> T>
+void FieldsOf(V& v, T& x) {
+  OomFields(v, x);
+}
+template <typename V, Is<MemoryStats> T>
+void FieldsOf(V& v, T& x) {
+  MemoryFields(v, x);
 }
 template <typename V, Is<PeriodicSpike> T>
 void FieldsOf(V& v, T& x) {

@@ -65,6 +65,7 @@ void Pump::PumpLocked(bool final) {
     if (absl::Status healthy = timer_->Maintain(); !healthy.ok()) LowerToHost(healthy);
   }
   const int64_t consumed_before = records_consumed_;
+  DrainMemoryLocked();  // before the records: steps ending now take their samples
   DrainQueueLocked();
   if (records_consumed_ != consumed_before) {
     // The worker's cost as of the latest records: a summary changes only
@@ -183,6 +184,32 @@ void Pump::ReportNewMisuse() {
 }
 
 int64_t Pump::Now() const { return clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs(); }
+
+void Pump::RecordMemory(const AllocatorStats& stats, std::string_view source) {
+  if (backends_.memory != nullptr) backends_.memory->Push(MemorySample{Now(), stats}, source);
+}
+
+void Pump::RecordOom(const OomEvent& oom) {
+  std::lock_guard<std::mutex> lock(agg_mu_);
+  DrainMemoryLocked();
+  if (!aggregator_.memory_active()) {
+    std::string source = backends_.memory != nullptr ? backends_.memory->source() : "";
+    aggregator_.SetMemorySource(source.empty() ? "application" : source);
+  }
+  aggregator_.SetOom(oom);
+}
+
+void Pump::DrainMemoryLocked() {
+  if (backends_.memory == nullptr) return;
+  memory_samples_.clear();
+  backends_.memory->Drain(&memory_samples_);
+  if (memory_samples_.empty()) return;
+  if (!aggregator_.memory_active()) {
+    std::string source = backends_.memory->source();
+    aggregator_.SetMemorySource(source.empty() ? "application" : source);
+  }
+  for (const MemorySample& s : memory_samples_) aggregator_.AddMemory(s);
+}
 
 void Pump::Flush() {
   std::lock_guard<std::mutex> lock(agg_mu_);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,6 +69,10 @@ class Pump {
   double Pass();
   // Pumps now.
   void Flush();
+  // Session::RecordMemory(): stamped now, for the next pump. Any thread.
+  void RecordMemory(const AllocatorStats& stats, std::string_view source);
+  // Session::RecordOom(): kept for every summary from now on.
+  void RecordOom(const OomEvent& oom);
   // Pumped, then a snapshot of the window (agg_mu_ held only for that), and
   // what the session's sources and recorder know (`inputs`, all but the
   // ranks, MFU's inputs and the scope cost).
@@ -104,6 +109,8 @@ class Pump {
   // Requires agg_mu_: the staged records, then the queue's, into the
   // aggregator, in order. Returns how many came from the queue itself.
   size_t DrainQueueLocked();
+  // Requires agg_mu_: the allocator samples that came, into the aggregator.
+  void DrainMemoryLocked();
   // Without agg_mu_ (a reader holds it): moves the queue's records to the
   // staging buffer, up to max_staged_records_. Returns how many.
   size_t StageQueue();
@@ -127,6 +134,7 @@ class Pump {
   // ---- agg_mu_: the aggregator and the sources.
   mutable std::mutex agg_mu_;
   Aggregator aggregator_;
+  std::vector<MemorySample> memory_samples_;   // DrainMemoryLocked()'s, reused
   DeviceTimer* timer_ = nullptr;               // backends_.device_timer once it started, else null
   ActivitySource* activity_ = nullptr;         // backends_.activity when the cupti source won
   DeviceTimer* fallback_timer_ = nullptr;      // not started: events after ReleaseCupti()

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "backends/annotator.h"
 #include "backends/device_timer.h"
@@ -93,6 +94,20 @@ class Recorder {
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
   void SetStream(uint64_t stream) noexcept;
   int open_scopes() const noexcept { return depth_; }
+  // The open step's sequence number (1-based; 0: no step open) and the
+  // phases open inside it, outermost first (into `phases`, cleared).
+  // Recording thread only.
+  bool owner_is_caller() const noexcept {
+    return owner_thread_.load(std::memory_order_relaxed) == CurrentThreadId();
+  }
+  uint64_t OpenPath(std::vector<uint16_t>* phases) const {
+    phases->clear();
+    if (step_frame_ < 0) return 0;
+    for (int i = step_frame_ + 1; i < depth_; ++i) {
+      phases->push_back(stack_[static_cast<size_t>(i)].name_id);
+    }
+    return step_seq_;
+  }
 
   // Before any scope: the thread that claims this session is not the
   // training thread (gpuscope's own calibration session).

@@ -228,6 +228,22 @@ TraceCapture SessionImpl::Trace() {
   return capture;
 }
 
+void SessionImpl::RecordOom(OomEvent oom) {
+  if (InForkedChild() || !status_.ok()) return;
+  if (oom.step < 0 && oom.phase_path.empty() && recorder_.open_scopes() > 0 &&
+      recorder_.owner_is_caller()) {
+    std::vector<uint16_t> path;
+    const uint64_t seq = recorder_.OpenPath(&path);
+    if (seq > 0) oom.step = static_cast<int64_t>(seq) - 1;
+    for (uint16_t id : path) {
+      if (!oom.phase_path.empty()) oom.phase_path += '/';
+      oom.phase_path += phases_.Name(id);
+    }
+    if (!path.empty()) oom.phase = std::string(phases_.Name(path.back()));
+  }
+  pump_.RecordOom(oom);
+}
+
 void SessionImpl::Flush() {
   if (InForkedChild()) return;
   pump_.Flush();
@@ -323,6 +339,12 @@ void Session::SetStepCounts(int64_t samples, int64_t tokens) noexcept {
 void Session::SetStream(uint64_t stream) noexcept {
   if (recording()) impl_->recorder().SetStream(stream);
 }
+
+void Session::RecordMemory(const AllocatorStats& stats, std::string_view source) {
+  impl_->RecordMemory(stats, source);
+}
+
+void Session::RecordOom(OomEvent oom) { impl_->RecordOom(std::move(oom)); }
 
 int Session::OpenScopes() const noexcept {
   return recording() ? impl_->recorder().open_scopes() : 0;

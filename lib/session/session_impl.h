@@ -74,6 +74,11 @@ class SessionImpl final : public Pumpable {
   // The kept steps' timelines as a value (session/trace_capture.h).
   TraceCapture Trace();
   void Flush();
+  // Session::RecordMemory() / RecordOom().
+  void RecordMemory(const AllocatorStats& stats, std::string_view source) {
+    if (!InForkedChild() && status_.ok()) pump_.RecordMemory(stats, source);
+  }
+  void RecordOom(OomEvent oom);
   void Close();
   void ReleaseCupti();
 

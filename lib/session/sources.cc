@@ -32,6 +32,7 @@ Backends DefaultBackends(const Options& options) {
     SimulatedBackends simulated = MakeSimulatedBackends(sim, options.clock);
     backends.device_timer = std::move(simulated.timer);
     backends.activity = std::move(simulated.activity);
+    backends.memory = std::move(simulated.memory);
     backends.simulated = true;
   } else if (options.clock == nullptr && g_fork_generation.load() == 0) {
     // A real GPU times on CLOCK_MONOTONIC, so not with a custom clock; and
@@ -42,6 +43,7 @@ Backends DefaultBackends(const Options& options) {
       backends.telemetry = MakeProcessTelemetry(options.telemetry_interval_ms);
     }
   }
+  if (backends.memory == nullptr) backends.memory = std::make_shared<MemoryInbox>();
   return backends;
 }
 

@@ -12,6 +12,7 @@
 #include "backends/activity_source.h"
 #include "backends/annotator.h"
 #include "backends/device_timer.h"
+#include "backends/memory_inbox.h"
 #include "backends/telemetry.h"
 #include "gpuscope/options.h"
 #include "gpuscope/summary.h"
@@ -24,6 +25,9 @@ struct Backends {
   std::unique_ptr<ActivitySource> activity;
   std::unique_ptr<DeviceTimer> device_timer;
   std::unique_ptr<Telemetry> telemetry;
+  // Allocator samples (Session::RecordMemory(), the simulated device's
+  // allocator). Never null once DefaultBackends() made it.
+  std::shared_ptr<MemoryInbox> memory;
   // The GPU sources are gpuscope's simulated device, not a GPU: summaries
   // say so (Summary::simulated).
   bool simulated = false;

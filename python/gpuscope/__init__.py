@@ -52,6 +52,7 @@ def _cupti_search_path() -> None:
 _cupti_search_path()
 
 from . import _gpuscope, testing  # noqa: E402
+from . import _memory  # noqa: E402
 from ._loopwatch import _loop_range  # noqa: E402
 from ._session import Session, _decorate, _torch_stream  # noqa: E402
 from ._summary import (  # noqa: E402
@@ -59,8 +60,11 @@ from ._summary import (  # noqa: E402
     DeviceStats,
     EfficiencyStats,
     Finding,
+    GpuMemory,
     GpuTelemetry,
     KernelStats,
+    MemoryStats,
+    OomEvent,
     OverheadStats,
     PeriodicSpike,
     PhaseStats,
@@ -92,9 +96,12 @@ __all__ = [
     "EfficiencyStats",
     "FileWriteError",
     "Finding",
+    "GpuMemory",
     "GpuTelemetry",
     "GpuscopeError",
     "KernelStats",
+    "MemoryStats",
+    "OomEvent",
     "OverheadStats",
     "PeriodicSpike",
     "PhaseStats",
@@ -130,6 +137,7 @@ __all__ = [
 _gpuscope._set_decorator(_decorate)
 _gpuscope._set_stream_getter(_torch_stream)
 _gpuscope._set_loop_range(_loop_range)
+_gpuscope._set_oom_details(_memory.oom_details)
 
 _default: Optional[Session] = None
 _default_lock = _threading.Lock()

@@ -71,6 +71,8 @@ class _Session:
     def close(self) -> None: ...
     def flush(self) -> None: ...
     def _open_scopes(self) -> int: ...
+    def _record_memory(self, device: int, allocated: float, reserved: float, peak_allocated: float, peak_reserved: float, retries: int, ooms: int, total: float, source: str, /) -> None: ...
+    def _record_oom(self, exc: BaseException, /) -> None: ...
     def _step_series_json(self) -> str: ...
     def _step_columns(self) -> dict[str, typing.Any]: ...
     def trace_json(self) -> str: ...
@@ -89,7 +91,7 @@ class _Session:
 
 # The pybind11 types and functions: pybind11-stubgen 2.5.5.
 
-__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuTelemetry', 'GpuscopeError', 'KernelStats', 'ManualClock', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
+__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuMemory', 'GpuTelemetry', 'GpuscopeError', 'KernelStats', 'ManualClock', 'MemoryStats', 'OomEvent', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
 class ActivityStats:
     """
     Per-step means from activity records (``Summary.activity``, source ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no other work on its GPU overlapped), all in s per GPU, from kernel names; ``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: ``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, ``device_time_comm``, ``device_time_idle`` (s per step and GPU) and ``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, ``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to 1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; ``sync_idle_share`` (the part of that idle after a sync returned, until the host launched again; None before it existed); ``dropped_records``.
@@ -388,6 +390,71 @@ class Finding:
     @property
     def title(self) -> str:
         ...
+class GpuMemory:
+    """
+    One GPU's memory as this process's allocator reported it over the window (``MemoryStats.gpus``), bytes: ``device``, ``allocated_bytes`` and ``reserved_bytes`` (at the last sample), ``peak_allocated_bytes`` and ``peak_reserved_bytes`` (the window's highest; ``peak_exact``: the allocator's own high-water mark, else the highest sample), ``peak_step`` and ``peak_phase`` (where the peak was reached), ``min_allocated_bytes`` (what stays allocated between steps), ``fragmentation`` (1 - peak allocated / peak reserved), ``alloc_retries``, ``retry_steps`` and ``retry_time`` (seconds those steps took over the median step), ``ooms``, ``total_bytes`` and ``process_used_bytes`` (NVML's entry for this process); None where not reported.
+    """
+    __hash__: typing.ClassVar[None] = None
+    def __copy__(self: GpuMemory) -> GpuMemory:
+        ...
+    def __deepcopy__(self: GpuMemory, memo: typing.Any) -> GpuMemory:
+        ...
+    def __eq__(self, arg0: typing.Any) -> typing.Any:
+        ...
+    def __getstate__(self: GpuMemory) -> tuple[str]:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self: GpuMemory, arg0: tuple) -> None:
+        ...
+    @property
+    def alloc_retries(self) -> int:
+        ...
+    @property
+    def allocated_bytes(self) -> float | None:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def fragmentation(self) -> float | None:
+        ...
+    @property
+    def min_allocated_bytes(self) -> float | None:
+        ...
+    @property
+    def ooms(self) -> int:
+        ...
+    @property
+    def peak_allocated_bytes(self) -> float | None:
+        ...
+    @property
+    def peak_exact(self) -> bool:
+        ...
+    @property
+    def peak_phase(self) -> str:
+        ...
+    @property
+    def peak_reserved_bytes(self) -> float | None:
+        ...
+    @property
+    def peak_step(self) -> int | None:
+        ...
+    @property
+    def process_used_bytes(self) -> float | None:
+        ...
+    @property
+    def reserved_bytes(self) -> float | None:
+        ...
+    @property
+    def retry_steps(self) -> int:
+        ...
+    @property
+    def retry_time(self) -> float:
+        ...
+    @property
+    def total_bytes(self) -> float | None:
+        ...
 class GpuTelemetry:
     """
     One GPU as NVML saw it over the window (``TelemetryStats.gpus``): ``index``, ``utilization_pct`` (as nvidia-smi reports it), ``sm_clock_mhz``, ``sm_clock_max_mhz``, ``mem_clock_mhz``, ``mem_clock_max_mhz``, ``power_w``, ``power_limit_w``, ``temperature_c``, ``memory_used_bytes``, ``memory_total_bytes``, ``pcie_rx_bytes_per_s``, ``pcie_tx_bytes_per_s`` (means; None where the GPU does not report it), ``clocks_event_reasons``, and at the last sample ``pcie_gen``, ``pcie_gen_max``, ``pcie_width``, ``pcie_width_max``, ``ecc_corrected``, ``ecc_uncorrected``, ``persistence_mode``, ``compute_mode``, ``mig_mode`` (None where not available).
@@ -463,6 +530,9 @@ class GpuTelemetry:
     def power_w(self) -> float | None:
         ...
     @property
+    def process_memory_bytes(self) -> float | None:
+        ...
+    @property
     def sm_clock_max_mhz(self) -> float | None:
         ...
     @property
@@ -526,6 +596,88 @@ class ManualClock:
         """
     @property
     def now_ns(self) -> int:
+        ...
+class MemoryStats:
+    """
+    What this process's GPU memory did over the window (``Summary.memory``): ``source`` (the allocator: ``"torch.cuda"``, ``"application"``, ``"simulated"``), ``samples``, ``steps`` (window steps sampled), ``gpus`` (``GpuMemory``), ``peak_by_phase`` (phase -> the fullest GPU's peak bytes in it) and ``oom`` (``OomEvent`` or None).
+    """
+    __hash__: typing.ClassVar[None] = None
+    def __copy__(self: MemoryStats) -> MemoryStats:
+        ...
+    def __deepcopy__(self: MemoryStats, memo: typing.Any) -> MemoryStats:
+        ...
+    def __eq__(self, arg0: typing.Any) -> typing.Any:
+        ...
+    def __getstate__(self: MemoryStats) -> tuple[str]:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self: MemoryStats, arg0: tuple) -> None:
+        ...
+    @property
+    def gpus(self) -> list[GpuMemory]:
+        ...
+    @property
+    def oom(self) -> OomEvent | None:
+        ...
+    @property
+    def peak_by_phase(self) -> dict[str, float]:
+        ...
+    @property
+    def samples(self) -> int:
+        ...
+    @property
+    def source(self) -> str:
+        ...
+    @property
+    def steps(self) -> int:
+        ...
+class OomEvent:
+    """
+    The CUDA out-of-memory error that ended a step (``MemoryStats.oom``): ``step``, ``phase`` and ``phase_path`` (what was open), ``device``, ``requested_bytes``, ``allocated_bytes``, ``reserved_bytes``, ``total_bytes`` (None where unknown), ``message`` (the error's first line) and ``snapshot`` (the allocator snapshot saved for it, or "").
+    """
+    __hash__: typing.ClassVar[None] = None
+    def __copy__(self: OomEvent) -> OomEvent:
+        ...
+    def __deepcopy__(self: OomEvent, memo: typing.Any) -> OomEvent:
+        ...
+    def __eq__(self, arg0: typing.Any) -> typing.Any:
+        ...
+    def __getstate__(self: OomEvent) -> tuple[str]:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self: OomEvent, arg0: tuple) -> None:
+        ...
+    @property
+    def allocated_bytes(self) -> float | None:
+        ...
+    @property
+    def device(self) -> int | None:
+        ...
+    @property
+    def message(self) -> str:
+        ...
+    @property
+    def phase(self) -> str:
+        ...
+    @property
+    def phase_path(self) -> str:
+        ...
+    @property
+    def requested_bytes(self) -> float | None:
+        ...
+    @property
+    def reserved_bytes(self) -> float | None:
+        ...
+    @property
+    def snapshot(self) -> str:
+        ...
+    @property
+    def step(self) -> int | None:
+        ...
+    @property
+    def total_bytes(self) -> float | None:
         ...
 class OverheadStats:
     """
@@ -896,8 +1048,12 @@ class SimulatedDevice:
     """
     A GPU model for tests and demos without a GPU: in-order streams, kernels of given durations, markers that complete as CUDA events do, injectable faults. Times in ns on the session's clock.
     """
-    def __init__(self, *, marker_latency_ns: int = 0, initial_markers: int = 256, max_markers: int = 65536, activity: bool = False, activity_capacity: int = 1048576) -> None:
+    def __init__(self, *, marker_latency_ns: int = 0, initial_markers: int = 256, max_markers: int = 65536, activity: bool = False, activity_capacity: int = 1048576, memory_bytes: int = 85899345920, memory_block_bytes: int = 2097152) -> None:
         ...
+    def allocate(self, bytes: int, device: int = 0) -> int:
+        """
+        The modelled caching allocator takes `bytes` on `device`: the block's id, or 0 for an out-of-memory error (after an allocation retry when it had a cache to free). The session attached gets the allocator's numbers at the clock's time.
+        """
     def busy_between(self, begin_ns: int, end_ns: int, stream: int = 0) -> int:
         """
         Ground truth: ns of [begin, end) with a kernel running.
@@ -905,6 +1061,14 @@ class SimulatedDevice:
     def device_busy_between(self, begin_ns: int, end_ns: int, device: int = 0) -> int:
         """
         Ground truth: ns of [begin_ns, end_ns) in which any stream of `device` ran a kernel.
+        """
+    def empty_cache(self, device: int = 0) -> None:
+        """
+        Gives the allocator's cache back to the device.
+        """
+    def free(self, block: int, device: int = 0) -> None:
+        """
+        Returns an allocated block to the allocator's cache (it stays reserved).
         """
     def inject_fault(self, fault: str) -> None:
         ...
@@ -986,7 +1150,7 @@ class Summary:
     """
     What a session knows at one moment (``Session.summary()``).
     
-    ``steps``: completed steps in the window; ``total_steps``: steps measured since the start or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number (``WarmupStats``); ``step_time``: exact quantiles over the window; ``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; ``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; ``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; ``source``: ``"cupti"``, ``"events"`` or ``"host"``; ``simulated``: True when the GPU numbers come from gpuscope's simulated device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job (``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks (``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the most device time (``KernelStats``, CUPTI only, else empty).
+    ``steps``: completed steps in the window; ``total_steps``: steps measured since the start or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number (``WarmupStats``); ``step_time``: exact quantiles over the window; ``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; ``memory``: this process's GPU memory from its allocator (``MemoryStats``) or None; ``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; ``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; ``source``: ``"cupti"``, ``"events"`` or ``"host"``; ``simulated``: True when the GPU numbers come from gpuscope's simulated device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job (``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks (``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the most device time (``KernelStats``, CUPTI only, else empty).
     
     ``Summary(json_text)`` is ``Summary.from_json(json_text)``.
     """
@@ -1055,6 +1219,9 @@ class Summary:
         ...
     @property
     def lifetime_step_time(self) -> Quantiles:
+        ...
+    @property
+    def memory(self) -> MemoryStats | None:
         ...
     @property
     def misuse(self) -> dict[str, int]:
@@ -1322,6 +1489,8 @@ def _set_decorator(fn: collections.abc.Callable[[typing.Any, collections.abc.Cal
 def _set_loader_note(fn: collections.abc.Callable[[typing.Any, typing.Any], None]) -> None:
     ...
 def _set_loop_range(fn: collections.abc.Callable[[typing.Any, int], tuple[int, int] | None]) -> None:
+    ...
+def _set_oom_details(fn: collections.abc.Callable[[BaseException], tuple[int, float | None, float | None, float | None, float | None, str, str] | None]) -> None:
     ...
 def _set_rank(session: _Session, rank: int, local_rank: int, world_size: int, host: str) -> None:
     ...

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from . import _gpuscope
 from . import _loader  # noqa: F401 - installs the steps() hook that names loader workers
+from . import _memory
 from ._summary import Finding, Summary, diagnose_summary
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class Session(_gpuscope._Session):
                 kwargs["device_name"] = _torch_device_name()
             super().__init__(*args, **kwargs)
             self._join_job()
+            _memory.watch(self)
 
         __init__.__signature__ = _signature()
 

@@ -684,7 +684,7 @@ constexpr auto kHigh = Severity::kHigh;
 constexpr auto kInfo = Severity::kInfo;
 
 // Every field has a case: a field added without one fails here.
-static_assert(sizeof(DiagnoseOptions) == 31 * sizeof(double),
+static_assert(sizeof(DiagnoseOptions) == 36 * sizeof(double),
               "add the new DiagnoseOptions field to kThresholds");
 
 std::optional<Severity> SeverityOf(const std::vector<Finding>& fs, const std::string& id) {
@@ -702,6 +702,31 @@ void Throttled(Summary& s, double steps, double clock_ratio) {
   s.telemetry->throttled_steps = steps;
   s.telemetry->clocks_event_reasons = {"sw_power_cap"};
   s.telemetry->sm_clock_ratio = clock_ratio;
+}
+
+// One 80 GiB GPU whose allocator peaked at `peak` GiB allocated (in
+// "forward") and `reserved` GiB reserved, with `low` GiB allocated between
+// steps; `retries` allocation retries whose steps took `retry_share` of
+// step time over the median step.
+void Memory(Summary& s, double peak, double low, double reserved, int64_t retries = 0,
+            double retry_share = 0) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  GpuMemory g;
+  g.total_bytes = 80 * kGiB;
+  g.peak_allocated_bytes = peak * kGiB;
+  g.min_allocated_bytes = low * kGiB;
+  g.peak_reserved_bytes = reserved * kGiB;
+  g.fragmentation = 1 - peak / reserved;
+  g.peak_exact = true;
+  g.peak_step = 7;
+  g.peak_phase = "forward";
+  g.alloc_retries = retries;
+  g.retry_steps = retries > 0 ? 1 : 0;
+  g.retry_time = retry_share * s.window_time;
+  MemoryStats m;
+  m.source = "test";
+  m.gpus = {g};
+  s.memory = m;
 }
 
 const ThresholdCase kThresholds[] = {
@@ -818,6 +843,20 @@ const ThresholdCase kThresholds[] = {
      "utilization-lies", kInfo, std::nullopt},
     {"gpu_bound_idle_pct", &DiagnoseOptions::gpu_bound_idle_pct, 100, 20,
      [](Summary& s) { s.gpu_idle_pct = 15; }, "gpu-bound", std::nullopt, kInfo},
+    // 74 of 80 GiB reserved (92.5 %) at the peak.
+    {"memory_pressure_share", &DiagnoseOptions::memory_pressure_share, 1, 0.9,
+     [](Summary& s) { Memory(s, 70, 10, 74); }, "memory-pressure", std::nullopt, kModerate},
+    // 22 % of the 74 GiB reservation unused at the peak.
+    {"memory_fragmentation", &DiagnoseOptions::memory_fragmentation, 1, 0.2,
+     [](Summary& s) { Memory(s, 58, 10, 74); }, "memory-pressure", std::nullopt, kModerate},
+    // 32 % fragmented, 92.5 % reserved: tight under 90 %, not under 95 %.
+    {"memory_usable_share", &DiagnoseOptions::memory_usable_share, 1, 0.95,
+     [](Summary& s) { Memory(s, 50, 10, 74); }, "memory-pressure", kModerate, std::nullopt},
+    // 10 GiB of activations over 10 GiB of weights: (72 / 1.05 - 10) / 10 = 5.9x.
+    {"batch_headroom_factor", &DiagnoseOptions::batch_headroom_factor, kAny, 6,
+     [](Summary& s) { Memory(s, 20, 10, 21); }, "batch-headroom", kInfo, std::nullopt},
+    {"memory_thrash_high", &DiagnoseOptions::memory_thrash_high, 1, 0.03,
+     [](Summary& s) { Memory(s, 50, 10, 60, 3, 0.04); }, "memory-thrash", kModerate, kHigh},
 };
 
 class DiagnoseThresholdTest : public ::testing::TestWithParam<ThresholdCase> {};

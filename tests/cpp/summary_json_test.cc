@@ -181,11 +181,52 @@ TEST(SummaryJsonTest, TelemetryRoundTrips) {
   g.sm_clock_mhz = 1410;
   g.sm_clock_max_mhz = 1980;
   g.clocks_event_reasons = {"sw_power_cap"};
+  g.process_memory_bytes = 12e9;
   t.gpus = {g};
   s.telemetry = t;
   const absl::StatusOr<Summary> back = SummaryFromJson(ToJson(s));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->telemetry, s.telemetry);
+}
+
+TEST(SummaryJsonTest, MemoryRoundTripsWithItsUnknownsAndItsOom) {
+  Summary s;
+  MemoryStats m;
+  m.source = "torch.cuda";
+  m.samples = 40;
+  m.steps = 20;
+  GpuMemory g;
+  g.device = 1;
+  g.allocated_bytes = 3e9;
+  g.peak_allocated_bytes = 7.5e9;
+  g.peak_reserved_bytes = 8e9;
+  g.peak_exact = true;
+  g.peak_step = 17;
+  g.peak_phase = "backward";
+  g.min_allocated_bytes = 2.5e9;
+  g.fragmentation = 1 - 7.5 / 8;
+  g.alloc_retries = 2;
+  g.retry_steps = 1;
+  g.retry_time = 0.25;
+  g.total_bytes = 80e9;  // reserved_bytes and process_used_bytes stay unknown (NaN)
+  m.gpus = {g};
+  m.peak_by_phase = {{"forward", 6e9}, {"backward", 7.5e9}};
+  OomEvent oom;
+  oom.step = 21;
+  oom.phase = "attention";
+  oom.phase_path = "forward/attention";
+  oom.device = 1;
+  oom.requested_bytes = 2e9;
+  oom.message = "CUDA out of memory. Tried to allocate 1.86 GiB.";
+  m.oom = oom;
+  s.memory = m;
+  const std::string json = ToJson(s);
+  EXPECT_NE(json.find("\"reserved_bytes\": null"), std::string::npos);
+  const absl::StatusOr<Summary> back = SummaryFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->memory, s.memory);
+  // A summary saved before memory existed reads as one without it.
+  EXPECT_FALSE(SummaryFromJson(ToJson(Summary{}))->memory.has_value());
 }
 
 TEST(SummaryJsonTest, NamesTheFieldThatIsMissingOrMistyped) {

@@ -41,6 +41,9 @@ struct GpuState {
   double utilization_memory_pct = kUnknownValue;
   double memory_used_bytes = kUnknownValue;
   double memory_total_bytes = kUnknownValue;
+  // This process's entry in the GPU's running compute processes (its used
+  // GPU memory); unknown when it has none or NVML cannot list them.
+  double process_memory_bytes = kUnknownValue;
   int pcie_gen = -1;
   int pcie_gen_max = -1;
   int pcie_width = -1;

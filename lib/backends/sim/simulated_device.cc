@@ -200,6 +200,10 @@ SimulatedBackends MakeSimulatedBackends(const std::shared_ptr<SimulatedDevice>& 
   // device, which orders this write before every read of the clock.
   if (owner) state->clock = std::move(clock);
   SimulatedBackends b;
+  if (owner) {
+    state->memory_inbox = std::make_shared<MemoryInbox>("simulated");
+    b.memory = state->memory_inbox;
+  }
   b.timer = std::make_unique<SimulatedTimer>(state, owner);
   if (state->config.activity) b.activity = std::make_unique<SimulatedActivity>(state, owner);
   return b;
@@ -242,6 +246,74 @@ void SimulatedDevice::LaunchCopy(Copy kind, uint64_t bytes, int64_t duration_ns,
 
 void SimulatedDevice::LaunchMemset(uint64_t bytes, int64_t duration_ns, uint64_t stream) {
   state_->Enqueue(internal::ActivityKind::kMemset, duration_ns, stream, bytes, false);
+}
+
+void internal::SimState::ReportMemory(int device) {
+  if (memory_inbox == nullptr) return;
+  const Memory& m = memory[device];
+  internal::MemorySample s;
+  s.host_ns = Now();
+  s.stats.device = device;
+  s.stats.allocated_bytes = static_cast<double>(m.allocated);
+  s.stats.reserved_bytes = static_cast<double>(m.reserved);
+  s.stats.peak_allocated_bytes = static_cast<double>(m.peak_allocated);
+  s.stats.peak_reserved_bytes = static_cast<double>(m.peak_reserved);
+  s.stats.alloc_retries = m.retries;
+  s.stats.ooms = m.ooms;
+  s.stats.total_bytes = static_cast<double>(config.memory_bytes);
+  memory_inbox->Push(s);
+}
+
+uint64_t SimulatedDevice::Allocate(uint64_t bytes, int device) {
+  internal::SimState& st = *state_;
+  internal::SimState::Memory& m = st.memory[device];
+  const uint64_t unit = std::max<uint64_t>(1, st.config.memory_block_bytes);
+  const uint64_t size = std::max<uint64_t>(1, (bytes + unit - 1) / unit) * unit;
+  uint64_t id = 0;
+  if (auto it = m.cache.lower_bound(size); it != m.cache.end()) {
+    id = it->second;
+    m.live.emplace(id, it->first);
+    m.allocated += it->first;
+    m.cache.erase(it);
+  } else {
+    if (m.reserved + size > st.config.memory_bytes && !m.cache.empty()) {
+      ++m.retries;  // free the cache, then try again
+      for (const auto& [block_size, block] : m.cache) m.reserved -= block_size;
+      m.cache.clear();
+    }
+    if (m.reserved + size > st.config.memory_bytes) {
+      ++m.ooms;
+      st.ReportMemory(device);
+      return 0;
+    }
+    id = st.next_block++;
+    m.live.emplace(id, size);
+    m.allocated += size;
+    m.reserved += size;
+  }
+  m.peak_allocated = std::max(m.peak_allocated, m.allocated);
+  m.peak_reserved = std::max(m.peak_reserved, m.reserved);
+  st.ReportMemory(device);
+  return id;
+}
+
+void SimulatedDevice::Free(uint64_t block, int device) {
+  internal::SimState& st = *state_;
+  internal::SimState::Memory& m = st.memory[device];
+  const auto it = m.live.find(block);
+  if (it == m.live.end()) return;
+  m.allocated -= it->second;
+  m.cache.emplace(it->second, block);
+  m.live.erase(it);
+  st.ReportMemory(device);
+}
+
+void SimulatedDevice::EmptyCache(int device) {
+  internal::SimState& st = *state_;
+  internal::SimState::Memory& m = st.memory[device];
+  for (const auto& [size, block] : m.cache) m.reserved -= size;
+  m.cache.clear();
+  st.ReportMemory(device);
 }
 
 int64_t SimulatedDevice::Synchronize(uint64_t stream) {

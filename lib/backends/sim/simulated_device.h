@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "backends/cuda/lane_table.h"
 #include "backends/cuda/marker_pool.h"
 #include "backends/device_timer.h"
+#include "backends/memory_inbox.h"
 #include "gpuscope/clock.h"
 #include "gpuscope/testing.h"
 
@@ -66,6 +68,20 @@ struct SimState {
                uint32_t name = kNoKernelName);
   void AddActivity(const DeviceInterval& a);
 
+  // The caching allocator's model (SimulatedDevice::Allocate()), per device.
+  struct Memory {
+    std::unordered_map<uint64_t, uint64_t> live;  // block id -> its size
+    std::multimap<uint64_t, uint64_t> cache;      // size -> block id
+    uint64_t allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0;
+    int64_t retries = 0, ooms = 0;
+  };
+  std::unordered_map<int, Memory> memory;
+  uint64_t next_block = 1;
+  // Where the allocator's numbers go: the owning session's (null before one
+  // attached).
+  std::shared_ptr<MemoryInbox> memory_inbox;
+  void ReportMemory(int device);
+
   MarkerPool<SimSlot> pool;
   std::atomic<int64_t> recorded{0};
   std::atomic<int64_t> released{0};
@@ -78,6 +94,7 @@ struct SimState {
 struct SimulatedBackends {
   std::unique_ptr<DeviceTimer> timer;
   std::unique_ptr<ActivitySource> activity;
+  std::shared_ptr<MemoryInbox> memory;  // the owner's only
 };
 SimulatedBackends MakeSimulatedBackends(const std::shared_ptr<SimulatedDevice>& device,
                                         std::shared_ptr<Clock> clock);

@@ -396,6 +396,7 @@ class SystemTelemetry final : public Telemetry {
       s.power_w = g.power_w;
       s.temperature_c = g.temperature_c;
       s.memory_used_bytes = g.memory_used_bytes;
+      s.process_memory_bytes = g.process_memory_bytes;
       s.pcie_rx_bytes_per_s = g.pcie_rx_bytes_per_s;  // NaN unless read this time
       s.pcie_tx_bytes_per_s = g.pcie_tx_bytes_per_s;
       s.clocks_event_reasons = g.clocks_event_reasons_known ? g.clocks_event_reasons : 0;
