@@ -185,6 +185,7 @@ PyObject* SessionStepColumns(PyObject* self, PyObject*) {
     out["host_cpu_pct"] = bytes(c.host_cpu_pct);
     out["host_iowait_pct"] = bytes(c.host_iowait_pct);
     out["worker_cores"] = bytes(c.worker_cores);
+    out["memory_peak_bytes"] = bytes(c.memory_peak_bytes);
     return out.release().ptr();
   } catch (py::error_already_set& e) {
     e.restore();

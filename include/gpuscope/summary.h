@@ -367,10 +367,10 @@ struct GpuMemory {
   double peak_allocated_bytes = std::numeric_limits<double>::quiet_NaN();
   double peak_reserved_bytes = std::numeric_limits<double>::quiet_NaN();
   bool peak_exact = false;
-  // Where the peak allocation was reached: the completed-step number (-1:
-  // not in a step) and the innermost phase open then ("" when none was).
+  // Where the peak allocation was reached (of equal peaks, the latest): the completed-step number
+  // (-1: not in a step) and the innermost phase open then ("" when none was).
   int64_t peak_step = -1;
-  std::string peak_phase;
+  std::string peak_phase = {};
   // The lowest allocation sampled in the window: what stays allocated from
   // one step to the next (weights, optimizer state, kept gradients).
   double min_allocated_bytes = std::numeric_limits<double>::quiet_NaN();
@@ -403,16 +403,16 @@ struct OomEvent {
   // The step's number counted from 0 as steps began (the completed-step
   // number it would have had); -1: no step was open.
   int64_t step = -1;
-  std::string phase;       // the innermost phase open ("" when none was)
-  std::string phase_path;  // its enclosing phases too: "forward/attention"
-  int device = -1;         // -1: unknown
+  std::string phase = {};       // the innermost phase open ("" when none was)
+  std::string phase_path = {};  // its enclosing phases too: "forward/attention"
+  int device = -1;              // -1: unknown
   // What was asked for, and the allocator's state then (NaN: unknown).
   double requested_bytes = std::numeric_limits<double>::quiet_NaN();
   double allocated_bytes = std::numeric_limits<double>::quiet_NaN();
   double reserved_bytes = std::numeric_limits<double>::quiet_NaN();
   double total_bytes = std::numeric_limits<double>::quiet_NaN();
-  std::string message;   // the error's first line
-  std::string snapshot;  // the allocator snapshot saved for it ("" when none was)
+  std::string message = {};   // the error's first line
+  std::string snapshot = {};  // the allocator snapshot saved for it ("" when none was)
 
   // Field by field; NaN equals NaN here.
   bool operator==(const OomEvent& other) const;
@@ -424,13 +424,13 @@ struct OomEvent {
 // from the allocator's numbers (PyTorch's caching allocator, a C++
 // trainer's through Session::RecordMemory(), the simulated device's).
 struct MemoryStats {
-  std::string source;           // "torch.cuda", "application", "simulated"
-  int64_t samples = 0;          // allocator samples that fell in the window's steps
-  int64_t steps = 0;            // window steps with a sample
-  std::vector<GpuMemory> gpus;  // by device
+  std::string source = {};           // "torch.cuda", "application", "simulated"
+  int64_t samples = 0;               // allocator samples that fell in the window's steps
+  int64_t steps = 0;                 // window steps with a sample
+  std::vector<GpuMemory> gpus = {};  // by device
   // The fullest GPU's peak allocation reached in each phase (its innermost
   // phase at the instant), over the window: which phase holds the most.
-  std::map<std::string, double> peak_by_phase;
+  std::map<std::string, double> peak_by_phase = {};
   // The last out-of-memory error that ended a step, since the session
   // started (Reset() does not forget it).
   std::optional<OomEvent> oom;
@@ -535,6 +535,11 @@ struct RankRecord {
   // With CUPTI: kernel time per step less the collectives' (NCCL), seconds:
   // the GPU's own work, which a wait in an all-reduce does not lengthen.
   double compute_time = std::numeric_limits<double>::quiet_NaN();
+  // With an allocator's numbers (Summary::memory), its fullest GPU: the
+  // window's peak use over the GPU's memory (0..1), and the allocation
+  // retries in the window.
+  double memory_peak_share = std::numeric_limits<double>::quiet_NaN();
+  double memory_alloc_retries = std::numeric_limits<double>::quiet_NaN();
   std::vector<RankPhase> phases;  // at most kMaxRankPhases, largest share first
 
   // Field by field; NaN equals NaN here (a record equals its decoded copy).

@@ -114,9 +114,10 @@ class SimulatedDevice {
   // SimulatedDevice::Allocate() / Free() / EmptyCache()
   //
   // The process's caching allocator on device `device`, modelled after
-  // PyTorch's: Allocate() reuses the smallest cached block that fits
-  // `bytes` (blocks are not split or merged), else reserves a new block
-  // from the device (`bytes` rounded up to Config::memory_block_bytes); when
+  // PyTorch's: Allocate() reuses a cached block of its size (`bytes`
+  // rounded up to Config::memory_block_bytes; blocks are not split or
+  // merged, so a loop whose shapes vary fragments the cache), else reserves
+  // a new block from the device; when
   // the device has no room it frees every cached block and tries again (an
   // allocation retry), and if it still has none it fails (an out-of-memory
   // error): Allocate() returns 0, else the block's id for Free(). Free()

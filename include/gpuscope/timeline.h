@@ -48,6 +48,9 @@ struct StepPoint {
   std::optional<double> host_cpu_pct;
   std::optional<double> host_iowait_pct;
   std::optional<double> worker_cores;
+  // The step's peak GPU memory allocated (its fullest GPU), bytes: nullopt
+  // without an allocator sample in it (Summary::memory).
+  std::optional<double> memory_peak_bytes;
 
   bool operator==(const StepPoint&) const = default;
 };
@@ -79,6 +82,7 @@ struct SeriesColumns {
   std::vector<double> host_cpu_pct;
   std::vector<double> host_iowait_pct;
   std::vector<double> worker_cores;
+  std::vector<double> memory_peak_bytes;  // StepPoint::memory_peak_bytes, NaN: not sampled
 
   size_t size() const { return index.size(); }
 };

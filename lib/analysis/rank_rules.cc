@@ -69,8 +69,22 @@ double OthersMedian(const RanksStats& r, int straggler, Fn field) {
 
 // Telemetry that explains why `slow` is slow, one clause each.
 std::vector<std::string> Explanations(const RanksStats& r, const RankRecord& slow,
+                                      const DiagnoseOptions& o,
                                       std::vector<std::pair<std::string, double>>* ev) {
   std::vector<std::string> out;
+  // Near its memory limit, or retrying allocations: the allocator's retries
+  // (a device-wide synchronization each) slow that rank alone.
+  if (slow.memory_alloc_retries > 0 || slow.memory_peak_share >= o.memory_pressure_share) {
+    std::string clause =
+        absl::StrFormat("its GPU memory peaks at %s of the GPU", Pct(slow.memory_peak_share));
+    if (slow.memory_alloc_retries > 0) {
+      absl::StrAppendFormat(&clause, " with %.0f allocation retries in its window",
+                            slow.memory_alloc_retries);
+    }
+    out.push_back(clause + " (its memory-thrash and memory-pressure findings say what to change)");
+    ev->emplace_back("straggler_memory_peak_share", slow.memory_peak_share);
+    ev->emplace_back("straggler_alloc_retries", slow.memory_alloc_retries);
+  }
   const double clock =
       OthersMedian(r, slow.rank, [](const RankRecord& x) { return x.sm_clock_ratio; });
   const double throttled =
@@ -164,7 +178,7 @@ void StragglerRule(const Summary& s, const DiagnoseOptions& o, std::vector<Findi
                 {"stragglers", static_cast<double>(r.stragglers.size())}};
   std::vector<std::string> because;
   if (const RankRecord* slow = Find(r, top.rank); slow != nullptr) {
-    because = Explanations(r, *slow, &f.evidence);
+    because = Explanations(r, *slow, o, &f.evidence);
   }
   const std::string explained =
       because.empty() ? std::string()

@@ -6,6 +6,7 @@
 #ifndef GPUSCOPE_LIB_BACKENDS_MEMORY_INBOX_H_
 #define GPUSCOPE_LIB_BACKENDS_MEMORY_INBOX_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -46,7 +47,7 @@ class MemoryInbox {
       dropped_ += static_cast<int64_t>(kCapacity / 2);
     }
     samples_.push_back(sample);
-    used_ = true;
+    used_.store(true, std::memory_order_relaxed);
   }
 
   // Appends what came since the last call (in the order pushed).
@@ -63,11 +64,8 @@ class MemoryInbox {
     return source_;
   }
 
-  // Whether any sample ever came.
-  bool used() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return used_;
-  }
+  // Whether any sample ever came (no lock: the pump asks at every step).
+  bool used() const { return used_.load(std::memory_order_relaxed); }
   int64_t dropped() const {
     std::lock_guard<std::mutex> lock(mu_);
     return dropped_;
@@ -77,7 +75,7 @@ class MemoryInbox {
   mutable std::mutex mu_;
   std::string source_;
   std::vector<MemorySample> samples_;
-  bool used_ = false;
+  std::atomic<bool> used_{false};
   int64_t dropped_ = 0;
 };
 

@@ -81,7 +81,8 @@ void MemoryWindow::Take(const MemorySample& s, int64_t begin_ns, std::span<const
     // midway between the two samples.
     double peak = now.allocated_bytes;
     int64_t at = s.host_ns;
-    bool exact = false;
+    // A sample at the high-water mark is the peak itself, not a lower bound.
+    bool exact = now.allocated_bytes >= now.peak_allocated_bytes;
     if (gpu.seen && now.peak_allocated_bytes > before.peak_allocated_bytes) {
       exact = true;
       if (now.peak_allocated_bytes > now.allocated_bytes) {
@@ -132,7 +133,11 @@ float MemoryWindow::OnStep(uint64_t index, int64_t begin_ns, int64_t end_ns,
   // One entry per GPU the samples up to the step's end name.
   std::vector<MemoryStepEntry> entries;
   std::vector<MemoryPhasePeak> peaks;
-  while (!pending_.empty() && pending_.front().host_ns <= end_ns) {
+  // Half open: a sample at the step's end belongs to the step that begins
+  // there (an allocation made as the next step begins); a step of no
+  // duration takes those at its instant.
+  const int64_t until = end_ns > begin_ns ? end_ns - 1 : end_ns;
+  while (!pending_.empty() && pending_.front().host_ns <= until) {
     const MemorySample& s = pending_.front();
     const uint8_t device = static_cast<uint8_t>(std::clamp(s.stats.device, 0, 255));
     auto it = std::find_if(entries.begin(), entries.end(),
@@ -209,7 +214,8 @@ GpuMemory GpuOver(const MemorySnapshot& snap, int device, uint64_t first, uint64
       g.retry_time += std::max(0.0, static_cast<double>(e.duration_ns) * 1e-9 - median_step_s);
     }
     if (!e.sampled) continue;
-    if (top == nullptr || e.peak_allocated > top->peak_allocated) top = &e;
+    // Of equal peaks, the latest step's: where the loop is now.
+    if (top == nullptr || e.peak_allocated >= top->peak_allocated) top = &e;
     g.peak_reserved_bytes = Max(g.peak_reserved_bytes, e.peak_reserved);
     g.min_allocated_bytes =
         std::isnan(g.min_allocated_bytes)

@@ -84,8 +84,8 @@ class MemoryWindow {
   // the last one taken for its GPU is placed in order among those waiting.
   void Add(const MemorySample& sample);
 
-  // Step `index` [begin_ns, end_ns] was assembled, with `phases` its phase
-  // records: takes the samples up to its end. Returns its peak allocation
+  // Step `index` [begin_ns, end_ns) was assembled, with `phases` its phase
+  // records: takes the samples before its end. Returns its peak allocation
   // over its GPUs (NaN: none sampled in it).
   float OnStep(uint64_t index, int64_t begin_ns, int64_t end_ns, std::span<const Record> phases);
 

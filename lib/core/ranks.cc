@@ -21,7 +21,7 @@ namespace gpuscope {
 namespace {
 
 constexpr char kMagic[4] = {'G', 'S', 'R', 'K'};
-constexpr uint16_t kVersion = 2;                        // 2: compute_time
+constexpr uint16_t kVersion = 3;                        // 2: compute_time; 3: memory
 constexpr size_t kHostBytes = 64;                       // NUL-padded; 63 kept
 constexpr size_t kNameBytes = kMaxPhaseNameLength + 1;  // NUL-padded; a whole phase name
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -147,7 +147,8 @@ bool RankRecord::operator==(const RankRecord& o) const {
          SameNumber(sm_clock_ratio, o.sm_clock_ratio) &&
          SameNumber(throttled_steps, o.throttled_steps) &&
          SameNumber(host_cpu_pct, o.host_cpu_pct) && SameNumber(compute_time, o.compute_time) &&
-         phases == o.phases;
+         SameNumber(memory_peak_share, o.memory_peak_share) &&
+         SameNumber(memory_alloc_retries, o.memory_alloc_retries) && phases == o.phases;
 }
 
 RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity) {
@@ -170,6 +171,22 @@ RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity) {
   if (summary.activity.has_value() && summary.gpu_steps > 0) {
     r.compute_time = std::max(
         0.0, summary.activity->kernel_time_per_step - summary.activity->collective_time_per_step);
+  }
+  if (summary.memory.has_value()) {
+    double retries = 0;
+    for (const GpuMemory& g : summary.memory->gpus) {
+      retries += static_cast<double>(g.alloc_retries);
+      // What the process held at its peak (NVML's count where it is the
+      // larger: the CUDA context too) over the GPU's memory.
+      const double used = g.process_used_bytes > g.peak_reserved_bytes ? g.process_used_bytes
+                                                                       : g.peak_reserved_bytes;
+      const double share = used / g.total_bytes;
+      if (share >= 0 && std::isfinite(share) &&
+          (std::isnan(r.memory_peak_share) || share > r.memory_peak_share)) {
+        r.memory_peak_share = std::min(share, 100.0);
+      }
+    }
+    r.memory_alloc_retries = retries;
   }
   std::vector<const PhaseStats*> phases;
   for (const PhaseStats& p : summary.phases) {
@@ -205,7 +222,8 @@ std::string EncodeRankRecord(const RankRecord& record) {
   w.U64(static_cast<uint64_t>(record.steps));
   for (double v : {record.step_p50, record.step_p95, record.gpu_idle_pct, record.samples_per_second,
                    record.tokens_per_second, record.sm_clock_ratio, record.throttled_steps,
-                   record.host_cpu_pct, record.compute_time}) {
+                   record.host_cpu_pct, record.compute_time, record.memory_peak_share,
+                   record.memory_alloc_retries}) {
     w.F64(v);
   }
   for (size_t i = 0; i < phases; ++i) {
@@ -251,6 +269,8 @@ absl::StatusOr<RankRecord> DecodeRankRecord(std::string_view bytes) {
   r.throttled_steps = in.F64();
   r.host_cpu_pct = in.F64();
   r.compute_time = in.F64();
+  r.memory_peak_share = in.F64();
+  r.memory_alloc_retries = in.F64();
   for (uint16_t i = 0; i < phases; ++i) {
     RankPhase p;
     std::optional<std::string> name = in.Padded(kNameBytes);
@@ -283,7 +303,9 @@ absl::Status ValidateRankRecord(const RankRecord& r) {
   constexpr double kPercent = 100 + 1e-6, kShare = 1 + 1e-9, kRate = 1e15, kClockRatio = 100;
   if (!GoodOptional(r.gpu_idle_pct, kPercent) || !GoodOptional(r.host_cpu_pct, kPercent) ||
       !GoodOptional(r.samples_per_second, kRate) || !GoodOptional(r.tokens_per_second, kRate) ||
-      !GoodOptional(r.sm_clock_ratio, kClockRatio) || !GoodOptional(r.throttled_steps, kShare)) {
+      !GoodOptional(r.sm_clock_ratio, kClockRatio) || !GoodOptional(r.throttled_steps, kShare) ||
+      !GoodOptional(r.memory_peak_share, kClockRatio) ||
+      !GoodOptional(r.memory_alloc_retries, kRate)) {
     return bad("a number out of its range (a percentage over 100, a share over 1, ...)");
   }
   if (static_cast<double>(r.steps) > kRate) return bad("a step count out of range");

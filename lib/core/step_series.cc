@@ -50,6 +50,7 @@ void FillSeries(const WindowView& window, const std::vector<std::string>& names,
     p.host_cpu_pct = opt(s.telemetry.host_cpu_pct);
     p.host_iowait_pct = opt(s.telemetry.host_iowait_pct);
     p.worker_cores = opt(s.telemetry.worker_cores);
+    p.memory_peak_bytes = opt(s.memory_peak);
     out->push_back(std::move(p));
   });
   // Each phase's per-step samples, by step index.
@@ -86,7 +87,8 @@ void FillStepColumns(const WindowView& window, SeriesColumns* out, StepExtras& x
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   for (std::vector<double>* column :
        {&out->begin, &out->duration, &out->gpu_idle_pct, &out->gpu_utilization_pct,
-        &out->sm_clock_ratio, &out->host_cpu_pct, &out->host_iowait_pct, &out->worker_cores}) {
+        &out->sm_clock_ratio, &out->host_cpu_pct, &out->host_iowait_pct, &out->worker_cores,
+        &out->memory_peak_bytes}) {
     column->reserve(n);
   }
   out->index.reserve(n);
@@ -123,6 +125,7 @@ void FillStepColumns(const WindowView& window, SeriesColumns* out, StepExtras& x
     out->host_cpu_pct.push_back(value(s.telemetry.host_cpu_pct));
     out->host_iowait_pct.push_back(value(s.telemetry.host_iowait_pct));
     out->worker_cores.push_back(value(s.telemetry.worker_cores));
+    out->memory_peak_bytes.push_back(value(s.memory_peak));
   });
 }
 

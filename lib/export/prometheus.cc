@@ -244,6 +244,35 @@ void Telemetry(Exposition& e, const Summary& s) {
   }
 }
 
+// This process's GPU memory (its allocator's numbers), by GPU. The peak
+// phase is not a label: a phase name per series would multiply them.
+void Memory(Exposition& e, const Summary& s) {
+  if (!s.memory.has_value() || s.memory->gpus.empty()) return;
+  const std::vector<GpuMemory>& gpus = s.memory->gpus;
+  const auto family = [&](std::string_view name, std::string_view help, auto value) {
+    e.Family(name, "gauge", help);
+    for (const GpuMemory& g : gpus) e.Sample(value(g), {{"gpu", absl::StrCat(g.device)}});
+  };
+  family("memory_allocated_bytes", "GPU memory held by live tensors, at the last sample.",
+         [](const GpuMemory& g) { return g.allocated_bytes; });
+  family("memory_reserved_bytes", "GPU memory the allocator holds (tensors and its cache).",
+         [](const GpuMemory& g) { return g.reserved_bytes; });
+  family("memory_peak_allocated_bytes", "The window's peak GPU memory allocated.",
+         [](const GpuMemory& g) { return g.peak_allocated_bytes; });
+  family("memory_peak_reserved_bytes", "The window's peak GPU memory reserved by the allocator.",
+         [](const GpuMemory& g) { return g.peak_reserved_bytes; });
+  family("memory_total_bytes", "The GPU's memory.",
+         [](const GpuMemory& g) { return g.total_bytes; });
+  family("memory_fragmentation_ratio",
+         "1 - peak allocated / peak reserved: the reservation tensors did not use at the peak.",
+         [](const GpuMemory& g) { return g.fragmentation; });
+  family("memory_alloc_retries",
+         "Allocation retries (cache freed, cudaMalloc retried) in the window.",
+         [](const GpuMemory& g) { return static_cast<double>(g.alloc_retries); });
+  family("memory_ooms", "Out-of-memory errors the allocator raised in the window.",
+         [](const GpuMemory& g) { return static_cast<double>(g.ooms); });
+}
+
 // The last rank exchange: ranks compared and missing, stragglers.
 void Ranks(Exposition& e, const Summary& s) {
   if (s.ranks.has_value()) {
@@ -305,8 +334,8 @@ std::string ToPrometheus(const Summary& s) {
   Exposition e;
   if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
   for (void (*family)(Exposition&, const Summary&) :
-       {Info, Steps, Throughput, Self, GpuIdle, TopKernels, Telemetry, Ranks, PeriodicSpikes,
-        Diagnosis}) {
+       {Info, Steps, Throughput, Self, GpuIdle, TopKernels, Telemetry, Memory, Ranks,
+        PeriodicSpikes, Diagnosis}) {
     family(e, s);
   }
   return e.Take();

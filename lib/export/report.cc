@@ -174,6 +174,23 @@ Summary TerminalSafeCopy(const Summary& s) {
       for (std::string& r : g.clocks_event_reasons) clean(r);
     }
   }
+  if (safe.memory.has_value()) {
+    MemoryStats& m = *safe.memory;
+    clean(m.source);
+    for (GpuMemory& g : m.gpus) clean(g.peak_phase);
+    std::map<std::string, double> peaks;
+    for (const auto& [phase, bytes] : s.memory->peak_by_phase) {
+      double& v = peaks[internal::TerminalSafe(phase)];
+      v = std::max(v, bytes);
+    }
+    m.peak_by_phase = std::move(peaks);
+    if (m.oom.has_value()) {
+      for (std::string* text :
+           {&m.oom->phase, &m.oom->phase_path, &m.oom->message, &m.oom->snapshot}) {
+        clean(*text);
+      }
+    }
+  }
   return safe;
 }
 
@@ -620,6 +637,69 @@ void AppendTelemetry(std::string* out, const Summary& s) {
   }
 }
 
+// " (of 80.0 GiB)", or "" when the total is unknown.
+std::string OfTotal(double total) {
+  return total > 0 ? absl::StrCat(" of ", Bytes(total)) : std::string();
+}
+
+// This process's GPU memory: per GPU its peak and where it was reached,
+// retries and OOMs, then the peak by phase and the OOM that ended a step.
+void AppendMemory(std::string* out, const Summary& s) {
+  if (!s.memory.has_value()) return;
+  const MemoryStats& m = *s.memory;
+  absl::StrAppendFormat(out, "\nGPU memory (%s; %d steps sampled)\n", m.source, m.steps);
+  for (const GpuMemory& g : m.gpus) {
+    std::string line = absl::StrFormat("gpu%d: peak %s allocated%s", g.device,
+                                       Bytes(g.peak_allocated_bytes), OfTotal(g.total_bytes));
+    if (!g.peak_exact && g.peak_allocated_bytes >= 0) absl::StrAppend(&line, " (sampled)");
+    if (g.peak_step >= 0) {
+      absl::StrAppendFormat(&line, " in step %d%s", g.peak_step,
+                            g.peak_phase.empty() ? "" : absl::StrCat(", ", g.peak_phase));
+    }
+    if (g.peak_reserved_bytes >= 0) {
+      absl::StrAppendFormat(&line, "; %s reserved", Bytes(g.peak_reserved_bytes));
+    }
+    if (g.fragmentation >= 0) {
+      absl::StrAppendFormat(&line, " (%.0f%% unused at the peak)", 100 * g.fragmentation);
+    }
+    if (g.min_allocated_bytes >= 0) {
+      absl::StrAppendFormat(&line, "; %s between steps", Bytes(g.min_allocated_bytes));
+    }
+    if (g.alloc_retries > 0) {
+      absl::StrAppendFormat(&line, "; %d allocation retries in %d steps", g.alloc_retries,
+                            g.retry_steps);
+    }
+    if (g.ooms > 0) absl::StrAppendFormat(&line, "; %d OOMs", g.ooms);
+    if (g.process_used_bytes >= 0) {
+      absl::StrAppendFormat(&line, "; NVML: %s used by this process", Bytes(g.process_used_bytes));
+    }
+    internal::AppendHanging(out, "  ", line, 4);
+  }
+  if (!m.peak_by_phase.empty()) {
+    std::vector<std::pair<double, std::string>> phases;
+    for (const auto& [name, bytes] : m.peak_by_phase) phases.emplace_back(bytes, name);
+    std::sort(phases.rbegin(), phases.rend());
+    std::string line = "peak by phase:";
+    for (const auto& [bytes, name] : phases)
+      absl::StrAppend(&line, " ", name, " ", Bytes(bytes), ",");
+    line.pop_back();
+    internal::AppendHanging(out, "  ", line, 4);
+  }
+  if (m.oom.has_value()) {
+    const OomEvent& o = *m.oom;
+    std::string line = absl::StrCat(
+        "OUT OF MEMORY", o.step >= 0 ? absl::StrCat(" in step ", o.step) : std::string(),
+        o.phase_path.empty() ? std::string() : absl::StrCat(", phase ", o.phase_path));
+    if (o.requested_bytes >= 0) absl::StrAppend(&line, ": asked for ", Bytes(o.requested_bytes));
+    if (o.allocated_bytes >= 0) {
+      absl::StrAppend(&line, " with ", Bytes(o.allocated_bytes), " allocated",
+                      OfTotal(o.total_bytes));
+    }
+    if (!o.snapshot.empty()) absl::StrAppend(&line, "; allocator snapshot: ", o.snapshot);
+    internal::AppendHanging(out, "  ", line, 4);
+  }
+}
+
 // Phases outside steps, over the whole run.
 void AppendOutsideSteps(std::string* out, const Summary& s) {
   bool outside_header = false;
@@ -750,6 +830,7 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
   AppendActivity(&out, s);
   AppendTopKernels(&out, s);
   AppendTelemetry(&out, s);
+  AppendMemory(&out, s);
   if (s.ranks.has_value()) AppendRanks(&out, s);
   AppendOutsideSteps(&out, s);
   AppendOverhead(&out, s);

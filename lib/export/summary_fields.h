@@ -312,6 +312,8 @@ void RankRecordFields(V& v, R& r) {
   v.NanNumber("throttled_steps", r.throttled_steps, kFraction);
   v.NanNumber("host_cpu_pct", r.host_cpu_pct, kPercent);
   v.NanNumber("compute_time", r.compute_time, kSeconds);
+  v.NanNumber("memory_peak_share", r.memory_peak_share, kRatio, kOptional);
+  v.NanNumber("memory_alloc_retries", r.memory_alloc_retries, kRate, kOptional);
   v.Array("phases", r.phases, [](auto& sub, auto& p) { RankPhaseFields(sub, p); });
 }
 

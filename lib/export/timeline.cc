@@ -57,6 +57,7 @@ std::string ToJson(const std::vector<StepPoint>& series) {
     OptionalNumber(w, "host_cpu_pct", p.host_cpu_pct);
     OptionalNumber(w, "host_iowait_pct", p.host_iowait_pct);
     OptionalNumber(w, "worker_cores", p.worker_cores);
+    OptionalNumber(w, "memory_peak_bytes", p.memory_peak_bytes);
     w.EndObject();
   }
   w.EndArray();

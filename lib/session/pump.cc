@@ -104,7 +104,12 @@ void Pump::SampleCountersLocked() {
 
 void Pump::Consume(const Record& r) {
   ++records_consumed_;
-  if (r.kind == RecordKind::kStep) ++steps_consumed_;
+  if (r.kind == RecordKind::kStep) {
+    ++steps_consumed_;
+    // The samples taken before the step ended were pushed before its record
+    // was: take them now, so that the step is assembled with them.
+    if (backends_.memory != nullptr && backends_.memory->used()) DrainMemoryLocked();
+  }
   const TscClock* const tsc = recorder_.tsc();
   if (tsc == nullptr) {
     aggregator_.Consume(r);

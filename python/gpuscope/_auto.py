@@ -264,6 +264,9 @@ class AutoInstrument:
         import torch
         from torch.utils.data import dataloader
 
+        from . import _memory
+
+        _memory.watch(self.session)  # torch is imported now: its allocator is sampled
         auto = self
         base = dataloader._BaseDataLoaderIter
         original_next = base.__next__

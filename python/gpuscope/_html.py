@@ -91,7 +91,7 @@ def _columns(series: Series) -> Dict[str, Any]:
             phases[name][i] = seconds
     cols: Dict[str, Any] = {"index": [p["index"] for p in series],
                             "duration": [p["duration"] for p in series], "phases": phases}
-    for key, _, _, _ in _TELEMETRY_LINES:
+    for key in [line[0] for line in _TELEMETRY_LINES] + ["memory_peak_bytes"]:
         cols[key] = [nan if p.get(key) is None else p[key] for p in series]
     return cols
 
@@ -238,6 +238,85 @@ def _telemetry_plot(cols: Dict[str, Any]) -> Optional[str]:
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     return _svg(fig)
+
+
+GIB = float(1 << 30)
+MEMORY_COLOR = "#d62728"
+
+
+def _memory_plot(summary: Summary, cols: Dict[str, Any]) -> Optional[str]:
+    """Each step's peak GPU memory allocated (GiB, right axis) over its step
+    time (ms, left axis), with the GPU's memory as a ceiling: a step that
+    is slow because it reached the limit (allocation retries) shows as both
+    lines peaking together."""
+    import numpy as np
+
+    if summary.memory is None or "memory_peak_bytes" not in cols:
+        return None
+    peaks = np.asarray(cols["memory_peak_bytes"], dtype=np.float64) / GIB
+    if len(peaks) == 0 or np.all(np.isnan(peaks)):
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    k = _bin_size(len(peaks))
+    xs = _xs(cols, k)
+    ms = np.asarray(cols["duration"], dtype=np.float64) * 1e3
+    ax.plot(xs, ms if k == 1 else _binned(ms, k), color=STEP_COLOR, linewidth=1.0,
+            label="step time (ms)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms")
+    ax.set_ylim(bottom=0)
+    right = ax.twinx()
+    ys = peaks if k == 1 else _binned(peaks, k, "max")
+    measured = ~np.isnan(ys)
+    right.plot(xs[measured], ys[measured], color=MEMORY_COLOR, linewidth=1.4,
+               label="peak memory allocated (GiB)" + ("" if k == 1 else f", max of {k} steps"))
+    totals = [g.total_bytes for g in summary.memory.gpus if g.total_bytes]
+    top = float(np.nanmax(ys))
+    if totals:
+        right.axhline(max(totals) / GIB, color=MEMORY_COLOR, linestyle=":", linewidth=1.0,
+                      label=f"GPU memory {max(totals) / GIB:.0f} GiB")
+        top = max(top, max(totals) / GIB)
+    right.set_ylim(0, top * 1.05)
+    right.set_ylabel("GiB")
+    lines = ax.get_legend_handles_labels()
+    more = right.get_legend_handles_labels()
+    right.legend(lines[0] + more[0], lines[1] + more[1], loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _svg(fig)
+
+
+def _gib(value: Optional[float]) -> str:
+    return "&ndash;" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def _memory_html(summary: Summary) -> str:
+    """The "GPU memory" table (one row per GPU) and the OOM that ended a
+    step, or "" without a memory source."""
+    m = summary.memory
+    if m is None:
+        return ""
+    rows = "".join(
+        f'<tr><td class="name">GPU {g.device}</td><td>{_gib(g.peak_allocated_bytes)}'
+        f'{"" if g.peak_exact else " (sampled)"}</td><td>{_gib(g.peak_reserved_bytes)}</td>'
+        f"<td>{_gib(g.total_bytes)}</td><td>{html.escape(g.peak_phase or '-')}</td>"
+        f"<td>{g.alloc_retries}</td><td>{g.ooms}</td></tr>"
+        for g in m.gpus)
+    oom = ""
+    if m.oom is not None:
+        o = m.oom
+        where = f"step {o.step}" if o.step >= 0 else "outside a step"
+        if o.phase_path:
+            where += f", phase {o.phase_path}"
+        oom = (f'<p class="oom"><b>Out of memory</b> in {html.escape(where)}: asked for '
+               f"{_gib(o.requested_bytes)} with {_gib(o.allocated_bytes)} allocated of "
+               f"{_gib(o.total_bytes)}.{' Snapshot: ' + html.escape(o.snapshot) if o.snapshot else ''}"
+               "</p>")
+    return f"""<h2>GPU memory</h2>
+<p class="small">From {html.escape(m.source)}: what this process's allocator held.</p>
+<table><tr><th class="name">GPU</th><th>peak allocated</th><th>peak reserved</th><th>total</th>
+<th>peak phase</th><th>alloc retries</th><th>OOMs</th></tr>{rows}</table>
+{oom}"""
 
 
 # The per-rank plot: each rank's largest phases stacked, up to this many by
@@ -610,6 +689,9 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
 {_figure("plot-telemetry", _telemetry_plot(series),
          "Telemetry per step (NVML, /proc). nvidia-smi's utilization is not GPU busy time.",
          "No telemetry was sampled in this run.")}
+{_memory_html(summary)}{_figure("plot-memory", _memory_plot(summary, series) if has_steps else None,
+         "Each step's peak GPU memory allocated, with the step time and the GPU's memory.",
+         "No GPU memory was sampled in this run (no allocator source).")}
 {_kernels_html(summary)}{_ranks_html(summary, series)}
 <h2>Phases</h2>
 <table><tr><th class="name">phase</th><th>share</th><th>p50/step</th><th>p95/step</th></tr>{rows}</table>

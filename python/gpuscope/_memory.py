@@ -152,9 +152,11 @@ _sampler = _Sampler()
 
 
 def watch(session: Any) -> None:
-    """Feeds ``session`` the allocator's numbers from now on (a no-op for a
-    session that records nothing or has telemetry off)."""
-    if not session.recording:
+    """Feeds ``session`` the allocator's numbers from now on. A no-op for a
+    session that records nothing or has telemetry off, and in a process
+    that has not imported torch (no thread is started for nothing; the
+    zero-code runner calls it again once it has imported torch)."""
+    if not session.recording or "torch" not in sys.modules:
         return
     interval_ms = session._options.get("telemetry_interval_ms", 100)
     if not interval_ms or interval_ms <= 0:

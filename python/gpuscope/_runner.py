@@ -311,7 +311,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuscope run: {error}", file=sys.stderr)
         return 2
     import gpuscope as gs
+    from gpuscope import _memory
     from gpuscope._auto import AutoInstrument
+
+    # One directory for the whole run, named now: the outputs at the end and
+    # an out-of-memory error's allocator snapshot on the way go there.
+    o.out = _out_dir(o)
+    _memory.snapshot_dir = o.out
 
     # The runner owns the process: its session may take an older CUPTI
     # (cupti=True), and hands it to torch.profiler if the script starts one.
@@ -381,6 +387,9 @@ def run(args: argparse.Namespace) -> int:
         _finish(auto, session, o, extras)
         raise  # Python's own handling: its traceback, status 130 / SIGINT
     except BaseException as e:  # noqa: BLE001 - the script's exception, reported as Python would
+        # A CUDA out-of-memory error that no scope saw end (it left the
+        # step between the hooks' phases): recorded with what is open now.
+        session._record_oom(e)
         _finish(auto, session, o, extras)
         _print_script_traceback(e)
         return 1

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 _TELEMETRY_KEYS = ("gpu_utilization_pct", "sm_clock_ratio", "host_cpu_pct", "host_iowait_pct",
-                   "worker_cores")
+                   "worker_cores", "memory_peak_bytes")
 
 
 def _series_from_columns(cols: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -205,7 +205,9 @@ class Session(_gpuscope._Session):
         phase, s, ``"other"`` included), ``gpu_idle_pct`` and ``idle_by_cause``
         (s) with a GPU source, and telemetry (``gpu_utilization_pct``,
         ``sm_clock_ratio``, ``host_cpu_pct``, ``host_iowait_pct``,
-        ``worker_cores``); None where not measured."""
+        ``worker_cores``) and ``memory_peak_bytes`` (the step's peak GPU
+        memory allocated, with an allocator source); None where not
+        measured."""
         # Built from the columns (a copy of each into Python floats, then a
         # dict per step), four times quicker than parsing the same steps as
         # JSON; key order as ToJson(series) writes them.

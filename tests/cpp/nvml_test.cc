@@ -5,6 +5,7 @@
 #include "backends/nvml/nvml.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -85,6 +86,93 @@ TEST(NvmlTest, ASamplersReadOfWhatChangesLeavesTheRestUnknown) {
   EXPECT_EQ(g.persistence_mode, -1);
   EXPECT_EQ(g.compute_mode, -1);
   EXPECT_EQ(g.mig_mode, -1);
+}
+
+// A GPU running this process (using `bytes`) and one other, listed first.
+FakeGpu SharedGpu(int64_t bytes) {
+  FakeGpu gpu;
+  gpu.process_pids[0] = getpid() + 1;  // another job's process
+  gpu.process_used[0] = 7LL << 30;
+  gpu.process_pids[1] = getpid();
+  gpu.process_used[1] = bytes;
+  gpu.process_count = 2;
+  return gpu;
+}
+
+TEST(NvmlTest, ThisProcesssMemoryIsItsEntryAmongTheGpusProcesses) {
+  const FakeGpu gpu = SharedGpu(3LL << 30);
+  fake_nvml_set_gpus(&gpu, 1);
+  auto nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok());
+  EXPECT_DOUBLE_EQ((*nvml)->Read(0).process_memory_bytes, 3.0 * (1 << 30));
+  // It changes from sample to sample: a sampler's read takes it too, in one
+  // call when the list fits.
+  const int calls = fake_nvml_process_list_calls(3);
+  const GpuState g = (*nvml)->Read(0, /*pcie_throughput=*/false, Nvml::Fields::kChanging);
+  EXPECT_DOUBLE_EQ(g.process_memory_bytes, 3.0 * (1 << 30));
+  EXPECT_EQ(fake_nvml_process_list_calls(3), calls + 1);
+}
+
+TEST(NvmlTest, ThisProcesssMemoryIsUnknownWhenNvmlDoesNotListOrKnowIt) {
+  FakeGpu gpu = SharedGpu(3LL << 30);
+  gpu.process_count = 1;  // only the other process (as in a PID namespace: no host PID matches)
+  fake_nvml_set_gpus(&gpu, 1);
+  auto nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok());
+  const GpuState absent = (*nvml)->Read(0);
+  EXPECT_TRUE(std::isnan(absent.process_memory_bytes));
+  EXPECT_DOUBLE_EQ(absent.memory_used_bytes, 40.0 * (1 << 30));  // the rest is read
+
+  gpu = SharedGpu(-1);  // listed, but NVML_VALUE_NOT_AVAILABLE
+  fake_nvml_set_gpus(&gpu, 1);
+  EXPECT_TRUE(std::isnan((*nvml)->Read(0).process_memory_bytes))
+      << "NVML_VALUE_NOT_AVAILABLE is not 16 EiB";
+
+  gpu.process_count = -1;  // the driver cannot list them
+  fake_nvml_set_gpus(&gpu, 1);
+  EXPECT_TRUE(std::isnan((*nvml)->Read(0).process_memory_bytes));
+}
+
+TEST(NvmlTest, ThisProcesssMemoryIsFoundOnACrowdedGpu) {
+  // 100 processes before this one: more than the first array holds. NVML
+  // says how many it has; the second call, with room for them, finds it.
+  FakeGpu gpu = SharedGpu(5LL << 30);
+  gpu.other_processes = 100;
+  fake_nvml_set_gpus(&gpu, 1);
+  auto nvml = Nvml::Open();
+  ASSERT_TRUE(nvml.ok());
+  const int calls = fake_nvml_process_list_calls(3);
+  EXPECT_DOUBLE_EQ((*nvml)->Read(0).process_memory_bytes, 5.0 * (1 << 30));
+  EXPECT_EQ(fake_nvml_process_list_calls(3), calls + 2);
+  // A list beyond any plausible GPU's is not allocated for: unknown.
+  gpu.other_processes = 5000;
+  fake_nvml_set_gpus(&gpu, 1);
+  EXPECT_TRUE(std::isnan((*nvml)->Read(0).process_memory_bytes));
+}
+
+TEST(NvmlTest, DriversWhoseV3ListerFillsWiderEntriesAreAskedThroughV2) {
+  // Drivers 535.43 to 535.86 filled 32-byte entries from _v3: read as
+  // nvml.h's 24-byte ones, the second entry (this process's) would be
+  // garbage, and a long list would overrun the array.
+  const FakeGpu gpu = SharedGpu(3LL << 30);
+  fake_nvml_set_gpus(&gpu, 1);
+  fake_nvml_set_driver("535.54.03", /*wide_v3_entries=*/true);
+  auto wide = Nvml::Open();
+  const int v2_calls = fake_nvml_process_list_calls(2);
+  const int v3_calls = fake_nvml_process_list_calls(3);
+  const double wide_bytes = wide.ok() ? (*wide)->Read(0).process_memory_bytes : 0;
+  EXPECT_EQ(fake_nvml_process_list_calls(2), v2_calls + 1);
+  EXPECT_EQ(fake_nvml_process_list_calls(3), v3_calls);
+  // 535.104 restored nvml.h's entries in _v3: asked through it again.
+  fake_nvml_set_driver("535.104.05", /*wide_v3_entries=*/false);
+  auto fixed = Nvml::Open();
+  const double fixed_bytes = fixed.ok() ? (*fixed)->Read(0).process_memory_bytes : 0;
+  EXPECT_EQ(fake_nvml_process_list_calls(3), v3_calls + 1);
+  fake_nvml_set_driver("580.65.06", /*wide_v3_entries=*/false);
+  ASSERT_TRUE(wide.ok());
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_DOUBLE_EQ(wide_bytes, 3.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(fixed_bytes, 3.0 * (1 << 30));
 }
 
 TEST(NvmlTest, UnsupportedQueriesStayUnknownAndTheRestIsRead) {

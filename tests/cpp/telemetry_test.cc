@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/memory_inbox.h"
 #include "backends/nvml/nvml.h"
 #include "backends/telemetry/process_roles.h"
 #include "backends/telemetry/system_telemetry.h"
@@ -479,6 +480,53 @@ TEST(TelemetryTest, SlowChangingGpuStateIsReadEveryTenthSampleAndCarriedBetween)
   EXPECT_EQ(s.gpus[0].persistence_mode, 0);
   EXPECT_EQ(s.gpus[0].ecc_uncorrected, 2);
   EXPECT_DOUBLE_EQ(s.gpus[0].utilization_pct, 50);
+}
+
+TEST(TelemetryTest, ThisProcesssGpuMemoryFromNvmlReachesTheSummary) {
+  // The GPU this process uses runs another job's process too (listed
+  // first); NVML's entry for this one says 6 GiB, while its allocator holds
+  // 5 GiB (the rest: the CUDA context, other libraries).
+  FakeGpu gpu;
+  gpu.process_pids[0] = getpid() + 1;
+  gpu.process_used[0] = 9LL << 30;
+  gpu.process_pids[1] = getpid();
+  gpu.process_used[1] = 6LL << 30;
+  gpu.process_count = 2;
+  fake_nvml_set_gpus(&gpu, 1);
+  fake_cuda_set_bus_id(0, "0000:17:00.0");
+  fake_cuda_set_device(0);
+  FakeProc proc;
+  proc.Write("stat", "cpu 1 0 0 1 0 0 0 0\n");
+  auto clock = std::make_shared<ManualClock>();
+  internal::Backends b;
+  b.telemetry = internal::MakeSystemTelemetry(proc.root(), proc.root() + "/cgroup");
+  b.memory = std::make_shared<internal::MemoryInbox>();
+  std::unique_ptr<Session> s = internal::SessionTestPeer::Create(
+      Options{.clock = clock, .flush_interval_ms = 10000, .telemetry_interval_ms = 10},
+      std::move(b));
+  const auto worker_pass = [&] { internal::SessionTestPeer::Impl(*s).Pump(); };
+  worker_pass();  // a full NVML read
+  for (int i = 0; i < 2; ++i) {
+    StepScope step(*s);
+    clock->Advance(5 * kMs);
+    s->RecordMemory(AllocatorStats{.device = 0,
+                                   .allocated_bytes = 4.0 * (1 << 30),
+                                   .reserved_bytes = 5.0 * (1 << 30),
+                                   .peak_allocated_bytes = 4.0 * (1 << 30),
+                                   .peak_reserved_bytes = 5.0 * (1 << 30)});
+    clock->Advance(5 * kMs);
+    worker_pass();  // a sampler's read of what changes
+  }
+  clock->Advance(5 * kMs);
+  worker_pass();
+  const Summary sum = s->Summarize();
+  ASSERT_TRUE(sum.telemetry.has_value());
+  ASSERT_EQ(sum.telemetry->gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(sum.telemetry->gpus[0].process_memory_bytes, 6.0 * (1 << 30));
+  ASSERT_TRUE(sum.memory.has_value());
+  ASSERT_EQ(sum.memory->gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(sum.memory->gpus[0].process_used_bytes, 6.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(sum.memory->gpus[0].peak_reserved_bytes, 5.0 * (1 << 30));
 }
 
 TEST(TelemetryTest, WithoutNvmlTheHostIsStillSampledAndItSaysWhy) {

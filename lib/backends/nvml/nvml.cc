@@ -1,10 +1,15 @@
 #include "backends/nvml/nvml.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 // NVML's types and entry points from its own header; the library is still
 // only dlopen()ed, never linked. NVML_NO_UNVERSIONED_FUNC_DEFS keeps nvml.h
@@ -14,7 +19,9 @@
 #include <nvml.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backends/vendor_status.h"
 #include "base/dynlib.h"
 
@@ -42,6 +49,11 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex),
                              decltype(&nvmlDeviceGetHandleByIndex_v2)>);
 static_assert(std::is_same_v<decltype(&nvmlSystemGetCudaDriverVersion),
                              decltype(&nvmlSystemGetCudaDriverVersion_v2)>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3),
+                             decltype(&nvmlDeviceGetComputeRunningProcesses_v2)>);
+// The unversioned name (drivers before 450) fills the older, shorter
+// entries: it has a pointer of its own, never the one above.
+static_assert(sizeof(nvmlProcessInfo_v1_t) < sizeof(nvmlProcessInfo_t));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the old name, for drivers before 535
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetCurrentClocksThrottleReasons),
@@ -128,6 +140,10 @@ struct Nvml::Api {
   decltype(&nvmlDeviceGetCurrentClocksEventReasons) DeviceGetClocksEventReasons = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) DeviceGetUtilizationRates = nullptr;
   decltype(&nvmlDeviceGetMemoryInfo) DeviceGetMemoryInfo = nullptr;
+  // _v3 or _v2; the unversioned one in the second pointer only when neither
+  // is there (see BindComputeProcesses()).
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) DeviceGetComputeRunningProcesses = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses) DeviceGetComputeRunningProcessesV1 = nullptr;
   decltype(&nvmlDeviceGetCurrPcieLinkGeneration) DeviceGetCurrPcieLinkGeneration = nullptr;
   decltype(&nvmlDeviceGetMaxPcieLinkGeneration) DeviceGetMaxPcieLinkGeneration = nullptr;
   decltype(&nvmlDeviceGetCurrPcieLinkWidth) DeviceGetCurrPcieLinkWidth = nullptr;
@@ -138,6 +154,52 @@ struct Nvml::Api {
   decltype(&nvmlDeviceGetComputeMode) DeviceGetComputeMode = nullptr;
   decltype(&nvmlDeviceGetMigMode) DeviceGetMigMode = nullptr;
 };
+
+namespace {
+
+// The driver's version ("580.65.06"); "" when unknown.
+std::string DriverVersion(const Nvml::Api& api) {
+  char buf[96] = {0};
+  if (api.SystemGetDriverVersion == nullptr ||
+      api.SystemGetDriverVersion(buf, sizeof(buf)) != NVML_SUCCESS) {
+    return "";
+  }
+  return buf;
+}
+
+// Whether driver `version`'s nvmlDeviceGetComputeRunningProcesses_v3 fills
+// 32-byte entries (nvmlProcessInfo_v3_t, usedGpuCcProtectedMemory added)
+// instead of nvml.h's 24-byte nvmlProcessInfo_t. Drivers 535.43 to 535.86
+// widened them without a version bump (the nvml.h they shipped declares
+// it); 535.98 dropped _v3, and 535.104 brought it back with the 24-byte
+// entries. Given an array of nvmlProcessInfo_t, those drivers would write
+// past its end.
+bool WritesWideProcessEntries(const std::string& version) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(version, '.');
+  int major = 0, minor = 0;
+  return parts.size() >= 2 && absl::SimpleAtoi(parts[0], &major) &&
+         absl::SimpleAtoi(parts[1], &minor) && major == 535 && minor >= 43 && minor < 98;
+}
+
+// The compute processes' lister: _v3, else _v2 (the same entries; the one a
+// driver with the wide _v3 entries gets), else the unversioned name of
+// drivers before 450, whose entries are the older nvmlProcessInfo_v1_t.
+void BindComputeProcesses(const DynLib& lib, Nvml::Api& api) {
+  if (WritesWideProcessEntries(DriverVersion(api))) {
+    (void)lib.Bind(&api.DeviceGetComputeRunningProcesses,
+                   {"nvmlDeviceGetComputeRunningProcesses_v2"});
+  } else {
+    (void)lib.Bind(
+        &api.DeviceGetComputeRunningProcesses,
+        {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  }
+  if (api.DeviceGetComputeRunningProcesses == nullptr) {
+    (void)lib.Bind(&api.DeviceGetComputeRunningProcessesV1,
+                   {"nvmlDeviceGetComputeRunningProcesses"});
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
   const char* override_path = std::getenv("GPUSCOPE_LIBNVML");
@@ -185,7 +247,8 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open() {
     api->Shutdown();
     return s;
   }
-  lib->Leak();  // NVML stays loaded for the rest of the process
+  BindComputeProcesses(*lib, *api);  // after Init: it asks the driver's version
+  lib->Leak();                       // NVML stays loaded for the rest of the process
   return std::unique_ptr<Nvml>(new Nvml(api.release(), static_cast<int>(count)));
 }
 
@@ -194,14 +257,7 @@ Nvml::~Nvml() {
   delete api_;
 }
 
-std::string Nvml::driver_version() const {
-  char buf[96] = {0};
-  if (api_->SystemGetDriverVersion == nullptr ||
-      api_->SystemGetDriverVersion(buf, sizeof(buf)) != NVML_SUCCESS) {
-    return "";
-  }
-  return buf;
-}
+std::string Nvml::driver_version() const { return DriverVersion(*api_); }
 
 int Nvml::cuda_driver_version() const {
   int v = -1;
@@ -251,9 +307,60 @@ void ReadLimits(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
   g.power_limit_w = UintQuery(api.DeviceGetEnforcedPowerLimit, d) / 1000.0;
 }
 
+// The used GPU memory of process `pid` among `infos`; unknown when it is not
+// listed, or listed without the number (NVML_VALUE_NOT_AVAILABLE: some
+// drivers and containers, and always under Windows' WDDM).
+template <typename Info>
+double UsedMemoryOf(std::span<const Info> infos, unsigned pid) {
+  for (const Info& info : infos) {
+    if (info.pid != pid) continue;
+    if (info.usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE))
+      return kUnknownValue;
+    return static_cast<double>(info.usedGpuMemory);
+  }
+  return kUnknownValue;
+}
+
+// Process `pid`'s used GPU memory on device `d`, from `list` (an
+// nvmlDeviceGetComputeRunningProcesses version, its entries `Info`). A
+// stack array holds the list of all but the most crowded GPUs; when NVML
+// says it is too small (and how many entries it needs), one more call with
+// that many, at most kMost. Processes that start between the two calls
+// make the second too small as well: then unknown, until the next sample.
+template <typename Info>
+double ProcessMemory(nvmlReturn_t (*list)(nvmlDevice_t, unsigned*, Info*), nvmlDevice_t d,
+                     unsigned pid) {
+  constexpr unsigned kFirst = 64;
+  constexpr unsigned kMost = 4096;
+  Info first[kFirst] = {};
+  unsigned count = kFirst;
+  nvmlReturn_t r = list(d, &count, first);
+  if (r == NVML_SUCCESS) return UsedMemoryOf<Info>({first, std::min(count, kFirst)}, pid);
+  if (r != NVML_ERROR_INSUFFICIENT_SIZE || count <= kFirst || count > kMost) return kUnknownValue;
+  std::vector<Info> all(count);
+  const unsigned asked = count;
+  r = list(d, &count, all.data());
+  if (r != NVML_SUCCESS) return kUnknownValue;
+  return UsedMemoryOf<Info>({all.data(), std::min(count, asked)}, pid);
+}
+
+// This process's used GPU memory on device `d`: its entry among the GPU's
+// compute processes. NVML lists them by the host's PIDs: in a container with
+// a PID namespace of its own, getpid() is the container's, no entry matches
+// and the value stays unknown (nothing maps one to the other here). In MIG
+// mode, a whole GPU's list needs privileges: without, unknown too.
+double OwnProcessMemory(const Nvml::Api& api, nvmlDevice_t d) {
+  const auto pid = static_cast<unsigned>(getpid());  // not cached: a forked child is itself
+  if (api.DeviceGetComputeRunningProcesses != nullptr)
+    return ProcessMemory(api.DeviceGetComputeRunningProcesses, d, pid);
+  if (api.DeviceGetComputeRunningProcessesV1 != nullptr)
+    return ProcessMemory(api.DeviceGetComputeRunningProcessesV1, d, pid);
+  return kUnknownValue;
+}
+
 // What changes from one sample to the next (Fields::kChanging), but the
 // PCIe throughput: clocks, power, temperature, clocks event reasons,
-// utilization, memory, the current PCIe link.
+// utilization, memory (this process's too), the current PCIe link.
 void ReadChanging(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
   g.sm_clock_mhz = UintQuery(api.DeviceGetClockInfo, d, NVML_CLOCK_SM);
   g.mem_clock_mhz = UintQuery(api.DeviceGetClockInfo, d, NVML_CLOCK_MEM);
@@ -276,6 +383,7 @@ void ReadChanging(const Nvml::Api& api, nvmlDevice_t d, GpuState& g) {
     g.memory_used_bytes = static_cast<double>(m.used);
     g.memory_total_bytes = static_cast<double>(m.total);
   }
+  g.process_memory_bytes = OwnProcessMemory(api, d);
   g.pcie_gen = AsInt(UintQuery(api.DeviceGetCurrPcieLinkGeneration, d));
   g.pcie_width = AsInt(UintQuery(api.DeviceGetCurrPcieLinkWidth, d));
 }

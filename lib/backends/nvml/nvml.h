@@ -42,7 +42,9 @@ struct GpuState {
   double memory_used_bytes = kUnknownValue;
   double memory_total_bytes = kUnknownValue;
   // This process's entry in the GPU's running compute processes (its used
-  // GPU memory); unknown when it has none or NVML cannot list them.
+  // GPU memory); unknown when it has none or NVML cannot list them. NVML
+  // lists host PIDs: in a container with its own PID namespace, none is
+  // this process's, and it stays unknown.
   double process_memory_bytes = kUnknownValue;
   int pcie_gen = -1;
   int pcie_gen_max = -1;
@@ -74,11 +76,13 @@ class Nvml {
 
   // What Read() queries: everything, or only what changes from one
   // telemetry sample to the next (SM and memory clocks, power, temperature,
-  // clocks event reasons, utilization, memory used and total, the current
-  // PCIe link generation and width): 10 NVML calls instead of 23 (the
-  // device handle's lookup included). A sampler takes the rest (name and bus
-  // id, maximum clocks and link, power limit, ECC counts, modes) from a full
-  // read now and then.
+  // clocks event reasons, utilization, memory used and total, this
+  // process's memory, the current PCIe link generation and width): 11 NVML
+  // calls instead of 24 (the device handle's lookup included, the PCIe
+  // throughput's 2 not; one more in either where the GPU runs over 64
+  // compute processes). A sampler takes the rest (name and bus id, maximum
+  // clocks and link, power limit, ECC counts, modes) from a full read now
+  // and then.
   enum class Fields : uint8_t { kAll, kChanging };
 
   // The state of GPU `index` now. Never fails: what cannot be read stays

@@ -270,7 +270,7 @@ uint64_t SimulatedDevice::Allocate(uint64_t bytes, int device) {
   const uint64_t unit = std::max<uint64_t>(1, st.config.memory_block_bytes);
   const uint64_t size = std::max<uint64_t>(1, (bytes + unit - 1) / unit) * unit;
   uint64_t id = 0;
-  if (auto it = m.cache.lower_bound(size); it != m.cache.end()) {
+  if (auto it = m.cache.find(size); it != m.cache.end()) {
     id = it->second;
     m.live.emplace(id, it->first);
     m.allocated += it->first;

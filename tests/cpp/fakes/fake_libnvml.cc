@@ -1,12 +1,15 @@
 // A fake NVML (the entry points gpuscope reads), loaded through
 // GPUSCOPE_LIBNVML exactly as libnvidia-ml.so.1 would be, answering from a
 // table the test sets (fake_nvml.h). It counts nvmlInit/nvmlShutdown. Entry
-// points, structs and codes are nvml.h's.
+// points, structs and codes are nvml.h's; NVML_NO_UNVERSIONED_FUNC_DEFS
+// declares the older versions too (nvmlDeviceGetComputeRunningProcesses_v2).
 
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include <nvml.h>
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "fakes/fake_nvml.h"
@@ -17,6 +20,9 @@ struct State {
   std::vector<FakeGpu> gpus = std::vector<FakeGpu>(1);
   nvmlReturn_t init_result = NVML_SUCCESS;
   int inits = 0;
+  std::string driver_version = "580.65.06";
+  bool wide_v3_entries = false;
+  int list_calls_v3 = 0, list_calls_v2 = 0;
 };
 State& S() {
   static State* s = new State();
@@ -36,6 +42,35 @@ nvmlReturn_t Answer(int64_t value, T* out) {
   return NVML_SUCCESS;
 }
 
+// GPU `d`'s compute processes into `infos` (entries of type Info), as
+// nvml.h documents nvmlDeviceGetComputeRunningProcesses: *count in, the
+// room in `infos`; out, how many there are. Too little room (`infos` may
+// then be null): NVML_ERROR_INSUFFICIENT_SIZE, *count the room needed.
+template <typename Info>
+nvmlReturn_t ListProcesses(nvmlDevice_t d, unsigned* count, Info* infos) {
+  const FakeGpu* gpu = Gpu(d);
+  if (gpu == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->process_count < 0) return NVML_ERROR_NOT_SUPPORTED;
+  const auto n = static_cast<unsigned>(gpu->other_processes + gpu->process_count);
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  *count = n;
+  if (n == 0) return NVML_SUCCESS;
+  if (infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < n; ++i) {
+    Info info{};
+    const auto mine = static_cast<int>(i) - gpu->other_processes;  // this table's entry, or < 0
+    info.pid = mine < 0 ? 5'000'000 + i : static_cast<unsigned>(gpu->process_pids[mine]);
+    info.usedGpuMemory =
+        mine < 0 ? 1ULL << 20 : static_cast<unsigned long long>(gpu->process_used[mine]);
+    info.gpuInstanceId = info.computeInstanceId = 0xFFFFFFFF;  // not MIG
+    infos[i] = info;
+  }
+  return NVML_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -47,6 +82,13 @@ EXPORT void fake_nvml_set_gpus(const FakeGpu* gpus, int count) {
 }
 EXPORT void fake_nvml_fail_init(int result) { S().init_result = static_cast<nvmlReturn_t>(result); }
 EXPORT int fake_nvml_inits() { return S().inits; }
+EXPORT void fake_nvml_set_driver(const char* version, bool wide_v3_entries) {
+  S().driver_version = version;
+  S().wide_v3_entries = wide_v3_entries;
+}
+EXPORT int fake_nvml_process_list_calls(int version) {
+  return version == 3 ? S().list_calls_v3 : version == 2 ? S().list_calls_v2 : 0;
+}
 
 // ---- The NVML subset, as nvml.h declares it.
 EXPORT nvmlReturn_t nvmlInit_v2() {
@@ -60,7 +102,7 @@ EXPORT nvmlReturn_t nvmlShutdown() {
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* buf, unsigned len) {
-  std::strncpy(buf, "580.65.06", len);
+  std::strncpy(buf, S().driver_version.c_str(), len);
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* v) {
@@ -123,6 +165,19 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
   m->used = static_cast<unsigned long long>(Gpu(d)->memory_used);
   m->free = m->total - m->used;
   return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned* count,
+                                                            nvmlProcessInfo_t* infos) {
+  ++S().list_calls_v3;
+  // nvmlProcessDetail_v1_t is the layout of those drivers' entries.
+  if (S().wide_v3_entries)
+    return ListProcesses(d, count, reinterpret_cast<nvmlProcessDetail_v1_t*>(infos));
+  return ListProcesses(d, count, infos);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned* count,
+                                                            nvmlProcessInfo_v2_t* infos) {
+  ++S().list_calls_v2;
+  return ListProcesses(d, count, infos);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned* v) {
   return Answer(Gpu(d)->pcie_gen, v);
