@@ -220,9 +220,12 @@ void OutOfMemory(const Summary& s, std::vector<Finding>* out) {
   f.severity = Severity::kHigh;
   f.title = absl::StrCat(
       "CUDA out of memory", e.step >= 0 ? absl::StrCat(" in step ", e.step) : std::string(),
-      e.phase_path.empty() ? std::string() : absl::StrCat(", phase \"", e.phase_path, "\""),
-      ": asked for ", GiB(e.requested_bytes), " with ", GiB(e.allocated_bytes), " of ",
-      GiB(e.total_bytes), " allocated");
+      e.phase_path.empty() ? std::string() : absl::StrCat(", phase \"", e.phase_path, "\""));
+  if (e.requested_bytes >= 0) absl::StrAppend(&f.title, ": asked for ", GiB(e.requested_bytes));
+  if (e.allocated_bytes >= 0) {
+    absl::StrAppend(&f.title, " with ", GiB(e.allocated_bytes), " allocated",
+                    e.total_bytes > 0 ? absl::StrCat(" of ", GiB(e.total_bytes)) : "");
+  }
   f.evidence = {{"step", static_cast<double>(e.step)},  {"device", static_cast<double>(e.device)},
                 {"requested_bytes", e.requested_bytes}, {"allocated_bytes", e.allocated_bytes},
                 {"reserved_bytes", e.reserved_bytes},   {"total_bytes", e.total_bytes}};

@@ -182,6 +182,11 @@ class AutoInstrument:
             return original(*args, **kwargs)
         try:
             return original(*args, **kwargs)
+        except BaseException as e:
+            # A CUDA out-of-memory error, recorded while its phase is open
+            # (free when nothing is raised: exceptions cost only when thrown).
+            self.session._record_oom(e)
+            raise
         finally:
             try:
                 self._exit(name)
@@ -390,6 +395,9 @@ class AutoInstrument:
                 auto._fail(e)
             try:
                 return original(*args, **kwargs)
+            except BaseException as e:
+                auto.session._record_oom(e)  # an OOM, recorded while forward is open
+                raise
             finally:
                 auto._forward_depth = 0
                 try:

@@ -265,6 +265,14 @@ def _throughput(s: Summary) -> Tuple[Optional[float], str]:
     return None, ""
 
 
+def _peak_memory_gib(s: Summary) -> Optional[float]:
+    """The fullest GPU's peak allocation in GiB, or None without memory."""
+    if s.memory is None:
+        return None
+    peaks = [g.peak_allocated_bytes for g in s.memory.gpus if g.peak_allocated_bytes is not None]
+    return max(peaks) / 2**30 if peaks else None
+
+
 def _pct_change(base: float, new: float) -> float:
     return 100.0 * (new - base) / base if base else 0.0
 
@@ -373,6 +381,12 @@ def _compare(base: Summary, new: Summary, base_meta: Dict[str, Any], new_meta: D
             old_rule.append(idle)
     if (bi is None) != (ni is None):
         lines.append(f"  GPU idle: measured in one run only (sources {base.source} and {new.source})")
+    # Peak GPU memory: compared and shown, never gated (a larger batch or
+    # model is a reason to use more, not a regression).
+    bm, nm = _peak_memory_gib(base), _peak_memory_gib(new)
+    if bm is not None or nm is not None:
+        row("peak GPU memory (GiB)", bm, nm, "{:.2f}",
+            "-" if bm is None or nm is None or bm == 0 else f"{_pct_change(bm, nm):+.1f}%")
     if change is not None:
         if change.regression:
             verb = "fell" if change.statistic == "throughput" else "grew"
