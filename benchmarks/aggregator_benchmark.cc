@@ -81,6 +81,44 @@ void BM_AggregateStepWithPhases(benchmark::State& state) {
 }
 BENCHMARK(BM_AggregateStepWithPhases)->Args({512, 5})->Args({65536, 5})->Args({65536, 100});
 
+// A 5-phase step with `range(0)` allocator samples falling in it: the
+// worker's cost of the memory window (each sample's phase looked up, the
+// step's peak and its entry), beside BM_AggregateStepWithPhases/512/5. One
+// sample a step is the Python sampler at 100 ms on 100 ms steps; 64 is an
+// allocator that reports every change (the simulated device's).
+void BM_AggregateStepWithMemory(benchmark::State& state) {
+  const int samples = static_cast<int>(state.range(0));
+  internal::Aggregator agg(512, 16);
+  agg.SetMemorySource("benchmark");
+  uint64_t seq = 0;
+  int64_t t = 0;
+  constexpr int kPhases = 5;
+  constexpr int64_t kStep = (kPhases + 1) * 1'000'000;
+  for (auto _ : state) {
+    ++seq;
+    for (int i = 0; i < samples; ++i) {
+      internal::MemorySample m;
+      m.host_ns = t + (kStep * i) / samples + 1;
+      m.stats.allocated_bytes = 2e9 + 1e8 * (i % 7);
+      m.stats.reserved_bytes = 3e9;
+      m.stats.peak_allocated_bytes = 2.6e9;
+      m.stats.peak_reserved_bytes = 3e9;
+      m.stats.alloc_retries = 0;
+      m.stats.ooms = 0;
+      m.stats.total_bytes = 80e9;
+      agg.AddMemory(m);
+    }
+    for (int p = 0; p < kPhases; ++p) {
+      agg.Consume(PhaseRecord(seq, static_cast<uint16_t>(p), t + p * 1'000'000,
+                              t + (p + 1) * 1'000'000 - static_cast<int64_t>(seq % 977)));
+    }
+    agg.Consume(StepRecord(seq, t, t + kStep));
+    t += kStep;
+  }
+  benchmark::DoNotOptimize(agg.completed_steps());
+}
+BENCHMARK(BM_AggregateStepWithMemory)->Arg(1)->Arg(64);
+
 // Bytes the heap holds now (glibc's count of what is allocated).
 double HeapBytes() {
   const struct mallinfo2 m = mallinfo2();

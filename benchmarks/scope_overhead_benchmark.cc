@@ -140,6 +140,20 @@ void BM_StepScope(benchmark::State& state) {
 }
 BENCHMARK(BM_StepScope);
 
+// Session::RecordMemory(): what a C++ trainer's allocator hook (or the
+// Python sampler thread, through the bindings) pays per sample: the
+// session clock, a lock and a copy. Not the recording thread's cost: it is
+// made from a thread of the caller's, and scopes never take the lock.
+void BM_RecordMemory(benchmark::State& state) {
+  Session session(Options{.window = 512});
+  AllocatorStats stats{.allocated_bytes = 2e9, .reserved_bytes = 3e9, .total_bytes = 80e9};
+  for (auto _ : state) {
+    stats.allocated_bytes += 1;
+    session.RecordMemory(stats, "benchmark");
+  }
+}
+BENCHMARK(BM_RecordMemory);
+
 // A phase scope on the events source (the simulated device: two markers per
 // scope). Compare with BM_PhaseScope plus two BM_SimulatedMarkerRecord.
 void BM_PhaseScopeWithEvents(benchmark::State& state) {

@@ -242,11 +242,11 @@ def test_no_snapshot_without_a_directory_or_without_cuda(monkeypatch):
     assert _memory.save_snapshot(0) == ""  # CUDA not initialized: nothing to snapshot
 
 
-def simulated_loop(memory_gib, steps=10):
+def simulated_loop(memory_gib, steps=10, memory_bytes=None):
     """The simulated device's allocator, driven from Python: 2 GiB of weights,
     four 1 GiB activations in forward, a 0.5 GiB buffer in backward."""
     clock = gs.testing.ManualClock()
-    gpu = gs.testing.SimulatedDevice(memory_bytes=memory_gib * GIB)
+    gpu = gs.testing.SimulatedDevice(memory_bytes=memory_bytes or memory_gib * GIB)
     s = gs.Session(clock=clock, simulated_device=gpu)
     gpu.allocate(2 * GIB)
     for _ in range(steps):
@@ -369,3 +369,48 @@ def test_gpuscope_run_records_an_oom_of_an_unmodified_script(tmp_path):
     oom = json.loads((out / "run.json").read_text())["summary"]["memory"]["oom"]
     assert oom["step"] == 3 and oom["phase"] == "forward"
     assert oom["requested_bytes"] == 2 * GIB
+
+
+def test_memory_pressure_fires_at_its_default_line_and_never_beside_headroom():
+    # 6.5 GiB of a 6.6 GiB GPU: 98 % at the peak; the same loop on 80 GiB is quiet.
+    full = {f.id: f for f in simulated_loop(0, steps=10, memory_bytes=int(6.6 * GIB)).diagnose()}
+    assert "memory-pressure" in full and "batch-headroom" not in full
+    assert "phase \"backward\"" in full["memory-pressure"].title
+    roomy = {f.id for f in simulated_loop(80).diagnose()}
+    assert "memory-pressure" not in roomy and "batch-headroom" in roomy
+
+
+@pytest.mark.gpu
+def test_on_a_real_gpu_the_peak_is_torchs_and_an_oom_is_recorded():
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    dev = torch.device("cuda")
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                                torch.nn.Linear(4096, 1024)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    s = gs.Session(telemetry_interval_ms=2)
+    for x in s.steps([torch.randn(2048, 1024, device=dev) for _ in range(40)]):
+        with s.phase("forward"):
+            loss = model(x).square().mean()
+        with s.phase("backward"):
+            loss.backward()
+        with s.phase("optimizer"):
+            opt.step()
+            opt.zero_grad()
+    torch.cuda.synchronize()
+    time.sleep(0.05)
+    m = s.summary().memory
+    assert m is not None and m.source == "torch.cuda"
+    g = m.gpus[0]
+    # The window's peak is torch's all-time peak (every step reaches it), or a
+    # sampled lower bound of it.
+    assert g.peak_allocated_bytes <= torch.cuda.max_memory_allocated()
+    assert g.peak_allocated_bytes >= 0.5 * torch.cuda.max_memory_allocated()
+    assert g.total_bytes == torch.cuda.get_device_properties(0).total_memory
+    total = torch.cuda.get_device_properties(0).total_memory
+    with pytest.raises(torch.OutOfMemoryError):
+        with s.step():
+            with s.phase("forward"):
+                torch.empty(int(total * 1.5), dtype=torch.uint8, device=dev)
+    oom = s.summary().memory.oom
+    assert oom.phase == "forward" and oom.requested_bytes >= total
