@@ -9,9 +9,15 @@ counters are per process, and its configuration is read once, at start):
   ``torch.cuda.max_memory_allocated()`` read after the loop (never reset:
   gpuscope must not need that), the phase gpuscope names for the peak,
   NVML's entry for this process (``process_used_bytes``) against
-  ``nvidia-smi --query-compute-apps`` and ``torch.cuda.memory_reserved()``;
-  then the sampler's cost: ``_memory.read_allocator(0)`` and
-  ``_memory._sampler.sample_once()``, median of 1000 calls each.
+  ``nvidia-smi --query-compute-apps`` and ``torch.cuda.memory_reserved()``.
+  The peak's phase ("see note" in the table): backward is expected, early in
+  it, when the loss's and the last layer's input gradients are allocated
+  while every saved activation is still held; forward ends just below it.
+  The allocator's high-water mark rises in step 1 (Adam's state exists from
+  step 0's optimizer on), and gpuscope places a mark that rose between two
+  samples midway between them, so a peak reached right at the boundary may
+  be named forward. Then the sampler's cost: ``_memory.read_allocator(0)``
+  and ``_memory._sampler.sample_once()``, median of 1000 calls each.
 * ``oom``: a tensor of 1.5 times the GPU's memory asked for inside
   ``with s.phase("forward")`` of step 3, with the allocator's history on
   and ``GPUSCOPE_OOM_SNAPSHOT_DIR`` set: the error caught outside the step
@@ -385,8 +391,8 @@ CHILDREN = {"peak": child_peak, "oom": child_oom, "thrash": child_thrash,
             "headroom": child_headroom}
 
 
-def run_child(name: str, extra: List[str], env: Optional[Dict[str, str]] = None,
-              timeout: float = 150) -> Dict[str, Any]:
+def _run_child(name: str, extra: List[str], env: Optional[Dict[str, str]] = None,
+               timeout: float = 100) -> Dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", name] + extra
     e = dict(os.environ)
     e.update(env or {})
@@ -613,23 +619,36 @@ def main() -> int:
         return 2
     raw: Dict[str, Any] = {}
     rows: List[Dict[str, Any]] = []
+
+    def run_child(name: str, extra: List[str], env: Optional[Dict[str, str]] = None,
+                  key: Optional[str] = None) -> Dict[str, Any]:
+        """One child; its result is printed and saved as it comes (a run cut short keeps it)."""
+        res = _run_child(name, extra, env)
+        raw[key or name] = res
+        print(f"[{key or name}] {json.dumps(res, default=str)[:3000]}", file=sys.stderr, flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(raw, f, indent=1, default=str)
+        return res
+
     t0 = time.perf_counter()
-    raw["peak"] = run_child("peak", [])
+    run_child("peak", [])
     rows += judge_peak(raw["peak"])
     with tempfile.TemporaryDirectory(prefix="gpuscope-oom-") as d:
-        raw["oom"] = run_child("oom", [], env={"GPUSCOPE_OOM_SNAPSHOT_DIR": d})
+        run_child("oom", [], env={"GPUSCOPE_OOM_SNAPSHOT_DIR": d})
     rows += judge_oom(raw["oom"])
-    raw["thrash"] = run_child("thrash", ["--steps", "16"],
-                              env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20"})
+    run_child("thrash", ["--steps", "16"],
+              env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20"})
     rows += judge_thrash(raw["thrash"])
     hargs = ["--width", "512", "--layers", "8", "--batch", "65536", "--steps", "8"]
-    raw["headroom"] = run_child("headroom", hargs)
+    run_child("headroom", hargs)
     factor = None
     hr = raw["headroom"].get("headroom")
     if hr:
-        factor = max(1, int(math.floor(hr["evidence"]["batch_growth"] / 1.5)))
-        raw["headroom_rerun"] = run_child("headroom", hargs[:-2] + ["--steps", "3", "--scale",
-                                                                    str(factor)])
+        # At most 200x: a wild estimate must not make a run of minutes.
+        factor = max(1, min(200, int(math.floor(hr["evidence"]["batch_growth"] / 1.5))))
+        run_child("headroom", hargs[:-2] + ["--steps", "3", "--scale", str(factor)],
+                  key="headroom_rerun")
     rows += judge_headroom(raw["headroom"], raw.get("headroom_rerun"), factor)
     notes = [f"Wall time {time.perf_counter() - t0:.1f} s; child processes: " + ", ".join(
         f"{k} {v.get('wall_s', float('nan')):.1f} s" for k, v in raw.items())]
@@ -638,9 +657,6 @@ def main() -> int:
     if a.out:
         with open(a.out, "w") as f:
             f.write(text + "\n")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(raw, f, indent=1, default=str)
     return 1 if any(r["ok"] is False for r in rows) else 0
 
 

@@ -49,19 +49,23 @@ std::string StrOr(PyObject* v) {
 
 void NoteScopeException(Session* session, PyObject* exc) {
   // The same error passes every enclosing scope's exit: the innermost, which
-  // saw the most scopes open, records it. A pointer is kept, not a
-  // reference (the error holds frames, and they the tensors).
+  // saw the most scopes open, records it, and the exits around it (fewer
+  // scopes open) pass. A pointer is kept, not a reference (the error holds
+  // frames, and they the tensors); a new error that reuses the address is
+  // raised at least as deep (a loop retrying the same step), so it is told
+  // apart by its depth.
   static thread_local const void* last_recorded = nullptr;
-  if (session == nullptr || exc == nullptr || exc == Py_None || g_oom_details == nullptr ||
-      exc == last_recorded) {
-    return;
-  }
+  static thread_local int last_depth = 0;
+  if (session == nullptr || exc == nullptr || exc == Py_None || g_oom_details == nullptr) return;
+  const int depth = session->OpenScopes();
+  if (exc == last_recorded && depth < last_depth) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // keep any error already set as it is
   PyObject* details = PyObject_CallFunctionObjArgs(g_oom_details, exc, nullptr);
   if (details == nullptr) PyErr_Clear();
   if (details != nullptr && PyTuple_Check(details) && PyTuple_GET_SIZE(details) == 7) {
     last_recorded = exc;
+    last_depth = depth;
     OomEvent oom;
     const double device = FloatOr(PyTuple_GET_ITEM(details, 0), -1);
     oom.device = device >= 0 && device < 1024 ? static_cast<int>(device) : -1;
@@ -71,7 +75,7 @@ void NoteScopeException(Session* session, PyObject* exc) {
     oom.total_bytes = FloatOr(PyTuple_GET_ITEM(details, 4), oom.total_bytes);
     oom.message = StrOr(PyTuple_GET_ITEM(details, 5));
     oom.snapshot = StrOr(PyTuple_GET_ITEM(details, 6));
-    session->RecordOom(std::move(oom));
+    session->RecordOom(std::move(oom), "torch.cuda");
   }
   Py_XDECREF(details);
   PyErr_Restore(type, value, tb);

@@ -196,9 +196,10 @@ struct DiagnoseOptions {
   // memory-pressure also fires when the allocator's fragmentation (1 - peak
   // allocated / peak reserved, 0..1) is at least this while its reservation
   // is at least `memory_usable_share` of the GPU: memory it holds that
-  // tensors cannot use. 0.30: the share beyond which PyTorch's own
-  // out-of-memory message points at fragmentation in practice (a third of
-  // the reservation unusable).
+  // tensors cannot use. 0.30 is ours (no published line exists; PyTorch's
+  // out-of-memory message only calls "reserved but unallocated" memory
+  // "large"): a third of the reservation unusable at the peak is more than
+  // the allocator's rounding and block caching explain.
   double memory_fragmentation = 0.30;
   // batch-headroom: the share of the GPU's memory (0..1) the estimate of a
   // larger batch may fill, leaving the rest for the allocator's rounding

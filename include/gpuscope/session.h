@@ -253,16 +253,20 @@ class Session {
   // at a fixed rate (the Python package samples PyTorch's allocator so), or
   // from the allocator at each change for exact peaks; not from the
   // recording thread's hot path. Up to 65,536 samples wait for the worker;
-  // beyond that the oldest are folded in early.
+  // beyond that the oldest half is dropped (each sample carries the
+  // allocator's counters and high-water marks, so only the shape between
+  // them is lost) and the log says so once.
   void RecordMemory(const AllocatorStats& stats, std::string_view source = {});
 
   // Session::RecordOom()
   //
   // A CUDA out-of-memory error is ending the open step: keeps `oom` as
-  // Summary::memory->oom (finding "oom"). Called on the recording thread,
-  // the step number and phase path left at their defaults are filled in
-  // from the scopes open now. Records nothing else; the caller re-raises.
-  void RecordOom(OomEvent oom);
+  // Summary::memory->oom (finding "oom"); `source` names the allocator when
+  // no sample has ("torch.cuda"; "application" when empty). Called on the
+  // recording thread, the step number and phase path left at their
+  // defaults are filled in from the scopes open now. A short lock (never
+  // the aggregator's); records nothing else; the caller re-raises.
+  void RecordOom(OomEvent oom, std::string_view source = {});
 
   // Session::OpenScopes()
   //

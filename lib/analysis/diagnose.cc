@@ -71,7 +71,7 @@ constexpr Field kFields[] = {
     {"memory_pressure_share", &DiagnoseOptions::memory_pressure_share, 0, 1},
     {"memory_fragmentation", &DiagnoseOptions::memory_fragmentation, 0, 1},
     {"memory_usable_share", &DiagnoseOptions::memory_usable_share, 0, 1},
-    {"batch_headroom_factor", &DiagnoseOptions::batch_headroom_factor, 0, kUnbounded},
+    {"batch_headroom_factor", &DiagnoseOptions::batch_headroom_factor, 1, kUnbounded},
     {"memory_thrash_high", &DiagnoseOptions::memory_thrash_high, 0, 1},
 };
 

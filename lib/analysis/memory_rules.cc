@@ -56,12 +56,16 @@ std::string InPhase(const std::string& phase) {
 // device-wide synchronization and a round of cudaFree calls.
 void MemoryThrash(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out) {
   if (!s.memory.has_value()) return;
+  // Retries add up over GPUs; their steps and cost are the worst GPU's (a
+  // step in which two GPUs retried is one step, and its time counts once).
   int64_t retries = 0, steps = 0;
   double time = 0;
   for (const GpuMemory& g : s.memory->gpus) {
     retries += g.alloc_retries;
-    steps += g.retry_steps;
-    time += g.retry_time;
+    if (g.retry_time > time || (g.retry_time == time && g.retry_steps > steps)) {
+      time = g.retry_time;
+      steps = g.retry_steps;
+    }
   }
   if (retries == 0) return;
   const double share = s.window_time > 0 ? std::min(1.0, time / s.window_time) : 0;
@@ -144,7 +148,8 @@ void MemoryPressure(const Summary& s, const DiagnoseOptions& o, std::vector<Find
 // allocated between steps (weights, gradients, optimizer state) does not.
 void BatchHeadroom(const Summary& s, const DiagnoseOptions& o, const std::vector<Finding>& found,
                    std::vector<Finding>* out) {
-  if (!s.memory.has_value()) return;
+  // After an out-of-memory error, a larger batch is the wrong advice.
+  if (!s.memory.has_value() || s.memory->oom.has_value()) return;
   const GpuMemory* g = Fullest(*s.memory);
   if (g == nullptr || !(g->total_bytes > 0) || !(g->min_allocated_bytes >= 0)) return;
   const double used = PeakUsed(*g) / g->total_bytes;

@@ -12,8 +12,6 @@
 namespace gpuscope::internal {
 namespace {
 
-constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
-
 // The innermost phase of `phases` open at `t` (the deepest one containing
 // it; of equals, the one begun last), or kNoMemoryPhase.
 uint16_t InnermostAt(std::span<const Record> phases, int64_t t) {
@@ -92,7 +90,7 @@ void MemoryWindow::Take(const MemorySample& s, int64_t begin_ns, std::span<const
     }
     const uint16_t phase = InnermostAt(phases, at);
     if (!entry->sampled || peak > entry->peak_allocated) {
-      entry->peak_allocated = static_cast<float>(peak);
+      entry->peak_allocated = peak;
       entry->peak_phase = phase;
       entry->exact = exact;
     }
@@ -100,12 +98,9 @@ void MemoryWindow::Take(const MemorySample& s, int64_t begin_ns, std::span<const
     if (gpu.seen && now.peak_reserved_bytes > before.peak_reserved_bytes) {
       reserved = Max(reserved, now.peak_reserved_bytes);
     }
-    entry->peak_reserved = entry->sampled
-                               ? std::max(entry->peak_reserved, static_cast<float>(reserved))
-                               : static_cast<float>(reserved);
+    entry->peak_reserved = entry->sampled ? std::max(entry->peak_reserved, reserved) : reserved;
     entry->min_allocated =
-        entry->sampled ? std::min(entry->min_allocated, static_cast<float>(now.allocated_bytes))
-                       : static_cast<float>(now.allocated_bytes);
+        entry->sampled ? std::min(entry->min_allocated, now.allocated_bytes) : now.allocated_bytes;
     entry->sampled = true;
     if (entry->samples < UINT16_MAX) ++entry->samples;
     if (peaks != nullptr && phase != MemoryStepEntry::kNoMemoryPhase) {
@@ -113,9 +108,9 @@ void MemoryWindow::Take(const MemorySample& s, int64_t begin_ns, std::span<const
         return p.phase == phase && p.device == entry->device;
       });
       if (it == peaks->end()) {
-        peaks->push_back({entry->index, phase, entry->device, static_cast<float>(peak)});
+        peaks->push_back({entry->index, phase, entry->device, peak});
       } else {
-        it->peak = std::max(it->peak, static_cast<float>(peak));
+        it->peak = std::max(it->peak, peak);
       }
     }
   }
@@ -153,17 +148,16 @@ float MemoryWindow::OnStep(uint64_t index, int64_t begin_ns, int64_t end_ns,
     Take(s, begin_ns, phases, &*it, &peaks);
     pending_.pop_front();
   }
-  float step_peak = kNaNf;
+  double step_peak = std::numeric_limits<double>::quiet_NaN();
   for (const MemoryStepEntry& e : entries) {
-    if (e.sampled)
-      step_peak = std::isnan(step_peak) ? e.peak_allocated : std::max(step_peak, e.peak_allocated);
+    if (e.sampled) step_peak = Max(step_peak, e.peak_allocated);
     if (e.sampled || e.retries > 0 || e.ooms > 0) Push(e);
   }
   for (const MemoryPhasePeak& p : peaks) phase_peaks_.push_back(p);
   // Phase peaks of steps that left the window.
   const uint64_t oldest = steps_.empty() ? index : steps_.front().index;
   while (!phase_peaks_.empty() && phase_peaks_.front().index < oldest) phase_peaks_.pop_front();
-  return step_peak;
+  return static_cast<float>(step_peak);  // the series keeps a float a step
 }
 
 void MemoryWindow::Push(const MemoryStepEntry& entry) {
@@ -183,9 +177,20 @@ std::optional<MemorySnapshot> MemoryWindow::Snapshot() const {
   s.source = source_;
   s.steps.assign(steps_.begin(), steps_.end());
   s.phase_peaks.assign(phase_peaks_.begin(), phase_peaks_.end());
+  // Each GPU's latest numbers: a sample still waiting for its step is newer
+  // than what the steps took.
+  std::vector<const AllocatorStats*> latest(gpus_.size(), nullptr);
   for (size_t d = 0; d < gpus_.size(); ++d) {
-    if (!gpus_[d].seen) continue;
-    s.last.push_back(gpus_[d].last);
+    if (gpus_[d].seen) latest[d] = &gpus_[d].last;
+  }
+  for (const MemorySample& m : pending_) {
+    const size_t d = static_cast<size_t>(std::clamp(m.stats.device, 0, 255));
+    if (d >= latest.size()) latest.resize(d + 1, nullptr);
+    latest[d] = &m.stats;
+  }
+  for (size_t d = 0; d < latest.size(); ++d) {
+    if (latest[d] == nullptr) continue;
+    s.last.push_back(*latest[d]);
     s.last.back().device = static_cast<int>(d);
   }
   s.oom = oom_;
@@ -207,9 +212,12 @@ GpuMemory GpuOver(const MemorySnapshot& snap, int device, uint64_t first, uint64
   const MemoryStepEntry* top = nullptr;
   for (const MemoryStepEntry& e : snap.steps) {
     if (e.device != device || e.index < first || e.index >= end) continue;
-    g.alloc_retries += e.retries;
+    // The allocator retries once before it raises an out-of-memory error:
+    // that retry is the OOM's, not thrash.
+    const uint32_t retries = e.retries - std::min(e.retries, e.ooms);
+    g.alloc_retries += retries;
     g.ooms += e.ooms;
-    if (e.retries > 0) {
+    if (retries > 0) {
       ++g.retry_steps;
       g.retry_time += std::max(0.0, static_cast<double>(e.duration_ns) * 1e-9 - median_step_s);
     }

@@ -35,13 +35,13 @@
 
 namespace gpuscope::internal {
 
-// One GPU in one step. Bytes as float (24-bit mantissa: 0.00001 % off).
+// One GPU in one step, bytes (doubles: exact to the byte on any GPU).
 struct MemoryStepEntry {
   uint64_t index = 0;  // completed-step number
   int64_t duration_ns = 0;
-  float peak_allocated = 0;
-  float peak_reserved = 0;
-  float min_allocated = 0;
+  double peak_allocated = 0;
+  double peak_reserved = 0;
+  double min_allocated = 0;
   uint16_t peak_phase = kNoMemoryPhase;  // phase id; kNoMemoryPhase: none open
   uint8_t device = 0;
   bool exact = false;    // peak_allocated is the allocator's high-water mark
@@ -58,7 +58,7 @@ struct MemoryPhasePeak {
   uint64_t index = 0;
   uint16_t phase = 0;
   uint8_t device = 0;
-  float peak = 0;
+  double peak = 0;
 };
 
 // What a summary reads, copied out of the window under its lock.

@@ -178,8 +178,10 @@ RankRecord RankRecordOf(const Summary& summary, const RankIdentity& identity) {
       retries += static_cast<double>(g.alloc_retries);
       // What the process held at its peak (NVML's count where it is the
       // larger: the CUDA context too) over the GPU's memory.
-      const double used = g.process_used_bytes > g.peak_reserved_bytes ? g.process_used_bytes
-                                                                       : g.peak_reserved_bytes;
+      const double used =
+          std::isnan(g.peak_reserved_bytes) || g.process_used_bytes > g.peak_reserved_bytes
+              ? g.process_used_bytes
+              : g.peak_reserved_bytes;
       const double share = used / g.total_bytes;
       if (share >= 0 && std::isfinite(share) &&
           (std::isnan(r.memory_peak_share) || share > r.memory_peak_share)) {

@@ -251,7 +251,10 @@ void Memory(Exposition& e, const Summary& s) {
   const std::vector<GpuMemory>& gpus = s.memory->gpus;
   const auto family = [&](std::string_view name, std::string_view help, auto value) {
     e.Family(name, "gauge", help);
-    for (const GpuMemory& g : gpus) e.Sample(value(g), {{"gpu", absl::StrCat(g.device)}});
+    for (const GpuMemory& g : gpus) {
+      // An unknown value is left out, as the other families leave theirs.
+      if (const double v = value(g); !std::isnan(v)) e.Sample(v, {{"gpu", absl::StrCat(g.device)}});
+    }
   };
   family("memory_allocated_bytes", "GPU memory held by live tensors, at the last sample.",
          [](const GpuMemory& g) { return g.allocated_bytes; });

@@ -194,18 +194,35 @@ void Pump::RecordMemory(const AllocatorStats& stats, std::string_view source) {
   if (backends_.memory != nullptr) backends_.memory->Push(MemorySample{Now(), stats}, source);
 }
 
-void Pump::RecordOom(const OomEvent& oom) {
-  std::lock_guard<std::mutex> lock(agg_mu_);
-  DrainMemoryLocked();
-  if (!aggregator_.memory_active()) {
-    std::string source = backends_.memory != nullptr ? backends_.memory->source() : "";
-    aggregator_.SetMemorySource(source.empty() ? "application" : source);
-  }
-  aggregator_.SetOom(oom);
+void Pump::RecordOom(const OomEvent& oom, std::string_view source) {
+  std::lock_guard<std::mutex> lock(oom_mu_);
+  pending_oom_ = oom;
+  oom_source_ = std::string(source);
 }
 
 void Pump::DrainMemoryLocked() {
+  std::optional<OomEvent> oom;
+  std::string oom_source;
+  {
+    std::lock_guard<std::mutex> lock(oom_mu_);
+    oom.swap(pending_oom_);
+    oom_source.swap(oom_source_);
+  }
+  if (oom.has_value()) {
+    if (!aggregator_.memory_active()) {
+      std::string source = backends_.memory != nullptr ? backends_.memory->source() : "";
+      if (source.empty()) source = oom_source;
+      aggregator_.SetMemorySource(source.empty() ? "application" : source);
+    }
+    aggregator_.SetOom(*oom);
+  }
   if (backends_.memory == nullptr) return;
+  if (const int64_t dropped = backends_.memory->dropped(); dropped > 0) {
+    LogOnce("memory-inbox-full", LogLevel::kWarning,
+            "GPU memory samples came faster than the worker took them: the oldest were "
+            "dropped (peaks stay exact where the allocator's high-water mark rose); sample less "
+            "often (Session::RecordMemory's caller)");
+  }
   memory_samples_.clear();
   backends_.memory->Drain(&memory_samples_);
   if (memory_samples_.empty()) return;

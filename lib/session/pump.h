@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,8 +72,9 @@ class Pump {
   void Flush();
   // Session::RecordMemory(): stamped now, for the next pump. Any thread.
   void RecordMemory(const AllocatorStats& stats, std::string_view source);
-  // Session::RecordOom(): kept for every summary from now on.
-  void RecordOom(const OomEvent& oom);
+  // Session::RecordOom(): kept for every summary from now on. Takes only
+  // a leaf lock of its own (the recording thread calls it).
+  void RecordOom(const OomEvent& oom, std::string_view source);
   // Pumped, then a snapshot of the window (agg_mu_ held only for that), and
   // what the session's sources and recorder know (`inputs`, all but the
   // ranks, MFU's inputs and the scope cost).
@@ -155,7 +157,12 @@ class Pump {
   std::mutex drain_mu_;
   std::vector<Record> staged_;          // drained from the queue, not yet aggregated, oldest first
   std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
-  const size_t max_staged_records_;     // the staging buffer's bound (64 bytes a record)
+  // ---- oom_mu_ (a leaf: nothing is taken under it): RecordOom()'s error,
+  // for the next pump.
+  std::mutex oom_mu_;
+  std::optional<OomEvent> pending_oom_;
+  std::string oom_source_;
+  const size_t max_staged_records_;  // the staging buffer's bound (64 bytes a record)
 };
 
 }  // namespace gpuscope::internal

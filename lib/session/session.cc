@@ -228,7 +228,7 @@ TraceCapture SessionImpl::Trace() {
   return capture;
 }
 
-void SessionImpl::RecordOom(OomEvent oom) {
+void SessionImpl::RecordOom(OomEvent oom, std::string_view source) {
   if (InForkedChild() || !status_.ok()) return;
   if (oom.step < 0 && oom.phase_path.empty() && recorder_.open_scopes() > 0 &&
       recorder_.owner_is_caller()) {
@@ -241,7 +241,7 @@ void SessionImpl::RecordOom(OomEvent oom) {
     }
     if (!path.empty()) oom.phase = std::string(phases_.Name(path.back()));
   }
-  pump_.RecordOom(oom);
+  pump_.RecordOom(oom, source);
 }
 
 void SessionImpl::Flush() {
@@ -344,7 +344,9 @@ void Session::RecordMemory(const AllocatorStats& stats, std::string_view source)
   impl_->RecordMemory(stats, source);
 }
 
-void Session::RecordOom(OomEvent oom) { impl_->RecordOom(std::move(oom)); }
+void Session::RecordOom(OomEvent oom, std::string_view source) {
+  impl_->RecordOom(std::move(oom), source);
+}
 
 int Session::OpenScopes() const noexcept {
   return recording() ? impl_->recorder().open_scopes() : 0;

@@ -78,7 +78,7 @@ class SessionImpl final : public Pumpable {
   void RecordMemory(const AllocatorStats& stats, std::string_view source) {
     if (!InForkedChild() && status_.ok()) pump_.RecordMemory(stats, source);
   }
-  void RecordOom(OomEvent oom);
+  void RecordOom(OomEvent oom, std::string_view source);
   void Close();
   void ReleaseCupti();
 

@@ -145,6 +145,9 @@ class AutoInstrument:
         self._in_data = True
         try:
             return original(it)
+        except BaseException as e:
+            self.session._record_oom(e)  # an OOM in the loader's pinning or collate
+            raise
         finally:
             self._in_data = False
             try:
@@ -163,6 +166,9 @@ class AutoInstrument:
         self._in_backward = True
         try:
             return original(*args, **kwargs)
+        except BaseException as e:
+            self.session._record_oom(e)  # an OOM, recorded while backward is open
+            raise
         finally:
             self._in_backward = False
             try:

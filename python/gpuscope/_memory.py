@@ -227,7 +227,7 @@ def oom_details(exc: BaseException) -> Optional[Tuple[int, float, float, float, 
         if numbers is not None:
             allocated = numbers[0] if math.isnan(allocated) else allocated
             reserved = numbers[1] if math.isnan(reserved) else reserved
-            total = numbers[6] if math.isnan(total) else total
+            total = numbers[6]  # exact, where the message rounds it to 0.01 GiB
         message = text.split("\n", 1)[0][:400]
         try:
             snapshot = save_snapshot(max(device, 0))

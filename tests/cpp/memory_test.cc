@@ -279,6 +279,9 @@ TEST(MemoryTest, TheOomThatEndsAStepIsRecordedWithItsPlaceAndComesFirst) {
   EXPECT_EQ(oom.phase, "attention");
   EXPECT_EQ(oom.phase_path, "forward/attention");
   EXPECT_EQ(s.memory->gpus[0].ooms, 1);  // the allocator's own counter
+  // Its one retry before giving up (the cache was freed first) is the OOM's,
+  // not thrash; and a larger batch is not advised after an OOM.
+  EXPECT_EQ(s.memory->gpus[0].alloc_retries, 0);
   const std::vector<Finding> fs = Diagnose(s);
   ASSERT_FALSE(fs.empty());
   EXPECT_EQ(fs.front().id, "oom") << Ids(fs);
@@ -286,6 +289,8 @@ TEST(MemoryTest, TheOomThatEndsAStepIsRecordedWithItsPlaceAndComesFirst) {
   EXPECT_THAT(fs.front().title, HasSubstr("step 5, phase \"forward/attention\""));
   EXPECT_THAT(fs.front().recommendation, HasSubstr("backward 6.5 GiB"));  // peak by phase
   EXPECT_THAT(FormatReport(s), HasSubstr("OUT OF MEMORY in step 5, phase forward/attention"));
+  EXPECT_EQ(Find(fs, "memory-thrash"), nullptr) << Ids(fs);
+  EXPECT_EQ(Find(fs, "batch-headroom"), nullptr) << Ids(fs);
   // Quiet: no OOM, no finding.
   Loop fine(80);
   fine.Step();
