@@ -130,6 +130,7 @@ bench: deps
 	$(PYTHON) benchmarks/compare_phases.py
 	$(PYTHON) benchmarks/compare_noise.py --steps 100,1000,10000
 	$(PYTHON) benchmarks/analyze_trace.py
+	$(PYTHON) benchmarks/memory_sampler.py
 	$(PYTHON) benchmarks/wheel_import.py dist/gpuscope-*.whl
 
 clean:
