@@ -67,7 +67,7 @@ void MemoryWindow::Take(const MemorySample& s, int64_t begin_ns, std::span<const
                         MemoryStepEntry* entry, std::vector<MemoryPhasePeak>* peaks) {
   Gpu& gpu = GpuOf(s.stats.device);
   const AllocatorStats& now = s.stats;
-  const AllocatorStats& before = gpu.last;
+  const AllocatorStats before = gpu.last;  // a copy: gpu.last is overwritten below
   if (entry != nullptr) {
     entry->retries += gpu.seen ? Rise(before.alloc_retries, now.alloc_retries) : 0;
     entry->ooms += gpu.seen ? Rise(before.ooms, now.ooms) : 0;

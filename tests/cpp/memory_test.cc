@@ -6,6 +6,7 @@
 // and a quiet case here.
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,6 +154,27 @@ TEST(MemoryTest, ACppTrainersOwnNumbersGoThroughRecordMemory) {
   EXPECT_EQ(s.memory->gpus[0].peak_allocated_bytes, 5e9);
   EXPECT_EQ(s.memory->gpus[0].peak_phase, "attention");
   EXPECT_EQ(s.memory->gpus[0].peak_step, 2);
+}
+
+// An allocator that leaves its high-water mark out of some samples: the mark
+// last given stays the one a later rise is measured from.
+TEST(MemoryTest, AHighWaterMarkRiseIsSeenAcrossASampleWithoutOne) {
+  auto clock = std::make_shared<ManualClock>();
+  Session session(Options{.clock = clock});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double marks[] = {3e9, nan, 5e9};
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(session);
+    PhaseScope p(session, i == 2 ? "backward" : "forward");
+    clock->Advance(kMs);
+    session.RecordMemory({.allocated_bytes = 2e9, .peak_allocated_bytes = marks[i]});
+    clock->Advance(kMs);
+  }
+  clock->Advance(kMs);
+  const GpuMemory& g = session.Summarize().memory->gpus[0];
+  EXPECT_EQ(g.peak_allocated_bytes, 5e9);  // the rise from 3e9, not the 2e9 sampled
+  EXPECT_TRUE(g.peak_exact);
+  EXPECT_EQ(g.peak_phase, "backward");
 }
 
 TEST(MemoryTest, BatchHeadroomFiresWithRoomAndIsQuietWhenMemoryIsTight) {
