@@ -49,23 +49,28 @@ std::string StrOr(PyObject* v) {
 
 void NoteScopeException(Session* session, PyObject* exc) {
   // The same error passes every enclosing scope's exit: the innermost, which
-  // saw the most scopes open, records it, and the exits around it (fewer
-  // scopes open) pass. A pointer is kept, not a reference (the error holds
-  // frames, and they the tensors); a new error that reuses the address is
-  // raised at least as deep (a loop retrying the same step), so it is told
-  // apart by its depth.
-  static thread_local const void* last_recorded = nullptr;
-  static thread_local int last_depth = 0;
-  if (session == nullptr || exc == nullptr || exc == Py_None || g_oom_details == nullptr) return;
-  const int depth = session->OpenScopes();
-  if (exc == last_recorded && depth < last_depth) return;
+  // saw the most scopes open, records it and marks it (an attribute in its
+  // __dict__), and the exits around it pass. Not its address: a later error
+  // may reuse a caught one's; not a reference: the error holds frames, and
+  // they the tensors.
+  static PyObject* const kMark = PyUnicode_InternFromString("__gpuscope_recorded__");
+  if (session == nullptr || exc == nullptr || exc == Py_None || g_oom_details == nullptr ||
+      kMark == nullptr) {
+    return;
+  }
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // keep any error already set as it is
+  PyObject* mark = PyObject_GetAttr(exc, kMark);
+  if (mark != nullptr) {  // recorded already
+    Py_DECREF(mark);
+    PyErr_Restore(type, value, tb);
+    return;
+  }
+  PyErr_Clear();  // AttributeError: not recorded yet
   PyObject* details = PyObject_CallFunctionObjArgs(g_oom_details, exc, nullptr);
   if (details == nullptr) PyErr_Clear();
   if (details != nullptr && PyTuple_Check(details) && PyTuple_GET_SIZE(details) == 7) {
-    last_recorded = exc;
-    last_depth = depth;
+    if (PyObject_SetAttr(exc, kMark, Py_True) < 0) PyErr_Clear();
     OomEvent oom;
     const double device = FloatOr(PyTuple_GET_ITEM(details, 0), -1);
     oom.device = device >= 0 && device < 1024 ? static_cast<int>(device) : -1;

@@ -400,8 +400,10 @@ struct GpuMemory {
 // The CUDA out-of-memory error that ended a step (Session::RecordOom(); the
 // Python package records it when one propagates out of a step or phase).
 struct OomEvent {
-  // The step's number counted from 0 as steps began (the completed-step
-  // number it would have had); -1: no step was open.
+  // The completed-step number of the step it ended (StepPoint::index,
+  // GpuMemory::peak_step), once that step was assembled: the one it would
+  // have had if it was not kept (cancelled, as gpuscope run's step is, or
+  // records dropped); -1: no step was open.
   int64_t step = -1;
   std::string phase = {};       // the innermost phase open ("" when none was)
   std::string phase_path = {};  // its enclosing phases too: "forward/attention"

@@ -198,9 +198,11 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
     internal::MemoryThrash(summary, o, &findings);
     internal::MemoryPressure(summary, o, &findings);
     internal::BatchHeadroom(summary, o, findings, &findings);
+    internal::OutOfMemory(summary, &findings);  // before GpuBound: a run with an OOM is not healthy
     internal::GpuBound(summary, o, findings, &findings);
+  } else {
+    internal::OutOfMemory(summary, &findings);  // an OOM before any step completed
   }
-  internal::OutOfMemory(summary, &findings);
   internal::Instrumentation(summary, &findings);
   internal::HostOnly(summary, &findings);
   internal::EventsOnly(summary, &findings);

@@ -251,7 +251,7 @@ void OutOfMemory(const Summary& s, std::vector<Finding>* out) {
     absl::StrAppend(&peak, ".");
   }
   f.recommendation = absl::StrCat(
-      "The run ended with \"", e.message.empty() ? "CUDA out of memory" : e.message, "\".", peak,
+      "A step ended with \"", e.message.empty() ? "CUDA out of memory" : e.message, "\".", peak,
       " Use a smaller batch (with gradient accumulation to keep the effective one), recompute "
       "activations in the phase that peaks (activation checkpointing), set "
       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when much memory is reserved but "

@@ -85,6 +85,8 @@ class Aggregator {
   bool memory_active() const { return memory_.active(); }
   // The out-of-memory error that ended a step (MemoryStats::oom).
   void SetOom(const OomEvent& oom) { memory_.SetOom(oom); }
+  // Its step's completed-step number, once the step was assembled (-1: not kept).
+  void SetOomStep(int64_t step) { memory_.SetOomStep(step); }
 
   // Non-blocking: for pending steps in order, asks the timer about their
   // markers; a step whose markers all completed gets its device numbers and

@@ -66,6 +66,9 @@ void MemoryWindow::Add(const MemorySample& sample) {
 void MemoryWindow::Take(const MemorySample& s, int64_t begin_ns, std::span<const Record> phases,
                         MemoryStepEntry* entry, std::vector<MemoryPhasePeak>* peaks) {
   Gpu& gpu = GpuOf(s.stats.device);
+  // A sample older than the GPU's latest (two threads pushing out of order)
+  // would move its counters back and count a rise twice: it is dropped.
+  if (gpu.seen && s.host_ns < gpu.last_ns) return;
   const AllocatorStats& now = s.stats;
   const AllocatorStats before = gpu.last;  // a copy: gpu.last is overwritten below
   if (entry != nullptr) {

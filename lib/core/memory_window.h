@@ -94,6 +94,9 @@ class MemoryWindow {
   void OnReset();
 
   void SetOom(const OomEvent& oom) { oom_ = oom; }
+  void SetOomStep(int64_t step) {
+    if (oom_.has_value()) oom_->step = step;
+  }
 
   // Nullopt when memory is not reported.
   std::optional<MemorySnapshot> Snapshot() const;

@@ -106,19 +106,33 @@ void Pump::Consume(const Record& r) {
   ++records_consumed_;
   if (r.kind == RecordKind::kStep) {
     ++steps_consumed_;
-    // The samples taken before the step ended were pushed before its record
-    // was: take them now, so that the step is assembled with them.
-    if (backends_.memory != nullptr && backends_.memory->used()) DrainMemoryLocked();
+    // The samples taken before the step ended, and an OOM that ended it,
+    // came before its record did: take them now, so that the step is
+    // assembled with them (two uncontended locks a step, on the worker).
+    DrainMemoryLocked();
   }
   const TscClock* const tsc = recorder_.tsc();
+  const uint64_t completed_before = aggregator_.completed_steps();
   if (tsc == nullptr) {
     aggregator_.Consume(r);
+    NumberOomStep(r, completed_before);
     return;
   }
   Record converted = r;  // TSC ticks -> CLOCK_MONOTONIC ns
   converted.begin_ns = tsc->ToNs(r.begin_ns);
   converted.end_ns = tsc->ToNs(r.end_ns);
   aggregator_.Consume(converted);
+  NumberOomStep(r, completed_before);
+}
+
+void Pump::NumberOomStep(const Record& r, uint64_t completed_before) {
+  // The step the kept OOM ended has been assembled: its number is the one the
+  // window gave it, or, cancelled or left out, the one it would have had.
+  if (oom_step_seq_ == 0 || r.kind != RecordKind::kStep || r.step_seq != oom_step_seq_) return;
+  oom_step_seq_ = 0;
+  const uint64_t completed = aggregator_.completed_steps();
+  aggregator_.SetOomStep(
+      static_cast<int64_t>(completed > completed_before ? completed - 1 : completed_before));
 }
 
 size_t Pump::DrainQueueLocked() {
@@ -194,10 +208,11 @@ void Pump::RecordMemory(const AllocatorStats& stats, std::string_view source) {
   if (backends_.memory != nullptr) backends_.memory->Push(MemorySample{Now(), stats}, source);
 }
 
-void Pump::RecordOom(const OomEvent& oom, std::string_view source) {
+void Pump::RecordOom(const OomEvent& oom, std::string_view source, uint64_t step_seq) {
   std::lock_guard<std::mutex> lock(oom_mu_);
   pending_oom_ = oom;
   oom_source_ = std::string(source);
+  pending_oom_seq_ = step_seq;
 }
 
 void Pump::DrainMemoryLocked() {
@@ -207,6 +222,7 @@ void Pump::DrainMemoryLocked() {
     std::lock_guard<std::mutex> lock(oom_mu_);
     oom.swap(pending_oom_);
     oom_source.swap(oom_source_);
+    if (oom.has_value()) oom_step_seq_ = pending_oom_seq_;
   }
   if (oom.has_value()) {
     if (!aggregator_.memory_active()) {

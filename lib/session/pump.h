@@ -74,7 +74,9 @@ class Pump {
   void RecordMemory(const AllocatorStats& stats, std::string_view source);
   // Session::RecordOom(): kept for every summary from now on. Takes only
   // a leaf lock of its own (the recording thread calls it).
-  void RecordOom(const OomEvent& oom, std::string_view source);
+  // `step_seq`: the sequence number of the step it ended (0: none), whose
+  // completed-step number becomes OomEvent::step as the step is assembled.
+  void RecordOom(const OomEvent& oom, std::string_view source, uint64_t step_seq);
   // Pumped, then a snapshot of the window (agg_mu_ held only for that), and
   // what the session's sources and recorder know (`inputs`, all but the
   // ranks, MFU's inputs and the scope cost).
@@ -117,8 +119,10 @@ class Pump {
   // staging buffer, up to max_staged_records_. Returns how many.
   size_t StageQueue();
   void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
-  void ReportNewMisuse();         // requires agg_mu_
-  void SampleCountersLocked();    // requires agg_mu_
+  // Requires agg_mu_: after `r` was consumed, numbers the kept OOM's step.
+  void NumberOomStep(const Record& r, uint64_t completed_before);
+  void ReportNewMisuse();       // requires agg_mu_
+  void SampleCountersLocked();  // requires agg_mu_
   int64_t Now() const;
 
   const Options& options_;
@@ -137,6 +141,7 @@ class Pump {
   mutable std::mutex agg_mu_;
   Aggregator aggregator_;
   std::vector<MemorySample> memory_samples_;   // DrainMemoryLocked()'s, reused
+  uint64_t oom_step_seq_ = 0;                  // the step the kept OOM ended, until it is assembled
   DeviceTimer* timer_ = nullptr;               // backends_.device_timer once it started, else null
   ActivitySource* activity_ = nullptr;         // backends_.activity when the cupti source won
   DeviceTimer* fallback_timer_ = nullptr;      // not started: events after ReleaseCupti()
@@ -162,6 +167,7 @@ class Pump {
   std::mutex oom_mu_;
   std::optional<OomEvent> pending_oom_;
   std::string oom_source_;
+  uint64_t pending_oom_seq_ = 0;
   const size_t max_staged_records_;  // the staging buffer's bound (64 bytes a record)
 };
 

@@ -95,18 +95,17 @@ class Recorder {
   void SetStream(uint64_t stream) noexcept;
   int open_scopes() const noexcept { return depth_; }
   // The open step's sequence number (1-based; 0: no step open) and the
-  // phases open inside it, outermost first (into `phases`, cleared).
-  // Recording thread only.
+  // phases open, outermost first, inside the step and around it (into
+  // `phases`, cleared). Recording thread only.
   bool owner_is_caller() const noexcept {
     return owner_thread_.load(std::memory_order_relaxed) == CurrentThreadId();
   }
   uint64_t OpenPath(std::vector<uint16_t>* phases) const {
     phases->clear();
-    if (step_frame_ < 0) return 0;
-    for (int i = step_frame_ + 1; i < depth_; ++i) {
-      phases->push_back(stack_[static_cast<size_t>(i)].name_id);
+    for (int i = 0; i < depth_; ++i) {
+      if (i != step_frame_) phases->push_back(stack_[static_cast<size_t>(i)].name_id);
     }
-    return step_seq_;
+    return step_frame_ >= 0 ? step_seq_ : 0;
   }
 
   // Before any scope: the thread that claims this session is not the

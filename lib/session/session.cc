@@ -230,18 +230,18 @@ TraceCapture SessionImpl::Trace() {
 
 void SessionImpl::RecordOom(OomEvent oom, std::string_view source) {
   if (InForkedChild() || !status_.ok()) return;
-  if (oom.step < 0 && oom.phase_path.empty() && recorder_.open_scopes() > 0 &&
-      recorder_.owner_is_caller()) {
+  uint64_t seq = 0;  // the open step's sequence number: the pump numbers it as it completes
+  if (oom.step < 0 && oom.phase_path.empty() && recorder_.owner_is_caller() &&
+      recorder_.open_scopes() > 0) {
     std::vector<uint16_t> path;
-    const uint64_t seq = recorder_.OpenPath(&path);
-    if (seq > 0) oom.step = static_cast<int64_t>(seq) - 1;
+    seq = recorder_.OpenPath(&path);
     for (uint16_t id : path) {
       if (!oom.phase_path.empty()) oom.phase_path += '/';
       oom.phase_path += phases_.Name(id);
     }
     if (!path.empty()) oom.phase = std::string(phases_.Name(path.back()));
   }
-  pump_.RecordOom(oom, source);
+  pump_.RecordOom(oom, source, seq);
 }
 
 void SessionImpl::Flush() {

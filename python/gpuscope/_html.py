@@ -267,17 +267,19 @@ def _memory_plot(summary: Summary, cols: Dict[str, Any]) -> Optional[str]:
     ax.set_ylabel("ms")
     ax.set_ylim(bottom=0)
     right = ax.twinx()
-    ys = peaks if k == 1 else _binned(peaks, k, "max")
+    # Max over each bin of the steps sampled in it (fmax skips the NaN of a
+    # step no sample fell in).
+    ys = peaks if k == 1 else np.fmax.reduceat(peaks, np.arange(0, len(peaks), k))
     measured = ~np.isnan(ys)
     right.plot(xs[measured], ys[measured], color=MEMORY_COLOR, linewidth=1.4,
                label="peak memory allocated (GiB)" + ("" if k == 1 else f", max of {k} steps"))
     totals = [g.total_bytes for g in summary.memory.gpus if g.total_bytes]
-    top = float(np.nanmax(ys))
+    top = float(np.nanmax(ys)) if np.any(measured) else 0.0
     if totals:
         right.axhline(max(totals) / GIB, color=MEMORY_COLOR, linestyle=":", linewidth=1.0,
                       label=f"GPU memory {max(totals) / GIB:.0f} GiB")
         top = max(top, max(totals) / GIB)
-    right.set_ylim(0, top * 1.05)
+    right.set_ylim(0, top * 1.05 if np.isfinite(top) and top > 0 else 1.0)
     right.set_ylabel("GiB")
     lines = ax.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
@@ -305,7 +307,7 @@ def _memory_html(summary: Summary) -> str:
     oom = ""
     if m.oom is not None:
         o = m.oom
-        where = f"step {o.step}" if o.step >= 0 else "outside a step"
+        where = f"step {o.step}" if o.step is not None and o.step >= 0 else "outside a step"
         if o.phase_path:
             where += f", phase {o.phase_path}"
         oom = (f'<p class="oom"><b>Out of memory</b> in {html.escape(where)}: asked for '

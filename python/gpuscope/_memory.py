@@ -151,6 +151,16 @@ class _Sampler:
 _sampler = _Sampler()
 
 
+def _after_fork_in_child() -> None:
+    # The parent's thread is not in the child, and its lock may have been
+    # held when the process forked: the child starts afresh.
+    global _sampler
+    _sampler = _Sampler()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def watch(session: Any) -> None:
     """Feeds ``session`` the allocator's numbers from now on. A no-op for a
     session that records nothing or has telemetry off, and in a process
@@ -193,18 +203,20 @@ def save_snapshot(device: int) -> str:
     cuda = _cuda()
     if not directory or cuda is None:
         return ""
-    memory = getattr(cuda, "memory", None)
-    snap = getattr(memory, "_snapshot", None)
-    dump = getattr(memory, "_dump_snapshot", None)
-    if snap is None or dump is None:
+    snap = getattr(getattr(cuda, "memory", None), "_snapshot", None)
+    if snap is None:
         return ""
-    if not any(snap().get("device_traces") or []):  # history recording is off
+    snapshot = snap()  # taken once (torch's _dump_snapshot would take it again)
+    if not any(snapshot.get("device_traces") or []):  # history recording is off
         return ""
+    import pickle
+
+    from ._files import write_atomically
+
     rank = os.environ.get("RANK", "0")
     path = os.path.join(directory, f"oom_snapshot_rank{rank}.pickle")
     os.makedirs(directory, exist_ok=True)
-    dump(path)
-    return path
+    return str(write_atomically(path, pickle.dumps(snapshot)))
 
 
 def oom_details(exc: BaseException) -> Optional[Tuple[int, float, float, float, float, str, str]]:

@@ -140,7 +140,10 @@ class Session(_gpuscope._Session):
                 kwargs["device_name"] = _torch_device_name()
             super().__init__(*args, **kwargs)
             self._join_job()
-            _memory.watch(self)
+            try:
+                _memory.watch(self)
+            except Exception:  # noqa: BLE001 - no thread (a pid limit): no memory, never no session
+                pass
 
         __init__.__signature__ = _signature()
 

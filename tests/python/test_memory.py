@@ -213,6 +213,55 @@ def test_a_loop_that_retries_after_an_oom_records_the_latest_one(allocator):
     assert s.summary().memory.oom.requested_bytes == 2 * GIB
 
 
+def test_a_later_oom_raised_less_deep_is_recorded_too(allocator):
+    # The first error is caught and freed; the second may take its address.
+    s = gs.Session()
+    with s.step():
+        try:
+            with s.phase("forward"):
+                with s.phase("attention"):
+                    raise fake_oom()
+        except torch.OutOfMemoryError:
+            pass
+        try:
+            with s.phase("optimizer"):
+                raise torch.OutOfMemoryError(OOM_MESSAGE.replace("2.00 GiB.", "1.00 GiB."))
+        except torch.OutOfMemoryError:
+            pass
+    oom = s.summary().memory.oom
+    assert (oom.phase, oom.requested_bytes) == ("optimizer", GIB)
+
+
+def test_the_oom_step_is_the_windows_own_step_number_after_epochs(allocator):
+    # steps() cancels the step it began for an item that never came, once an
+    # epoch: the OOM's step is still the number the window gives its step.
+    s = gs.Session()
+    for _ in range(2):
+        for _ in s.steps(range(3)):
+            with s.phase("forward"):
+                pass
+    with pytest.raises(torch.OutOfMemoryError):
+        with s.step():
+            with s.phase("forward"):
+                raise fake_oom()
+    oom = s.summary().memory.oom
+    assert oom.step == 6 == s.step_series()[-1]["index"]
+
+
+def test_an_oom_between_steps_keeps_its_phase_and_the_html_renders(allocator, tmp_path):
+    pytest.importorskip("matplotlib")
+    s = gs.Session()
+    with s.step():
+        pass
+    with pytest.raises(torch.OutOfMemoryError):
+        with s.phase("eval"):
+            raise fake_oom()
+    oom = s.summary().memory.oom
+    assert oom.step is None and (oom.phase, oom.phase_path) == ("eval", "eval")
+    html = pathlib.Path(s.save_html(tmp_path / "r.html")).read_text()
+    assert "Out of memory</b> in outside a step, phase eval" in html
+
+
 def test_other_errors_are_not_oom_and_record_nothing(allocator):
     s = gs.Session()
     with pytest.raises(ValueError):

@@ -258,7 +258,8 @@ def test_nan_telemetry_reads_as_none_and_compares_equal(cupti):
            "temperature_c": 60, "memory_used_bytes": 1e9, "memory_total_bytes": 8e10,
            "pcie_rx_bytes_per_s": None, "pcie_tx_bytes_per_s": 0, "clocks_event_reasons": ["sw_power_cap"],
            "pcie_gen": 4, "pcie_gen_max": -1, "pcie_width": 16, "pcie_width_max": 16, "ecc_corrected": 0,
-           "ecc_uncorrected": -1, "persistence_mode": 1, "compute_mode": 0, "mig_mode": -1}
+           "ecc_uncorrected": -1, "persistence_mode": 1, "compute_mode": 0, "mig_mode": -1,
+           "process_memory_bytes": None}
     d["telemetry"] = {"source": "NVML, /proc", "steps": 3, "gpu_utilization_pct": 97.5, "sm_clock_ratio": 0.7,
                       "throttled_steps": 0.5, "clocks_event_reasons": ["sw_power_cap"], "host_cpu_pct": None,
                       "host_iowait_pct": 1, "process_cores": None, "worker_cores": 2,
