@@ -912,6 +912,27 @@ INSTANTIATE_TEST_SUITE_P(Options, DiagnoseThresholdTest, ::testing::ValuesIn(kTh
                            return std::string(p.param.field);
                          });
 
+// batch-headroom is a notice on its own, and worth fixing when the loop is
+// also launch-bound or its kernels are tiny: a larger batch amortizes the
+// launches. Never beside an OOM.
+TEST(MemoryRulesTest, BatchHeadroomIsModerateWhenTheLoopIsLaunchBound) {
+  Summary s = Healthy();
+  Memory(s, 20, 10, 21);
+  EXPECT_EQ(SeverityOf(Diagnose(s), "batch-headroom"), Severity::kInfo);
+  Summary launch = s;
+  launch.idle_by_cause["launch"] = 5;  // launch-bound, moderate
+  const std::vector<Finding> fs = Diagnose(launch);
+  EXPECT_EQ(SeverityOf(fs, "launch-bound"), Severity::kModerate) << Ids(fs);
+  EXPECT_EQ(SeverityOf(fs, "batch-headroom"), Severity::kModerate) << Ids(fs);
+  EXPECT_THAT(Find(fs, "batch-headroom")->recommendation, HasSubstr("amortizes"));
+  Summary tiny = s;
+  tiny.activity->kernel_time_p50 = 5e-6;
+  EXPECT_EQ(SeverityOf(Diagnose(tiny), "batch-headroom"), Severity::kModerate);
+  Summary after_oom = launch;
+  after_oom.memory->oom = OomEvent{};
+  EXPECT_EQ(SeverityOf(Diagnose(after_oom), "batch-headroom"), std::nullopt);
+}
+
 TEST(DiagnoseOptionsTest, TheDefaultsAreValidAndAreWhatDiagnoseUses) {
   EXPECT_TRUE(DiagnoseOptions{}.Validate().ok());
   Summary s = Healthy();
