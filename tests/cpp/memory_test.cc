@@ -171,7 +171,8 @@ TEST(MemoryTest, AHighWaterMarkRiseIsSeenAcrossASampleWithoutOne) {
     clock->Advance(kMs);
   }
   clock->Advance(kMs);
-  const GpuMemory& g = session.Summarize().memory->gpus[0];
+  const Summary s = session.Summarize();
+  const GpuMemory& g = s.memory->gpus[0];
   EXPECT_EQ(g.peak_allocated_bytes, 5e9);  // the rise from 3e9, not the 2e9 sampled
   EXPECT_TRUE(g.peak_exact);
   EXPECT_EQ(g.peak_phase, "backward");
@@ -272,7 +273,8 @@ TEST(MemoryTest, RetryCostIsTheRetryStepsTimeOverTheMedianStep) {
   EXPECT_EQ(g.alloc_retries, 4);
   EXPECT_EQ(g.retry_steps, 4);
   EXPECT_NEAR(g.retry_time, 4 * 0.020, 1e-9);  // 20 ms over the 10 ms median, four times
-  const Finding* f = Find(Diagnose(s), "memory-thrash");
+  const std::vector<Finding> fs = Diagnose(s);
+  const Finding* f = Find(fs, "memory-thrash");
   ASSERT_NE(f, nullptr);
   EXPECT_NEAR(f->share, 0.080 / s.window_time, 1e-9);
   EXPECT_EQ(f->severity, Severity::kHigh);  // 0.08 s of 0.28 s: over 5 %
