@@ -110,6 +110,10 @@ TEST(CuptiActivityTest, CopiesArePagedOrPinnedAndDropsAreCounted) {
   fake_cupti_drop(7);
   for (int i = 0; i < 3; ++i) {
     StepScope step(session);
+    // 1 ms into the step: scopes are stamped on the TSC and mapped onto
+    // CLOCK_MONOTONIC (the records' clock) within microseconds, so a copy
+    // stamped the moment the step begins may fall just before it.
+    SleepMs(1);
     const int64_t t = Now();
     fake_cupti_emit_memcpy(t, t + kMs, /*HtoD*/ 1, /*pageable*/ 1, /*device*/ 3, 4096, 0);
     fake_cupti_emit_memcpy(t + kMs, t + 2 * kMs, /*DtoH*/ 2, /*device*/ 3, /*pinned*/ 2, 4, 0);

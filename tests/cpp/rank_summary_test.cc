@@ -457,6 +457,23 @@ TEST(StragglerRuleTest, TelemetrySaysWhyTheStragglerIsSlow) {
   EXPECT_THAT(cpu, HasSubstr("CPUs are saturated"));
   EXPECT_THAT(cpu, Not(HasSubstr("clocks are held down")));
 
+  // Near its memory limit and retrying allocations: said, with the numbers
+  // the rank record carried; the others' memory says nothing.
+  records = SlowRankTwo();
+  for (RankRecord& r : records) {
+    r.memory_peak_share = r.rank == 2 ? 0.97 : 0.60;
+    r.memory_alloc_retries = r.rank == 2 ? 12 : 0;
+  }
+  const std::string memory = StragglerRecommendation(records);
+  EXPECT_THAT(memory,
+              HasSubstr("its GPU memory peaks at 97% of the GPU with 12 allocation retries"));
+  EXPECT_THAT(memory, Not(HasSubstr("clocks are held down")));
+  // Retries alone name it; room to spare and no retries do not.
+  for (RankRecord& r : records) r.memory_peak_share = 0.60;
+  EXPECT_THAT(StragglerRecommendation(records), HasSubstr("with 12 allocation retries"));
+  for (RankRecord& r : records) r.memory_alloc_retries = 0;
+  EXPECT_THAT(StragglerRecommendation(records), Not(HasSubstr("GPU memory")));
+
   // Its data phase three times the others': the straggler is slow in "data".
   records.clear();
   for (int rank = 0; rank < 4; ++rank) {

@@ -53,6 +53,8 @@ TEST(RankRecordTest, SurvivesItsEncoding) {
   r.sm_clock_ratio = 0.93;
   r.throttled_steps = 0.25;
   r.compute_time = 0.071;
+  r.memory_peak_share = 0.9375;  // version 3's memory fields
+  r.memory_alloc_retries = 14;
   const std::string bytes = EncodeRankRecord(r);
   EXPECT_EQ(bytes.size(), kRankRecordBytes);
   absl::StatusOr<RankRecord> back = DecodeRankRecord(bytes);
@@ -334,6 +336,33 @@ TEST(RankRecordTest, OfASummaryTakesTheLargestPhasesWithoutOther) {
   EXPECT_EQ(r.phases.back().name, "p4");
   EXPECT_TRUE(std::isnan(r.phases.front().device_p50));
   EXPECT_FALSE(RankRecordOf(summary, {}).host.empty());  // this machine's name
+}
+
+TEST(RankRecordTest, OfASummaryTakesItsMemoryPeakShareAndRetries) {
+  Summary summary;
+  summary.steps = 100;
+  // Two GPUs: the record keeps the larger share of the GPU's memory held at
+  // the peak (the reservation, or NVML's count of the process where that is
+  // larger: the CUDA context too), and the retries of both.
+  GpuMemory a;
+  a.device = 0;
+  a.total_bytes = 80e9;
+  a.peak_reserved_bytes = 60e9;
+  a.process_used_bytes = 76e9;  // the context on top: 0.95
+  a.alloc_retries = 3;
+  GpuMemory b;
+  b.device = 1;
+  b.total_bytes = 80e9;
+  b.peak_reserved_bytes = 40e9;  // 0.5
+  b.alloc_retries = 2;
+  summary.memory.emplace();
+  summary.memory->gpus = {a, b};
+  const RankRecord r =
+      RankRecordOf(summary, {.rank = 1, .local_rank = 1, .world_size = 2, .host = "gpu-node-1"});
+  EXPECT_DOUBLE_EQ(r.memory_peak_share, 0.95);
+  EXPECT_EQ(r.memory_alloc_retries, 5);
+  // Without memory numbers, none: not "0 % of the GPU".
+  EXPECT_TRUE(std::isnan(RankRecordOf(Summary{}, RankIdentity{}).memory_peak_share));
 }
 
 TEST(RankOptionsTest, ValidateSaysWhatIsWrong) {
