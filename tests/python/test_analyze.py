@@ -16,6 +16,8 @@ import pytest
 
 import gpuscope as gs
 
+import _two_gpus
+
 TRACES = pathlib.Path(__file__).resolve().parents[1] / "data" / "traces"
 WORKERS0 = TRACES / "resnet50_v100_workers0.pt.trace.json.gz"
 WORKERS4 = TRACES / "resnet50_v100_workers4.pt.trace.json.gz"
@@ -109,6 +111,20 @@ def test_gpu_numbers_match_the_raw_events(path):
     # The categories and idle sum to the step time.
     total = a.device_share_kernel + a.device_share_memcpy + a.device_share_memset + a.device_share_comm
     assert total + a.device_share_idle == pytest.approx(1.0, abs=1e-6)
+
+
+def test_two_gpus_with_several_streams_each_give_the_numbers_worked_by_hand(tmp_path):
+    # The shared traces have one GPU each, and their one multi-stream trace
+    # (alexnet) is 99.9 % idle: here overlapping kernels on two streams, a
+    # copy half under a kernel and a memset alone, on two GPUs, exactly.
+    path = tmp_path / "two_gpus.pt.trace.json.gz"
+    _two_gpus.write_kineto(path)
+    _two_gpus.check(gs.analyze_trace(path).summary, pytest.approx)
+    # The independent computation above agrees.
+    idle, shares, steps = independent(path)
+    assert steps == _two_gpus.STEPS
+    assert idle == pytest.approx(_two_gpus.EXPECTED["gpu_idle_pct"], abs=1e-9)
+    assert shares[KERNEL] == pytest.approx(_two_gpus.EXPECTED["share_kernel"], abs=1e-12)
 
 
 def test_both_kineto_formats_and_what_was_read():

@@ -13,6 +13,8 @@ import pytest
 
 import gpuscope as gs
 
+import _two_gpus
+
 SAXPY = pathlib.Path(__file__).resolve().parents[1] / "data" / "traces" / "saxpy_a100_nsys.sqlite"
 MS = 1_000_000
 
@@ -73,6 +75,16 @@ def test_the_saxpy_export_gives_the_idle_its_tables_give():
     assert a.device_share_memset == pytest.approx(expected["memset"], abs=1e-4)
     assert a.kernels_per_step == expected["kernels"] and a.copies_per_step == expected["copies"]
     assert "Nsight Systems trace saxpy_a100_nsys.sqlite" in s.source_reason
+
+
+def test_an_export_of_two_gpus_with_several_streams_gives_the_numbers_worked_by_hand(tmp_path):
+    # The saxpy export has one GPU and one stream: the same two-GPU timeline
+    # test_analyze.py reads as a torch.profiler trace, exported as nsys does.
+    path = tmp_path / "two_gpus.sqlite"
+    _two_gpus.write_nsys(path)
+    run = gs.analyze_trace(path)
+    assert run.format == "Nsight Systems SQLite export"
+    _two_gpus.check(run.summary, pytest.approx)
 
 
 def test_an_export_without_step_ranges_names_its_longest_ranges():
