@@ -10,15 +10,16 @@ the same summary, report, findings and run file (docs/analyze.md).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from . import _gpuscope
 from ._summary import Summary
 from ._text import printable
+
+if TYPE_CHECKING:  # the command line imports argparse; `import gpuscope` does not
+    import argparse
 
 USAGE = "[options] TRACE"
 HELP = ("Summarize a torch.profiler trace (Kineto JSON, plain or .gz) or an Nsight Systems\n"
@@ -139,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuscope analyze: saved {printable(written)}", file=sys.stderr)
     if args.html:
         from ._html import write_html
+
+        import json
 
         series = json.loads(result._series_json())["steps"]
         written = write_html(args.html, summary, series,

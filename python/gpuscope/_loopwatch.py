@@ -17,13 +17,21 @@ part of the user's first step.
 
 from __future__ import annotations
 
-import dis
 import functools
 import itertools
 from array import array
-from typing import Any, List, Optional, Tuple
+from typing import Any, FrozenSet, List, Optional, Tuple
 
-_JUMPS = frozenset(getattr(dis, "hasjump", None) or (list(dis.hasjrel) + list(dis.hasjabs)))
+# dis (and the opcode tables) is imported by the first loop's analysis, not
+# by `import gpuscope`: most imports never analyse a loop.
+
+
+@functools.lru_cache(maxsize=1)
+def _jumps() -> FrozenSet[int]:
+    import dis
+
+    return frozenset(getattr(dis, "hasjump", None) or (list(dis.hasjrel) + list(dis.hasjabs)))
+
 # Instructions after which control does not fall through to the next one.
 _NO_FALLTHROUGH = frozenset({
     "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
@@ -63,11 +71,14 @@ def _loop_range(code: Any, offset: int) -> Optional[Tuple[Tuple[int, int], ...]]
     jumps = array("i")  # the jump's target offset, or -1
     falls = bytearray()  # 1: control can go on to the next instruction
     loop = None
+    import dis
+
+    jump_ops = _jumps()
     for ins in dis.get_instructions(code):
         number[ins.offset >> 1] = len(offsets)
         offsets.append(ins.offset)
         falls.append(ins.opname not in _NO_FALLTHROUGH)
-        jumps.append(ins.argval if ins.opcode in _JUMPS and isinstance(ins.argval, int) else -1)
+        jumps.append(ins.argval if ins.opcode in jump_ops and isinstance(ins.argval, int) else -1)
         if ins.offset == offset:
             loop = ins
     if loop is None or loop.opname != "FOR_ITER" or not isinstance(loop.argval, int):

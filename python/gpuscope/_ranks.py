@@ -42,7 +42,6 @@ from __future__ import annotations
 import atexit
 import math
 import os
-import socket
 import sys
 import threading
 import time
@@ -147,6 +146,8 @@ def _job() -> Optional[_Job]:
     except ValueError:
         local = 0
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    import socket
+
     return _Job(store, rank, world, max(local, 0), socket.gethostname(),
                 f"gpuscope/v1/{restart}/{generation}/")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import sys
 import textwrap
@@ -16,6 +15,8 @@ from . import _memory
 from ._summary import Finding, Summary, diagnose_summary
 
 if TYPE_CHECKING:
+    import inspect
+
     from ._prometheus import PrometheusServer
 
 
@@ -69,15 +70,33 @@ def _torch_device_name() -> Optional[str]:
 SESSION_OPTIONS = _gpuscope._SESSION_OPTIONS
 
 
-def _signature() -> inspect.Signature:
+def _signature(with_self: bool) -> "inspect.Signature":
     """``Session.__init__``'s signature, from the table: ``window`` by
-    position or keyword, every other option keyword-only."""
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    position or keyword, every other option keyword-only; ``Session``'s own
+    without ``self``."""
+    import inspect
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] if with_self else []
     for i, option in enumerate(SESSION_OPTIONS):
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if i == 0 else inspect.Parameter.KEYWORD_ONLY
         params.append(inspect.Parameter(option["name"], kind, default=option["default"],
                                         annotation=option["type"]))
     return inspect.Signature(params, return_annotation="None")
+
+
+class _TableSignature:
+    """``__signature__``, made from the table when first asked for
+    (``inspect.signature()``, ``help()``): ``inspect`` costs milliseconds
+    that ``import gpuscope`` would otherwise pay in every training job."""
+
+    def __init__(self, with_self: bool) -> None:
+        self._with_self = with_self
+        self._made: "Optional[inspect.Signature]" = None
+
+    def __get__(self, obj: Any, owner: Any = None) -> "inspect.Signature":
+        if self._made is None:
+            self._made = _signature(self._with_self)
+        return self._made
 
 
 def _doc(head: str, tail: str) -> str:
@@ -128,6 +147,7 @@ _DOC_TAIL = """    ``reset(warmup=None)`` restarts measurement (after a warm-up 
 
 class Session(_gpuscope._Session):
     __doc__ = _doc(_DOC_HEAD, _DOC_TAIL)
+    __signature__ = _TableSignature(with_self=False)
 
     __slots__ = ()
 
@@ -145,7 +165,6 @@ class Session(_gpuscope._Session):
             except Exception:  # noqa: BLE001 - no thread (a pid limit): no memory, never no session
                 pass
 
-        __init__.__signature__ = _signature()
 
     def _join_job(self) -> bool:
         """Sets the rank when this process is in a job, and joins the
@@ -387,6 +406,8 @@ def _decorate(cm: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
     thread, and one held open across ``await``/``yield`` would interleave with
     whatever else runs meanwhile.
     """
+    import inspect
+
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         raise TypeError(
             f"gpuscope scopes cannot decorate {fn.__qualname__}: it is a coroutine or generator "

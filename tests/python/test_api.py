@@ -106,3 +106,24 @@ def test_import_never_pulls_in_torch():
            "s.summary(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_import_leaves_the_heavy_standard_modules_to_what_needs_them():
+    # `import gpuscope` runs in every training job and before every
+    # `gpuscope analyze`: the loop watch's bytecode reader (dis), the
+    # signature help() shows (inspect), the rank exchange's host name
+    # (socket) and the command line's parser and JSON (argparse, json) are
+    # imported where they are used, not by the import (docs/benchmarks.md,
+    # "The wheel"). -I: no site hooks that import them first.
+    import subprocess
+    import sys
+    heavy = ["argparse", "dis", "inspect", "json", "socket"]
+    code = ("import sys; pre = set(sys.modules); import gpuscope; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules and m not in pre))")
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    # ... and they still work once asked for.
+    code = ("import inspect, gpuscope as gs; s = gs.Session(); [None for _ in s.steps(range(3))]; "
+            "print(list(inspect.signature(gs.Session).parameters)[:2], s.summary().steps)")
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['window', 'enabled'] 3"

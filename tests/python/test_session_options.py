@@ -80,6 +80,30 @@ def test_the_stub_declares_the_tables_signature():
     assert positional == NAMES[:1] and keyword == NAMES[1:]
     defaults = [ast.literal_eval(d) for d in init.args.defaults + init.args.kw_defaults]
     assert defaults == [o["default"] for o in TABLE]
+    # And its types: the table's (typing's spelling) and the stub's (PEP 604)
+    # name the same alternatives.
+    annotations = [a.annotation for a in init.args.args[1:] + init.args.kwonlyargs]
+    for o, annotation in zip(TABLE, annotations):
+        assert type_names(ast.parse(o["type"], mode="eval").body) == type_names(annotation), o["name"]
+
+
+def type_names(node):
+    """The alternatives a type annotation admits, as names: Optional[X] and
+    X | None are {X, None}, Union[...] its members, typing.Any is Any."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return type_names(node.left) | type_names(node.right)
+    if isinstance(node, ast.Subscript):
+        outer = ast.unparse(node.value).removeprefix("typing.")
+        inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        members = frozenset().union(*(type_names(n) for n in inner))
+        if outer == "Optional":
+            return members | {"None"}
+        if outer == "Union":
+            return members
+        return frozenset({f"{outer}[{', '.join(sorted(members))}]"})
+    if isinstance(node, ast.Constant) and node.value is None:
+        return frozenset({"None"})
+    return frozenset({ast.unparse(node).removeprefix("typing.")})
 
 
 def test_rank_options_round_trip_through_cxx(clock):
