@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -46,38 +47,20 @@ class RunGuard {
   // How many bytes of `chunk` keep every run within kMaxRun: all of them,
   // or the offset where one passes it.
   size_t Scan(std::string_view chunk) {
-    for (size_t i = 0; i < chunk.size(); ++i) {
-      const char c = chunk[i];
-      if (in_string_) {
-        if (escape_) {
-          escape_ = false;
-        } else if (c == '\\') {
-          escape_ = true;
-        } else if (c == '"') {
-          in_string_ = false;
-          between_ = true;
-        }
-        ++run_;
-      } else if (c == '"') {  // the lexer's reset(): a string starts
-        in_string_ = true;
-        in_number_ = false;
-        run_ = 1;
-      } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ',' || c == ':' ||
-                 c == '[' || c == ']' || c == '{' || c == '}') {
-        between_ = true;
-        in_number_ = false;
-        ++run_;
-      } else {
-        // A number starts (reset() again); a literal (true, false, null)
-        // does not reset the lexer's token_string: it counts on.
-        if (between_ && (c == '-' || (c >= '0' && c <= '9'))) {
-          in_number_ = true;
-          run_ = 0;
-        }
-        between_ = false;
-        ++run_;
+    size_t i = 0;
+    while (i < chunk.size()) {
+      if (in_string_ && !escape_) {
+        // Most of a trace's bytes are inside strings: jump to the string's
+        // next quote or backslash (memchr) rather than step to it, each
+        // byte passed counted as Step() counts it.
+        const size_t stop = NextQuoteOrBackslash(chunk, i);
+        if (run_ + (stop - i) > kMaxRun) return i + static_cast<size_t>(kMaxRun - run_);
+        run_ += stop - i;
+        i = stop;
+        if (i == chunk.size()) break;
       }
-      if (run_ > kMaxRun) return i;
+      if (!Step(chunk[i])) return i;
+      ++i;
     }
     return chunk.size();
   }
@@ -89,6 +72,52 @@ class RunGuard {
   }
 
  private:
+  // One byte through the lexer's states; false once the run passes kMaxRun.
+  bool Step(char c) {
+    if (in_string_) {
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+        between_ = true;
+      }
+      ++run_;
+    } else if (c == '"') {  // the lexer's reset(): a string starts
+      in_string_ = true;
+      in_number_ = false;
+      run_ = 1;
+    } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ',' || c == ':' ||
+               c == '[' || c == ']' || c == '{' || c == '}') {
+      between_ = true;
+      in_number_ = false;
+      ++run_;
+    } else {
+      // A number starts (reset() again); a literal (true, false, null)
+      // does not reset the lexer's token_string: it counts on.
+      if (between_ && (c == '-' || (c >= '0' && c <= '9'))) {
+        in_number_ = true;
+        run_ = 0;
+      }
+      between_ = false;
+      ++run_;
+    }
+    return run_ <= kMaxRun;
+  }
+  // The offset of the first '"' or '\\' at or after `from`, or chunk.size().
+  static size_t NextQuoteOrBackslash(std::string_view chunk, size_t from) {
+    const char* const p = chunk.data() + from;
+    const size_t n = chunk.size() - from;
+    const void* quote = std::memchr(p, '"', n);
+    const size_t to_quote =
+        quote != nullptr ? static_cast<size_t>(static_cast<const char*>(quote) - p) : n;
+    const void* backslash = std::memchr(p, '\\', to_quote);
+    return from + (backslash != nullptr
+                       ? static_cast<size_t>(static_cast<const char*>(backslash) - p)
+                       : to_quote);
+  }
+
   uint64_t run_ = 0;
   bool in_string_ = false, escape_ = false, in_number_ = false;
   bool between_ = true;  // the last byte outside a string ended a token
@@ -132,20 +161,39 @@ class ChunkIterator {
     }
   };
 
+  // The parser compares its iterator with the end one and reads through
+  // it a byte at a time: the chunk's bounds are kept here, in the
+  // iterator, so that each byte is a pointer compare and a load. At the
+  // end (and in the end iterator) both are null.
   explicit ChunkIterator(State* state) : state_(state) {
-    if (state_ != nullptr) state_->Fill();
+    if (state_ == nullptr) return;
+    state_->Fill();
+    Load();
   }
-  reference operator*() const { return state_->chunk[state_->at]; }
+  reference operator*() const { return *at_; }
   ChunkIterator& operator++() {
-    if (++state_->at >= state_->chunk.size()) state_->Fill();
+    if (++at_ == end_) {
+      state_->at = state_->chunk.size();
+      state_->Fill();
+      Load();
+    }
     return *this;
   }
-  bool operator==(const ChunkIterator& other) const { return AtEnd() == other.AtEnd(); }
+  bool operator==(const ChunkIterator& other) const { return at_ == other.at_; }
   bool operator!=(const ChunkIterator& other) const { return !(*this == other); }
 
  private:
-  bool AtEnd() const { return state_ == nullptr || state_->end; }
+  void Load() {
+    if (state_->end) {
+      at_ = end_ = nullptr;
+    } else {
+      at_ = state_->chunk.data() + state_->at;
+      end_ = state_->chunk.data() + state_->chunk.size();
+    }
+  }
   State* state_;
+  const char* at_ = nullptr;
+  const char* end_ = nullptr;
 };
 
 enum class Category : uint8_t {
