@@ -140,6 +140,26 @@ void BM_StepScope(benchmark::State& state) {
 }
 BENCHMARK(BM_StepScope);
 
+// What each iteration of a Python `for batch in s.steps(loader)` asks of
+// the session: a step, and inside it the `data` phase around next().
+void BM_StepWithDataPhase(benchmark::State& state) {
+  Session session(BenchOptions());
+  int64_t n = 0;
+  for (auto _ : state) {
+    {
+      StepScope s(session);
+      PhaseScope p(session, Phase::kData);
+    }
+    if (++n % kDrainEvery == 0) {
+      state.PauseTiming();
+      session.Flush();
+      state.ResumeTiming();
+    }
+  }
+  Finish(state, session);
+}
+BENCHMARK(BM_StepWithDataPhase);
+
 // Session::RecordMemory(): what a C++ trainer's allocator hook (or the
 // Python sampler thread, through the bindings) pays per sample: the
 // session clock, a lock and a copy. Not the recording thread's cost: it is
