@@ -96,24 +96,30 @@ def write_kineto(path):
                                         {"id": 1, "name": "NVIDIA A100-SXM4-80GB"}]}, f)
 
 
+# The tables of an nsys export that strings, NVTX ranges, runtime calls and
+# kernels go in, with nsys's column names (test_analyze_nsys.py writes them too).
+NSYS_TABLES = """
+    CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL,
+      text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
+      eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
+      deviceId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER,
+      demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL);
+"""
+
+
 def write_nsys(path):
     """The same timeline as nsys exports it (no ENUM_* tables: nsys 2022's
     numbering, copy kinds HtoD 1 and DtoH 2, memory kinds pageable 0, pinned
     1, device 2), in nanoseconds; the steps are NVTX push/pop ranges."""
     ns = 1000
     db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+    db.executescript(NSYS_TABLES + """
         INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel_v7000'), (2, 'cudaMemcpyAsync_v3020'),
                                      (3, 'cudaMemsetAsync_v3020'), (4, 'sgemm_128x64_nn'),
                                      (5, 'vectorized_elementwise_kernel');
-        CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL,
-          text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-          eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-          deviceId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER,
-          demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL);
         CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
           deviceId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER,
           bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, srcKind INTEGER, dstKind INTEGER);

@@ -105,18 +105,10 @@ def write_gpuscope_export(path, steps=4):
     launches a 10 ms kernel; a custom phase "attention" nested in forward
     for its last 2 ms."""
     db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+    db.executescript(_two_gpus.NSYS_TABLES + """
         INSERT INTO StringIds VALUES (1, 'step'), (2, 'data'), (3, 'forward'),
                                      (4, 'cudaLaunchKernel_v7000'), (5, 'sgemm_128x64_nn'),
                                      (6, 'attention');
-        CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL,
-          text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-          eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-          deviceId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER,
-          demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL);
     """)
     tid = 16777217
     db.execute("INSERT INTO NVTX_EVENTS VALUES (0, NULL, 75, 'gpuscope', ?, NULL, 7)", (tid,))
