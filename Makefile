@@ -74,7 +74,7 @@ test-tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSCOPE_SANITIZE=thread \
 	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_BUILD_EXAMPLES=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF \
 	  -DGPUSCOPE_WERROR=ON $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS)
+	cmake --build build-tsan -j $(JOBS) --target concurrency_tests
 	$(CTEST) --test-dir build-tsan -L concurrency
 
 # Every C++ file git tracks or would track (new files not yet added count:

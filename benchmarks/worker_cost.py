@@ -76,7 +76,8 @@ class WorkerThread:
         named = [t for t in before if _comm(t) == "gpuscope"]
         probe = None
         if not named:
-            probe = gs.Session(window=8, telemetry_interval_ms=0)
+            # No stall watch: its Python thread would be a second new thread.
+            probe = gs.Session(window=8, telemetry_interval_ms=0, stall_after=float("inf"))
             named = [t for t in _tids() - before if _comm(t) == "gpuscope"] or sorted(_tids() - before)
         if len(named) != 1:
             raise SystemExit(f"cannot tell the worker thread apart: candidates {named}")

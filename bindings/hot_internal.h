@@ -89,6 +89,7 @@ struct SessionObject {
   PyObject* phases;  // dict: name -> _PhaseScope
   PyObject* weakrefs;
   PyObject* simulated;  // the SimulatedDevice it runs on, or nullptr
+  PyObject* on_stall;   // Session(on_stall=...), or nullptr
   bool follow_torch;    // stream=None: follow torch's current CUDA stream
 };
 

@@ -75,6 +75,10 @@ int SessionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!ParseSessionOptions(args, kwargs, &options, &held)) return -1;
   PyObject* stream = held.stream;
   PyObject* simulated = held.simulated;
+  // Stalls are said by the Python watch (_stalls.py), with the Python stack
+  // and the other ranks' places, and on_stall is called there, with the GIL.
+  options.log_stalls = false;
+  if (held.on_stall != Py_None) Py_XSETREF(s->on_stall, Py_NewRef(held.on_stall));
   if (stream != Py_None) {
     uint64_t handle = 0;
     if (!StreamHandleOf(stream, &handle)) return -1;
@@ -132,6 +136,7 @@ void SessionDealloc(PyObject* self) {
   if (s->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
   Py_XDECREF(s->phases);
   Py_XDECREF(s->simulated);
+  Py_XDECREF(s->on_stall);
   Py_XDECREF(s->core);  // deletes the Session unless a scope still holds it
   Py_TYPE(self)->tp_free(self);
 }
@@ -349,9 +354,15 @@ PyObject* SessionWindow(PyObject* self, void*) {
 
 // The options the session was made with, as Session(...) takes them.
 PyObject* SessionOptionsOf(PyObject* self, void*) {
-  Session* session = Checked(reinterpret_cast<SessionObject*>(self));
+  auto* s = reinterpret_cast<SessionObject*>(self);
+  Session* session = Checked(s);
   if (session == nullptr) return nullptr;
-  return OptionsToPython(session->options());
+  PyObject* options = OptionsToPython(session->options());
+  if (options != nullptr && s->on_stall != nullptr &&
+      PyDict_SetItemString(options, "on_stall", s->on_stall) != 0) {
+    Py_CLEAR(options);
+  }
+  return options;
 }
 
 PyObject* SessionStatus(PyObject* self, void*) {

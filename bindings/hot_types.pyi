@@ -56,6 +56,8 @@ class _Session:
         telemetry_interval_ms: int = 100,
         trace_steps: int = 16,
         warmup: int = 0,
+        stall_after: float | None = None,
+        on_stall: typing.Callable[[Stall], typing.Any] | None = None,
         rank_interval: float | None = 30.0,
         rank_timeout_s: float | None = None,
         flops_per_step: float | None = 0.0,

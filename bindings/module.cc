@@ -104,6 +104,10 @@ PYBIND11_MODULE(_gpuscope, m) {
       "Says `message` through gpuscope's log (stderr, or the sink set), the first time `key` is "
       "seen in this process.");
   m.def(
+      "_log_warning",
+      [](const std::string& message) { internal::Log(LogLevel::kWarning, message); },
+      py::arg("message"), "Says `message` through gpuscope's log (stderr, or the sink set).");
+  m.def(
       "escape_for_terminal", [](py::bytes text) { return EscapeForTerminal(std::string(text)); },
       py::arg("text"),
       "Text (UTF-8 bytes) made safe to print on a terminal: control and invisible characters "

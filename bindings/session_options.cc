@@ -216,6 +216,46 @@ PyObject* GetSecondsOrNone(const Options& options) {
   return PyFloat_FromDouble(options.*Field);
 }
 
+bool SetStallAfter(PyObject* value, const Row& row, Options* options, HeldOptions*) {
+  if (value == Py_None) {
+    options->stall_after_s = 0;
+    return true;
+  }
+  double v = PyFloat_AsDouble(value);  // an int or a float; TypeError otherwise
+  if (v == -1.0 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return false;
+    PyErr_Clear();
+    v = kInf;  // an int too large for a double: no limit in practice
+  }
+  if (!(v > 0)) {  // NaN, 0 and below
+    PyObject* repr = PyObject_Repr(value);
+    if (repr == nullptr) return false;
+    const char* text = PyUnicode_AsUTF8(repr);
+    if (text != nullptr) {
+      PyErr_SetString(PyExc_ValueError,
+                      absl::StrCat(row.name, "=", text,
+                                   ": use a number of seconds above 0, float('inf') for no stall "
+                                   "watch, or None for a limit from the job's own step times")
+                          .c_str());
+    }
+    Py_DECREF(repr);
+    return false;
+  }
+  options->stall_after_s = v;
+  return true;
+}
+
+bool SetOnStall(PyObject* value, const Row&, Options*, HeldOptions* held) {
+  if (value != Py_None && PyCallable_Check(value) == 0) {
+    PyErr_SetString(PyExc_TypeError, "on_stall must be None or a callable taking a gpuscope.Stall");
+    return false;
+  }
+  held->on_stall = value;
+  return true;
+}
+
+PyObject* GetNone(const Options&) { Py_RETURN_NONE; }
+
 bool SetClock(PyObject* value, const Row&, Options* options, HeldOptions*) {
   if (value == Py_None) return true;
   try {
@@ -351,6 +391,23 @@ const Row kRows[] = {
      "one-time costs (DataLoader workers starting, cuDNN autotuning, torch.compile): "
      "``warmup=1`` or more keeps them out of short runs and baselines.",
      SetInt<&Options::warmup_steps>, GetInt<&Options::warmup_steps>},
+    {"stall_after", "Optional[float]", NoneDefault(), true, 0, kInf, nullptr, "seconds", "SECONDS",
+     "seconds a step may stay open before gpuscope says where it hangs (default: from the job's "
+     "own step times, at least 30 s)",
+     "seconds a step may stay open before it is a stall: said once, at the warning level, while "
+     "it lasts (the step, the open phase, the GPU's state and the training thread's Python "
+     "stack; in a distributed job, the rank that is somewhere else), then kept in "
+     "``summary().stalls`` (finding ``\"stall\"``). None (default): 10 x the window's p99 step "
+     "time or twice its longest step, at least 30 s; ``float('inf')``: never. The first 10 steps "
+     "and warm-up wait at least 300 s, phases outside steps 10 x this or 3 x their longest "
+     "earlier run (docs/definitions.md \"Stalls\").",
+     SetStallAfter, GetSecondsOrNone<&Options::stall_after_s>},
+    {"on_stall", "Optional[Callable[[Stall], Any]]", NoneDefault(), false, 0, 0, nullptr, nullptr,
+     nullptr, nullptr,
+     "called once per stall with the ``gpuscope.Stall`` as it is found (the step still open), on "
+     "gpuscope's watch thread: dump the job's own state, take ``torch.cuda``'s memory snapshot or "
+     "the flight recorder's, or end the job. Exceptions are logged and ignored.",
+     SetOnStall, GetNone},
     {"rank_interval", "Optional[float]", FloatDefault(kDefaultRankIntervalS), true,
      kMinRankIntervalS, kInf, nullptr, "seconds", nullptr, nullptr,
      "in a distributed job, seconds between exchanges of rank records (default 30, at least "

@@ -19,6 +19,7 @@ namespace gpuscope::python::hot {
 struct HeldOptions {
   PyObject* stream = Py_None;     // None: follow torch's current stream
   PyObject* simulated = Py_None;  // None, False, True or a SimulatedDevice
+  PyObject* on_stall = Py_None;   // None or a callable (the session keeps it)
 };
 
 // Session(window=512, *, ...): parses the arguments into *options and *held

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bound_types.h"
+#include "core/stalls.h"
 #include "export/summary_fields.h"
 #include "field_properties.h"
 #include "gil_released.h"
@@ -141,6 +142,17 @@ constexpr char kOomEventDoc[] =
     "``reserved_bytes``, ``total_bytes`` (None where unknown), ``message`` (the error's first "
     "line) and ``snapshot`` (the allocator snapshot saved for it, or \"\").";
 
+constexpr char kStallDoc[] =
+    "A step, or a phase outside steps, that stayed open past its stall limit "
+    "(``Summary.stalls``, ``Session(stall_after=...)``; docs/definitions.md \"Stalls\"): "
+    "``step`` (0-based; -1: a phase outside steps), ``phase`` and ``phase_path`` (the innermost "
+    "phase open, and its parents: ``\"forward/attention\"``), ``began`` (Unix time), "
+    "``seconds`` (how long it was open: its duration once it ended), ``phase_seconds`` (how long "
+    "the innermost phase had been), ``limit`` (seconds), ``ongoing``, ``last_gpu_work_seconds`` "
+    "(since the last GPU work gpuscope saw finish; None where it cannot tell), "
+    "``gpu_utilization_pct`` (NVML's, which counts a kernel waiting in a collective as busy; "
+    "None unsampled) and ``gpu`` (that state in words).";
+
 constexpr char kMemoryStatsDoc[] =
     "What this process's GPU memory did over the window (``Summary.memory``): ``source`` (the "
     "allocator: ``\"torch.cuda\"``, ``\"application\"``, ``\"simulated\"``), ``samples``, "
@@ -205,7 +217,10 @@ constexpr char kSummaryDoc[] =
     "(``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks "
     "(``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps "
     "far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the "
-    "most device time (``KernelStats``, CUPTI only, else empty).\n\n"
+    "most device time (``KernelStats``, CUPTI only, else empty); ``stalls``: steps (or phases "
+    "outside steps) that stayed open past their stall limit (``Stall``, oldest first, the one "
+    "in progress last); ``step_in_progress``: seconds the step open at this summary had been "
+    "open (0: none).\n\n"
     "``Summary(json_text)`` is ``Summary.from_json(json_text)``.";
 
 // The public types live in the package's namespace, as before (and pickle
@@ -304,6 +319,13 @@ void AddSummaryParts(py::module_& m) {
   });
   auto oom = Part<OomEvent>(m, "OomEvent", kOomEventDoc);
   AddValueMethods(oom, DefineFields(oom), /*hashable=*/false);
+  auto stall = Part<Stall>(m, "Stall", kStallDoc);
+  AddValueMethods(stall, DefineFields(stall), /*hashable=*/false, /*repr=*/false);
+  stall.def("__repr__", [](py::object self) {
+    return py::str("Stall(step={}, phase_path={!r}, seconds={}, ongoing={})")
+        .format(self.attr("step"), self.attr("phase_path"), self.attr("seconds"),
+                self.attr("ongoing"));
+  });
   auto memory = Part<MemoryStats>(m, "MemoryStats", kMemoryStatsDoc);
   AddValueMethods(memory, DefineFields(memory), /*hashable=*/false, /*repr=*/false);
   memory.def("__repr__", [](py::object self) {
@@ -486,6 +508,31 @@ void AddSummaryTypes(py::module_& m) {
         return summary;
       },
       py::arg("session"), "A gpuscope.Session's summary now (Session.summary()).");
+  // The stall watch's Python side (python/gpuscope/_stalls.py).
+  m.def(
+      "_current_stall", [](Hinted<"_Session"> session)->Hinted<"Stall | None"> {
+        Session* s = SessionOf(session.ptr());
+        if (s == nullptr) throw py::error_already_set();
+        std::optional<Stall> stall = s->CurrentStall();
+        return Hinted<"Stall | None">(stall.has_value() ? py::cast(*std::move(stall)) : py::none());
+      },
+      py::arg("session"), "The stall in progress (Session::CurrentStall()), or None.");
+  m.def(
+      "_recording_thread",
+      [](Hinted<"_Session"> session) {
+        Session* s = SessionOf(session.ptr());
+        if (s == nullptr) throw py::error_already_set();
+        return s->RecordingThreadId();
+      },
+      py::arg("session"),
+      "The kernel thread id (threading's native_id) of the thread that records, 0 before the "
+      "first scope.");
+  m.def(
+      "_describe_stall", [](const Stall& stall) { return internal::DescribeStall(stall); },
+      py::arg("stall"), "A stall in one line, as the log and the report say it.");
+  m.def(
+      "_format_duration", [](double seconds) { return internal::StallDuration(seconds); },
+      py::arg("seconds"), "\"4.2 s\", \"3 min 05 s\", \"2 h 07 min\": a stall's durations.");
   // The exchange of rank records (python/gpuscope/_ranks.py moves the bytes).
   m.attr("RANK_RECORD_BYTES") = kRankRecordBytes;
   m.def(

@@ -11,6 +11,7 @@
 #define GPUSCOPE_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,8 @@ namespace gpuscope {
 
 // A simulated GPU for tests and demos (gpuscope/testing.h).
 class SimulatedDevice;
+// A step or phase open past its limit (gpuscope/summary.h).
+struct Stall;
 
 inline constexpr int kDefaultWindow = 512;
 inline constexpr int kMaxWindow = 1 << 16;
@@ -184,6 +187,28 @@ struct Options {
   // or fewer, p95: set 1 (or the steps your warm-up takes, e.g.
   // 5 with torch.compile or cudnn.benchmark) for short runs and baselines.
   int warmup_steps = 0;
+
+  // ---- Stalls (docs/definitions.md "Stalls"): a step, or a phase outside
+  // steps, open past its limit, found by the background worker while it
+  // lasts.
+  //
+  // Seconds a step may stay open before it is a stall; 0 (Python's None):
+  // from the job's own step times (10 x the window's p99 step time, twice
+  // its longest step, at least 30 s); +inf: never. The first steps (before
+  // 10 measured steps, and warm-up) wait at least 300 s, and phases outside
+  // steps 10 x this (300 s without it) or 3 x their longest earlier run.
+  // 0, a finite number > 0, or +inf.
+  double stall_after_s = 0;
+  // Whether the background worker logs each stall, at the warning level,
+  // once, as it is found. The Python package says it itself instead, with
+  // the training thread's Python stack and where the other ranks are.
+  bool log_stalls = true;
+  // Called once per stall as it is found (the step still open), on
+  // gpuscope's background thread, with no lock of the session held: dump
+  // the job's own state, or end it. Keep it short (the worker pumps every
+  // session meanwhile), and close no session from it. Exceptions are caught
+  // and logged.
+  std::function<void(const Stall&)> on_stall = nullptr;
 
   // ---- Model FLOPs utilization (docs/mfu.md).
   //

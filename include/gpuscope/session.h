@@ -268,6 +268,21 @@ class Session {
   // the aggregator's); records nothing else; the caller re-raises.
   void RecordOom(OomEvent oom, std::string_view source = {});
 
+  // Session::CurrentStall()
+  //
+  // The stall in progress: a step, or a phase outside steps, open past its
+  // limit (Options::stall_after_s; docs/definitions.md "Stalls"), as the
+  // background worker last looked (every flush interval), or nullopt. Any
+  // thread; a short lock of its own. Summary::stalls keeps them all.
+  std::optional<Stall> CurrentStall() const;
+
+  // Session::RecordingThreadId()
+  //
+  // The kernel thread id (gettid(); Python's threading native_id) of the
+  // thread that records: the first to open a scope. 0 before that. Any
+  // thread: what a stall report names to take that thread's stack.
+  int RecordingThreadId() const noexcept;
+
   // Session::OpenScopes()
   //
   // How many scopes are open on the recording thread right now, the step

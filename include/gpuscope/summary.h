@@ -584,6 +584,44 @@ struct RanksStats {
   bool operator==(const RanksStats&) const = default;
 };
 
+// Stall
+//
+// A step, or a phase outside steps, that stayed open past its stall limit
+// (Options::stall_after_s; docs/definitions.md "Stalls"): where a job hung.
+// The background worker finds it while the scope is still open (and says so
+// once, Options::log_stalls); once the scope ends, `seconds` is its whole
+// duration. Session::CurrentStall() returns the one in progress.
+struct Stall {
+  // The step's number, 0-based, counting every step the session began
+  // (StepPoint::index while no step was cancelled or dropped); -1: a phase
+  // outside steps stalled.
+  int64_t step = -1;
+  std::string phase = {};       // the innermost phase open ("" when none was)
+  std::string phase_path = {};  // with the phases around it: "forward/attention"
+  double began = 0;             // when the step (or phase) began: seconds since the Unix epoch
+  // How long it was open: its duration once it ended; while it lasts, until
+  // the last look (every flush interval).
+  double seconds = 0;
+  double phase_seconds = 0;  // how long the innermost phase had been open (as `seconds`)
+  double limit = 0;          // the stall limit it passed, seconds
+  bool ongoing = false;      // still open at the last look
+  // The GPU when the stall was found, as far as the source can tell:
+  // seconds since the last GPU work gpuscope saw finish (cupti: the latest
+  // activity record's end; events: the begin marker of the innermost open
+  // scope, if the GPU has reached it), NaN where it cannot say (host;
+  // nothing finished yet); and NVML's utilization at the last sample, which
+  // counts a kernel spinning in a collective as busy (NaN: not sampled).
+  double last_gpu_work_seconds = std::numeric_limits<double>::quiet_NaN();
+  double gpu_utilization_pct = std::numeric_limits<double>::quiet_NaN();
+  std::string gpu = {};  // that state in words, one line
+
+  // Field by field; NaN equals NaN here.
+  bool operator==(const Stall& other) const;
+};
+
+// Stalls a summary keeps: the last kMaxStalls since the session started.
+inline constexpr int kMaxStalls = 64;
+
 // Exchanges a session looks back on to tell a chronic straggler from a
 // transient one.
 inline constexpr int kRankHistory = 8;
@@ -662,6 +700,13 @@ struct Summary {
   // and what the last exchange of rank records said (Session::SetRankRecords()).
   std::optional<RankIdentity> rank;
   std::optional<RanksStats> ranks;
+
+  // Stalls since the session started (Reset() does not forget them), oldest
+  // first, the one in progress last (at most kMaxStalls), and how long the
+  // step open at this summary had been open, seconds (0: none was): what a
+  // "no step for N minutes" alert reads.
+  std::vector<Stall> stalls = {};
+  double step_in_progress = 0;
 
   // Summary::FindPhase()
   //

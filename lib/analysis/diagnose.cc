@@ -203,6 +203,7 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
   } else {
     internal::OutOfMemory(summary, &findings);  // an OOM before any step completed
   }
+  internal::StallRule(summary, &findings);
   internal::Instrumentation(summary, &findings);
   internal::HostOnly(summary, &findings);
   internal::EventsOnly(summary, &findings);
@@ -216,8 +217,11 @@ std::vector<Finding> Diagnose(const Summary& summary, const DiagnoseOptions& opt
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
     return std::tie(b.share, b.severity) < std::tie(a.share, a.severity);
   });
-  // The out-of-memory error that ended the run comes first: it explains no
-  // step time, but nothing else matters until it is fixed.
+  // The out-of-memory error that ended the run comes first, then a stall:
+  // they explain little step time, but nothing else matters until they are
+  // fixed.
+  std::stable_partition(findings.begin(), findings.end(),
+                        [](const Finding& f) { return f.id == "stall"; });
   std::stable_partition(findings.begin(), findings.end(),
                         [](const Finding& f) { return f.id == "oom"; });
   return findings;

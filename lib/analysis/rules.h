@@ -11,6 +11,7 @@
 //   rank_rules.cc  the other ranks of a distributed job (a straggler)
 //   periodic_rules.cc  work every N steps inside the step (evaluation,
 //                  a checkpoint): the summary's periodic spikes
+//   stall_rules.cc  a step, or a phase outside steps, that hung (stalls)
 //   memory_rules.cc  this process's GPU memory: allocation retries, memory
 //                  nearly full or fragmented, room for a larger batch, and
 //                  the out-of-memory error that ended a step
@@ -104,6 +105,9 @@ void BatchHeadroom(const Summary& s, const DiagnoseOptions& o, const std::vector
                    std::vector<Finding>* out);
 // Any summary, with or without steps: the out-of-memory error that ended a step.
 void OutOfMemory(const Summary& s, std::vector<Finding>* out);
+
+// stall_rules.cc
+void StallRule(const Summary& s, std::vector<Finding>* out);
 
 // periodic_rules.cc
 void PeriodicSpikeRule(const Summary& s, const DiagnoseOptions& o, std::vector<Finding>* out);

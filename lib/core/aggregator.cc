@@ -29,6 +29,22 @@ bool Aggregator::RollingCounters(double* step_p95_s, std::optional<double>* gpu_
                                    gpu_idle_pct);
 }
 
+StallHistory Aggregator::StallHistoryOf() const {
+  StallHistory h;
+  const WindowView view = window_.Snapshot(/*with_phase_totals=*/false);
+  h.measured_steps = view.size();
+  h.warming_up = window_.warmup_left() > 0;
+  if (view.empty()) return h;
+  std::vector<int64_t> durations;
+  durations.reserve(view.size());
+  view.ForEachStep(
+      [&](const StepRecord& s, const StepDevices*) { durations.push_back(s.duration_ns()); });
+  const Quantiles q = ExactQuantiles(durations);
+  h.step_p99_s = q.p99;
+  h.step_max_s = q.max;
+  return h;
+}
+
 void Aggregator::TraceSnapshot(std::vector<TraceStep>* out, int64_t* launch_threshold_ns) const {
   out->clear();
   out->reserve(window_.trace.size());

@@ -32,6 +32,7 @@
 #include "core/memory_window.h"
 #include "core/phase_table.h"
 #include "core/record.h"
+#include "core/stalls.h"
 #include "core/step_assembly.h"
 #include "core/step_window.h"
 #include "core/summarize.h"
@@ -140,6 +141,10 @@ class Aggregator {
   // device data), for counter tracks; false when the window is empty.
   bool RollingCounters(double* step_p95_s, std::optional<double>* gpu_idle_pct) const;
   uint64_t completed() const { return window_.completed(); }
+  // The window's step times for the stall limits (core/stalls.h).
+  StallHistory StallHistoryOf() const;
+  // The latest end of device activity drained (INT64_MIN: none).
+  int64_t latest_activity_end_ns() const { return device_.latest_activity_end_ns(); }
 
   // A copy of the kept steps' timelines (oldest first) and the launch
   // threshold, for the Chrome trace to be encoded outside the lock.

@@ -282,6 +282,7 @@ DeviceResolver::Resolution DeviceResolver::ResolveFromActivity(bool final, StepW
                      acts_.end(), by_begin);
   for (size_t i = before; i < acts_.size(); ++i) {
     longest_activity_ns_ = std::max(longest_activity_ns_, acts_[i].end_ns - acts_[i].begin_ns);
+    latest_activity_end_ns_ = std::max(latest_activity_end_ns_, acts_[i].end_ns);
   }
   while (!pending_.empty() && pending_.front().end.host_ns <= acts_horizon_) {
     ApplyActivityResult(pending_.front(), window);

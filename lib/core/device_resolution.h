@@ -53,6 +53,8 @@ class DeviceResolver {
   const ActivitySource* activity() const { return activity_; }
   // Idle gaps shorter than this are launch gaps (cupti).
   int64_t launch_threshold_ns() const { return launch_threshold_ns_; }
+  // The latest end of any activity record drained (INT64_MIN: none yet).
+  int64_t latest_activity_end_ns() const { return latest_activity_end_ns_; }
 
   // ---- From step assembly, in record order.
 
@@ -190,6 +192,7 @@ class DeviceResolver {
   int64_t history_until_ = INT64_MIN;
   int64_t last_step_end_ns_ = INT64_MIN / 2;  // the latest completed step's end
   int64_t longest_activity_ns_ = 0;           // the longest record drained
+  int64_t latest_activity_end_ns_ = INT64_MIN;
 };
 
 }  // namespace gpuscope::internal

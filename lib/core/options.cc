@@ -68,6 +68,12 @@ absl::Status Options::Validate() const {
                      " is invalid: use a finite number of seconds above 0, or 0 for a third of "
                      "rank_interval_s (at most 10 s)"));
   }
+  if (std::isnan(stall_after_s) || stall_after_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Options::stall_after_s = ", stall_after_s,
+                     " is invalid: use a number of seconds above 0, 0 for a limit from the "
+                     "job's own step times, or infinity for none"));
+  }
   if (static_cast<int>(peak_precision) > static_cast<int>(Precision::kFp8)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Options::peak_precision = ", static_cast<int>(peak_precision),

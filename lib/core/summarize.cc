@@ -82,6 +82,8 @@ Summary SummarizeWindow(const WindowSnapshot& snapshot, const SummaryInputs& fac
   s.overhead = facts.overhead;
   s.rank = facts.rank;
   s.ranks = facts.ranks;
+  s.stalls = facts.stalls;
+  s.step_in_progress = facts.step_in_progress;
   return s;
 }
 

@@ -58,6 +58,8 @@ struct SummaryInputs {
   EfficiencyInputs efficiency;
   std::optional<RankIdentity> rank;
   std::optional<RanksStats> ranks;  // age already set
+  std::vector<Stall> stalls;        // Summary::stalls
+  double step_in_progress = 0;      // Summary::step_in_progress
 };
 
 // SummarizeWindow()

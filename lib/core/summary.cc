@@ -58,6 +58,13 @@ bool OomEvent::operator==(const OomEvent& o) const {
          message == o.message && snapshot == o.snapshot;
 }
 
+bool Stall::operator==(const Stall& o) const {
+  return step == o.step && phase == o.phase && phase_path == o.phase_path && began == o.began &&
+         seconds == o.seconds && phase_seconds == o.phase_seconds && limit == o.limit &&
+         ongoing == o.ongoing && Same(last_gpu_work_seconds, o.last_gpu_work_seconds) &&
+         Same(gpu_utilization_pct, o.gpu_utilization_pct) && gpu == o.gpu;
+}
+
 namespace internal {
 
 namespace {

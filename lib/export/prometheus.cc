@@ -127,6 +127,17 @@ void Steps(Exposition& e, const Summary& s) {
   }
 }
 
+// Stalls: how long the open step has been open, and whether a stall is in
+// progress, for the fleet's "no step for N minutes" alert.
+void Stalls(Exposition& e, const Summary& s) {
+  e.Gauge("step_in_progress_seconds", "How long the step open now has been open (0: none is open).",
+          s.step_in_progress);
+  const bool stalled = !s.stalls.empty() && s.stalls.back().ongoing;
+  e.Gauge("stalled",
+          "Whether a step (or a phase outside steps) is open past its stall limit now: 1, else 0.",
+          stalled ? 1.0 : 0.0);
+}
+
 // Throughput and MFU.
 void Throughput(Exposition& e, const Summary& s) {
   e.Gauge("throughput_samples_per_second",
@@ -337,7 +348,7 @@ std::string ToPrometheus(const Summary& s) {
   Exposition e;
   if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
   for (void (*family)(Exposition&, const Summary&) :
-       {Info, Steps, Throughput, Self, GpuIdle, TopKernels, Telemetry, Memory, Ranks,
+       {Info, Steps, Stalls, Throughput, Self, GpuIdle, TopKernels, Telemetry, Memory, Ranks,
         PeriodicSpikes, Diagnosis}) {
     family(e, s);
   }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/strings.h"
 #include "base/text.h"
+#include "core/stalls.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/phase.h"
 
@@ -173,6 +174,9 @@ Summary TerminalSafeCopy(const Summary& s) {
     for (GpuTelemetry& g : safe.telemetry->gpus) {
       for (std::string& r : g.clocks_event_reasons) clean(r);
     }
+  }
+  for (Stall& x : safe.stalls) {
+    for (std::string* text : {&x.phase, &x.phase_path, &x.gpu}) clean(*text);
   }
   if (safe.memory.has_value()) {
     MemoryStats& m = *safe.memory;
@@ -700,6 +704,17 @@ void AppendMemory(std::string* out, const Summary& s) {
   }
 }
 
+// Stalls since the session started: the step (or phase) that hung, where,
+// how long, and the GPU then.
+void AppendStalls(std::string* out, const Summary& s) {
+  if (s.stalls.empty()) return;
+  absl::StrAppend(out, "\nstalls (", s.stalls.size(), ")\n");
+  for (const Stall& x : s.stalls) {
+    internal::AppendHanging(out, "  ",
+                            absl::StrCat(x.ongoing ? "NOW " : "", internal::DescribeStall(x)), 4);
+  }
+}
+
 // Phases outside steps, over the whole run.
 void AppendOutsideSteps(std::string* out, const Summary& s) {
   bool outside_header = false;
@@ -832,6 +847,7 @@ std::string FormatReport(const Summary& unsafe, const ReportOptions& options) {
   AppendTelemetry(&out, s);
   AppendMemory(&out, s);
   if (s.ranks.has_value()) AppendRanks(&out, s);
+  AppendStalls(&out, s);
   AppendOutsideSteps(&out, s);
   AppendOverhead(&out, s);
   AppendMisuse(&out, s);

@@ -281,6 +281,8 @@ absl::StatusOr<T> internal::PartFromJson(std::string_view json) {
 template std::string internal::PartToJson<Quantiles>(const Quantiles&);
 template std::string internal::PartToJson<GpuMemory>(const GpuMemory&);
 template absl::StatusOr<GpuMemory> internal::PartFromJson<GpuMemory>(std::string_view);
+template std::string internal::PartToJson<Stall>(const Stall&);
+template absl::StatusOr<Stall> internal::PartFromJson<Stall>(std::string_view);
 template std::string internal::PartToJson<OomEvent>(const OomEvent&);
 template absl::StatusOr<OomEvent> internal::PartFromJson<OomEvent>(std::string_view);
 template std::string internal::PartToJson<MemoryStats>(const MemoryStats&);

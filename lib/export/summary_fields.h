@@ -61,6 +61,7 @@ inline constexpr double kHuge = 1e15;              // beyond any count or size g
 inline constexpr Range kCount{0, kHuge};           // counts and integers >= 0
 inline constexpr Range kSeconds{0, 1e9};           // durations: 0 .. ~30 years
 inline constexpr Range kSignedSeconds{-1e9, 1e9};  // lags, which may be negative
+inline constexpr Range kUnixSeconds{0, 1e11};      // wall-clock stamps
 inline constexpr Range kFraction{0, 1 + 1e-9};     // shares, ratios of a whole
 inline constexpr Range kPercent{0, 100 + 1e-6};
 inline constexpr Range kRate{0, kHuge};    // per second, per step, bytes
@@ -270,6 +271,21 @@ void OomFields(V& v, O& o) {
   v.String("snapshot", o.snapshot);
 }
 
+template <typename V, typename S>
+void StallFields(V& v, S& s) {
+  v.Int("step", s.step, kState);
+  v.String("phase", s.phase);
+  v.String("phase_path", s.phase_path);
+  v.Number("began", s.began, kUnixSeconds);
+  v.Number("seconds", s.seconds, kSeconds);
+  v.Number("phase_seconds", s.phase_seconds, kSeconds);
+  v.Number("limit", s.limit, kSeconds);
+  v.Bool("ongoing", s.ongoing);
+  v.NanNumber("last_gpu_work_seconds", s.last_gpu_work_seconds, kSeconds);
+  v.NanNumber("gpu_utilization_pct", s.gpu_utilization_pct, kPercent);
+  v.String("gpu", s.gpu);
+}
+
 template <typename V, typename M>
 void MemoryFields(V& v, M& m) {
   v.String("source", m.source);
@@ -321,7 +337,7 @@ template <typename V, typename T>
 void StragglerFields(V& v, T& s) {
   v.Int("rank", s.rank, kCount);
   v.String("host", s.host);
-  v.PhaseName("phase", s.phase);
+  v.String("phase", s.phase);
   v.Bool("device", s.device);
   v.Number("score", s.score, kFraction);
   v.Number("slowdown", s.slowdown, kRate);
@@ -402,6 +418,8 @@ void SummaryFields(V& v, S& s) {
       kOptional);
   v.OptionalObject("rank", s.rank, [](auto& sub, auto& r) { RankIdentityFields(sub, r); });
   v.OptionalObject("ranks", s.ranks, [](auto& sub, auto& r) { RanksFields(sub, r); });
+  v.Array("stalls", s.stalls, [](auto& sub, auto& st) { StallFields(sub, st); }, kOptional);
+  v.Number("step_in_progress", s.step_in_progress, kSeconds, kOptional);
 }
 
 // FieldsOf()
@@ -463,6 +481,10 @@ void FieldsOf(V& v, T& x) {
 template <typename V, Is<OomEvent> T>
 void FieldsOf(V& v, T& x) {
   OomFields(v, x);
+}
+template <typename V, Is<Stall> T>
+void FieldsOf(V& v, T& x) {
+  StallFields(v, x);
 }
 template <typename V, Is<MemoryStats> T>
 void FieldsOf(V& v, T& x) {

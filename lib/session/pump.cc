@@ -4,16 +4,20 @@
 #include "session/pump.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_driver_timer.h"
 #include "backends/host/clock.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "core/summarize.h"
 #include "session/worker.h"
 
@@ -33,7 +37,7 @@ Pump::~Pump() = default;
 
 double Pump::Pass() {
   // One pump at a time (the worker; tests drive passes by hand too).
-  std::lock_guard<std::mutex> pumping(pump_mu_);
+  std::unique_lock<std::mutex> pumping(pump_mu_);
   // Telemetry is sampled by the pump only, for the whole process at once
   // (backends/telemetry/process_telemetry.h), and outside the aggregator lock (an NVML
   // query can take milliseconds: Summarize() must not wait for one).
@@ -51,13 +55,30 @@ double Pump::Pass() {
   // is drained.
   if (!samples_.empty()) {
     for (const TelemetrySample& sample : samples_) aggregator_.AddTelemetry(sample);
+    const TelemetrySample& last = samples_.back();
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < std::min(last.gpu_count, kMaxTelemetryGpus); ++i) {
+      const double u = last.gpus[static_cast<size_t>(i)].utilization_pct;
+      if (u == u) {
+        sum += u;
+        ++n;
+      }
+    }
+    last_gpu_utilization_ = n > 0 ? sum / n : kNotSampled;
     samples_.clear();
     aggregator_.SetTelemetrySource(telemetry_->description());
   }
+  const std::optional<Stall> began = WatchStallsLocked();
   const size_t staged = staged_size_.load(std::memory_order_relaxed);
   PumpLocked();
-  return static_cast<double>(last_drained_ + staged) /
-         static_cast<double>(recorder_.queue().capacity());
+  const double fill = static_cast<double>(last_drained_ + staged) /
+                      static_cast<double>(recorder_.queue().capacity());
+  if (began.has_value()) {
+    lock.unlock();
+    ReportStall(*began);
+  }
+  return fill;
 }
 
 void Pump::PumpLocked(bool final) {
@@ -104,6 +125,24 @@ void Pump::SampleCountersLocked() {
 
 void Pump::Consume(const Record& r) {
   ++records_consumed_;
+  if (r.kind == RecordKind::kPhase && r.step_seq == 0 && (r.flags & kRecordCancelled) == 0) {
+    // A phase outside steps: its longest run, for its stall limit.
+    if (outside_longest_ns_.size() <= r.name_id) outside_longest_ns_.resize(r.name_id + 1u, 0);
+    const int64_t ns = recorder_.tsc() != nullptr
+                           ? recorder_.tsc()->ToNs(r.end_ns) - recorder_.tsc()->ToNs(r.begin_ns)
+                           : r.end_ns - r.begin_ns;
+    outside_longest_ns_[r.name_id] = std::max(outside_longest_ns_[r.name_id], ns);
+  }
+  if (stalls_wanted_ && r.begin_ns == stall_begin_raw_ &&
+      (r.kind == RecordKind::kStep || r.step_seq == 0)) {
+    // The scope that stalled ended: its exact duration.
+    const TscClock* const t = recorder_.tsc();
+    std::lock_guard<std::mutex> stall_lock(stall_mu_);
+    stalls_.Ended(r.kind == RecordKind::kStep, r.kind == RecordKind::kStep ? r.step_seq : 0,
+                  r.name_id, r.begin_ns, t != nullptr ? t->ToNs(r.begin_ns) : r.begin_ns,
+                  t != nullptr ? t->ToNs(r.end_ns) : r.end_ns);
+    stalls_wanted_ = stalls_.wants_record();
+  }
   if (r.kind == RecordKind::kStep) {
     ++steps_consumed_;
     // The samples taken before the step ended, and an OOM that ended it,
@@ -202,6 +241,163 @@ void Pump::ReportNewMisuse() {
   }
 }
 
+std::optional<Stall> Pump::WatchStallsLocked() {
+  if (std::isinf(options_.stall_after_s) || !options_.enabled) return std::nullopt;
+  Recorder::OpenScopes& open = open_scopes_;
+  if (!recorder_.ReadOpenScopes(&open)) return std::nullopt;  // try again next pass
+  const TscClock* const tsc = recorder_.tsc();
+  const auto ns = [tsc](int64_t t) { return tsc != nullptr ? tsc->ToNs(t) : t; };
+  const int64_t now = Now();
+  // What is watched: the open step, or else the outermost phase that began
+  // after the last step did (a phase around the loop's steps is not one).
+  int step_frame = -1;
+  for (int i = 0; i < open.depth; ++i) {
+    if (open.frames[static_cast<size_t>(i)].is_step) step_frame = i;
+  }
+  std::optional<OpenScope> watched;
+  int first = -1;
+  if (step_frame >= 0) {
+    first = step_frame;
+  } else {
+    const int64_t last_step_begin = open.step_seq > 0 ? open.last_step_begin : INT64_MIN;
+    for (int i = 0; i < open.depth; ++i) {
+      if (open.frames[static_cast<size_t>(i)].begin > last_step_begin) {
+        first = i;
+        break;
+      }
+    }
+  }
+  const int phases_known = phases_.size();
+  if (first >= 0) {
+    OpenScope& w = watched_;
+    const Recorder::OpenFrame& f = open.frames[static_cast<size_t>(first)];
+    w.is_step = f.is_step;
+    w.step_seq = f.is_step ? open.step_seq : 0;
+    w.phase_id = f.is_step ? 0 : f.name_id;
+    w.begin_ns = ns(f.begin);
+    w.begin_raw = f.begin;
+    w.path.clear();
+    w.innermost_begin_ns = w.begin_ns;
+    for (int i = f.is_step ? first + 1 : first; i < open.depth; ++i) {
+      const Recorder::OpenFrame& p = open.frames[static_cast<size_t>(i)];
+      if (p.is_step || p.name_id >= phases_known) continue;
+      w.path.push_back(p.name_id);
+      w.innermost_begin_ns = ns(p.begin);
+    }
+    watched = w;
+  }
+  const double limit = watched.has_value() ? StallLimitLocked(*watched, now) : 0;
+  std::lock_guard<std::mutex> stall_lock(stall_mu_);
+  std::optional<Stall> began = stalls_.Look(watched, now, limit, ReadUnixSeconds(), phases_,
+                                            [&] { return StallGpuStateLocked(open, now); });
+  stalls_wanted_ = stalls_.wants_record();
+  stall_begin_raw_ = stalls_.wanted_begin_raw();  // its record carries it
+  return began;
+}
+
+double Pump::StallLimitLocked(const OpenScope& open, int64_t now_ns) {
+  if (!open.is_step) {
+    const int64_t longest =
+        open.phase_id < outside_longest_ns_.size() ? outside_longest_ns_[open.phase_id] : 0;
+    return OutsideStallLimit(1e-9 * static_cast<double>(longest), options_.stall_after_s);
+  }
+  const uint64_t completed = aggregator_.completed();
+  if (completed != stall_history_steps_ && now_ns - stall_history_at_ns_ >= 1'000'000'000) {
+    // At most once a second, and only as steps complete: the window's
+    // quantiles cost a pass over it.
+    stall_history_ = aggregator_.StallHistoryOf();
+    stall_history_steps_ = completed;
+    stall_history_at_ns_ = now_ns;
+  }
+  return StepStallLimit(stall_history_, options_.stall_after_s);
+}
+
+StallGpuState Pump::StallGpuStateLocked(const Recorder::OpenScopes& open, int64_t now_ns) {
+  StallGpuState g;
+  g.utilization_pct = last_gpu_utilization_;
+  const Source source = source_.load(std::memory_order_relaxed);
+  if (source == Source::kCupti) {
+    const int64_t last = aggregator_.latest_activity_end_ns();
+    if (last != INT64_MIN) {
+      g.idle_seconds = std::max(0.0, 1e-9 * static_cast<double>(now_ns - last));
+      g.words =
+          absl::StrCat("the last GPU activity CUPTI reported ended ", StallDuration(g.idle_seconds),
+                       " ago (a kernel still running, such as one waiting in a collective, "
+                       "is reported when it ends)");
+    } else {
+      g.words = "CUPTI has reported no GPU activity yet";
+    }
+  } else if (source == Source::kEvents && timer_ != nullptr) {
+    // The innermost open scope with a marker: has the GPU reached it?
+    for (int i = open.depth - 1; i >= 0; --i) {
+      const Recorder::OpenFrame& f = open.frames[static_cast<size_t>(i)];
+      if (f.marker == kNoEvent) continue;
+      const std::string where =
+          f.is_step ? std::string("the step")
+                    : absl::StrCat("`",
+                                   f.name_id < phases_.size() ? ToAbsl(phases_.Name(f.name_id))
+                                                              : absl::string_view("?"),
+                                   "`");
+      int64_t done_ns = 0;
+      const MarkerState state = timer_->Query(f.marker, &done_ns);
+      if (state == MarkerState::kComplete) {
+        g.idle_seconds = std::max(0.0, 1e-9 * static_cast<double>(now_ns - done_ns));
+        g.words = absl::StrCat("the GPU finished the work queued before ", where, " began ",
+                               StallDuration(g.idle_seconds),
+                               " ago; what was queued since is timed when its scope ends");
+      } else if (state == MarkerState::kPending) {
+        g.words = absl::StrCat("the GPU is still running work queued before ", where,
+                               " began (busy, or hung in a kernel)");
+      }
+      break;
+    }
+  }
+  if (g.words.empty()) g.words = "no GPU timing (source host)";
+  if (g.utilization_pct == g.utilization_pct) {
+    absl::StrAppend(&g.words, absl::StrFormat("; NVML utilization %.0f%%", g.utilization_pct),
+                    " (which counts a kernel waiting in a collective as busy)");
+  }
+  return g;
+}
+
+void Pump::ReportStall(const Stall& stall) {
+  if (options_.log_stalls) {
+    Log(LogLevel::kWarning, absl::StrCat("stall: ", DescribeStall(stall)));
+  }
+  if (options_.on_stall) {
+    try {
+      options_.on_stall(stall);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kWarning, absl::StrCat("on_stall raised: ", e.what(), " (ignored)"));
+    } catch (...) {
+      Log(LogLevel::kWarning, "on_stall raised (ignored)");
+    }
+  }
+}
+
+double Pump::StepInProgress() const {
+  Recorder::OpenScopes open;
+  if (!recorder_.ReadOpenScopes(&open)) return 0;
+  for (int i = 0; i < open.depth; ++i) {
+    const Recorder::OpenFrame& f = open.frames[static_cast<size_t>(i)];
+    if (!f.is_step) continue;
+    const TscClock* const tsc = recorder_.tsc();
+    const int64_t begin = tsc != nullptr ? tsc->ToNs(f.begin) : f.begin;
+    return std::max(0.0, static_cast<double>(Now() - begin) / 1e9);
+  }
+  return 0;
+}
+
+std::optional<Stall> Pump::CurrentStall() const {
+  std::lock_guard<std::mutex> lock(stall_mu_);
+  return stalls_.current();
+}
+
+std::vector<Stall> Pump::Stalls() const {
+  std::lock_guard<std::mutex> lock(stall_mu_);
+  return stalls_.All();
+}
+
 int64_t Pump::Now() const { return clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs(); }
 
 void Pump::RecordMemory(const AllocatorStats& stats, std::string_view source) {
@@ -278,6 +474,8 @@ WindowSnapshot Pump::Snapshot(SummaryInputs* inputs) {
   if (activity_ != nullptr) overhead.activity_buffers = static_cast<int64_t>(activity_->buffers());
   overhead.worker_cpu_s = worker_cpu_s_;
   overhead.worker_cpu_share = worker_cpu_share_;
+  inputs->stalls = Stalls();
+  inputs->step_in_progress = StepInProgress();
   return snapshot;
 }
 

@@ -37,6 +37,7 @@
 #include "core/aggregator.h"
 #include "core/phase_table.h"
 #include "core/record.h"
+#include "core/stalls.h"
 #include "core/summarize.h"
 #include "core/trace_steps.h"
 #include "gpuscope/options.h"
@@ -100,6 +101,13 @@ class Pump {
   int flush_interval_ms() const { return options_.flush_interval_ms; }
   size_t queued_records() const { return recorder_.queue().SizeApprox(); }
 
+  // Stalls (core/stalls.h): the one in progress, as the last look saw it,
+  // and every one kept. Any thread (a leaf lock).
+  std::optional<Stall> CurrentStall() const;
+  std::vector<Stall> Stalls() const;
+  // How long the step open now has been open, seconds (0: none). Any thread.
+  double StepInProgress() const;
+
   // Tests: holds the aggregator lock as a slow reader would.
   std::unique_lock<std::mutex> HoldAggregator() { return std::unique_lock<std::mutex>(agg_mu_); }
 
@@ -121,8 +129,19 @@ class Pump {
   void Consume(const Record& r);  // requires agg_mu_: converts TSC ticks
   // Requires agg_mu_: after `r` was consumed, numbers the kept OOM's step.
   void NumberOomStep(const Record& r, uint64_t completed_before);
-  void ReportNewMisuse();       // requires agg_mu_
-  void SampleCountersLocked();  // requires agg_mu_
+  // Requires agg_mu_, before the queue is drained (a marker of a scope
+  // still open is not released before this pass drains): one look at the
+  // open scopes; a stall that began is returned, to be reported once the
+  // locks are let go.
+  std::optional<Stall> WatchStallsLocked();
+  // The stall limit of what `open` watches, seconds. Requires agg_mu_.
+  double StallLimitLocked(const OpenScope& open, int64_t now_ns);
+  // The GPU's state for a stall of `open` (recorder frames `frames`).
+  // Requires agg_mu_.
+  StallGpuState StallGpuStateLocked(const Recorder::OpenScopes& frames, int64_t now_ns);
+  void ReportStall(const Stall& stall);  // no lock held but pump_mu_
+  void ReportNewMisuse();                // requires agg_mu_
+  void SampleCountersLocked();           // requires agg_mu_
   int64_t Now() const;
 
   const Options& options_;
@@ -157,11 +176,27 @@ class Pump {
   double worker_cpu_s_ = 0;       // the worker's CPU when records last came in
   double worker_cpu_share_ = 0;   // ... and its share of one core then
   bool closed_ = false;           // Close() ran: activity is flushed as it drains
+  // The stall limits' history (core/stalls.h), refreshed at most once a
+  // second as steps complete; phases outside steps: each id's longest run.
+  StallHistory stall_history_;
+  int64_t stall_history_at_ns_ = INT64_MIN / 2;
+  uint64_t stall_history_steps_ = ~uint64_t{0};
+  std::vector<int64_t> outside_longest_ns_;
+  double last_gpu_utilization_ = kNotSampled;  // NVML's mean over GPUs at the last sample
+  Recorder::OpenScopes open_scopes_;           // the last look's, reused
+  OpenScope watched_;                          // ... and what it watched
 
   // ---- drain_mu_: staging.
   std::mutex drain_mu_;
   std::vector<Record> staged_;          // drained from the queue, not yet aggregated, oldest first
   std::atomic<size_t> staged_size_{0};  // staged_.size(), for the worker's pacing
+  // ---- stall_mu_ (a leaf): the stall watch; written under agg_mu_ too.
+  mutable std::mutex stall_mu_;
+  StallWatch stalls_;
+  // Whether the watch still wants the record of the scope that stalled, and
+  // its begin in the recorder's units (Consume() compares; agg_mu_).
+  bool stalls_wanted_ = false;
+  int64_t stall_begin_raw_ = 0;
   // ---- oom_mu_ (a leaf: nothing is taken under it): RecordOom()'s error,
   // for the next pump.
   std::mutex oom_mu_;

@@ -63,8 +63,10 @@ ScopeStatus Recorder::ClaimOrReject(uint64_t self) noexcept {
   uint64_t owner = 0;
   if (owner_thread_.compare_exchange_strong(owner, self, std::memory_order_relaxed)) {
     // The first caller becomes the recording thread: the one whose wait for
-    // a CPU the telemetry measures.
-    if (names_training_thread_) SetTrainingThread(static_cast<int>(syscall(SYS_gettid)));
+    // a CPU the telemetry measures, and whose stack a stall report takes.
+    const int tid = static_cast<int>(syscall(SYS_gettid));
+    owner_tid_.store(tid, std::memory_order_relaxed);
+    if (names_training_thread_) SetTrainingThread(tid);
     return ScopeStatus::kOk;
   }
   if (owner == self) return ScopeStatus::kOk;
@@ -137,6 +139,7 @@ ScopeToken Recorder::BeginStep(const StepOptions& step) noexcept {
   f.named_stream = false;
   f.begin_event = RecordMarker(f.stream);
   f.begin_ns = Now();
+  PublishPush(depth_, f);
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -160,6 +163,7 @@ GPUSCOPE_INLINE ScopeToken Recorder::OpenPhase(uint16_t id, uint64_t stream,
           ? RecordMarker(stream)
           : kNoEvent;
   f.begin_ns = Now();
+  PublishPush(depth_, f);
   return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
 }
 
@@ -236,6 +240,7 @@ ScopeStatus Recorder::End(ScopeToken token) noexcept {
   const int64_t now = Now();
   last_end_ = now;
   depth_ = d;
+  PublishDepth(d);
   if (annotate_) annotator_->Pop();
   Emit(f, d, now, 0, end_marker);
   return ScopeStatus::kOk;
@@ -278,6 +283,7 @@ ScopeStatus Recorder::CloseChecked(ScopeToken token, bool record, bool at_last_a
   } else {
     last_end_ = now;
   }
+  PublishDepth(d);
   while (depth_ > d) {
     --depth_;
     const Frame& f = stack_[static_cast<size_t>(depth_)];
@@ -289,6 +295,29 @@ ScopeStatus Recorder::CloseChecked(ScopeToken token, bool record, bool at_last_a
     Emit(f, depth_, now, flags, end_markers[depth_]);
   }
   return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
+}
+
+bool Recorder::ReadOpenScopes(OpenScopes* out) const noexcept {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const uint32_t before = pub_seq_.load(std::memory_order_acquire);
+    if ((before & 1) != 0) continue;
+    const int depth = std::clamp(pub_depth_.load(std::memory_order_acquire), 0, kMaxOpenScopes);
+    out->depth = depth;
+    out->step_seq = pub_step_seq_.load(std::memory_order_relaxed);
+    out->last_step_begin = pub_step_begin_.load(std::memory_order_relaxed);
+    for (int i = 0; i < depth; ++i) {
+      const auto j = static_cast<size_t>(i);
+      const uint64_t word = pub_word_[j].load(std::memory_order_relaxed);
+      OpenFrame& f = out->frames[j];
+      f.begin = pub_begin_[j].load(std::memory_order_relaxed);
+      f.marker = static_cast<uint32_t>(word >> 32);
+      f.is_step = ((word >> 16) & 1) != 0;
+      f.name_id = static_cast<uint16_t>(word & 0xFFFF);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (pub_seq_.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
 }
 
 void Recorder::SetStepCounts(int64_t samples, int64_t tokens) noexcept {

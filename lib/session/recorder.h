@@ -94,6 +94,8 @@ class Recorder {
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
   void SetStream(uint64_t stream) noexcept;
   int open_scopes() const noexcept { return depth_; }
+  // The recording thread's kernel id (0 before the first scope). Any thread.
+  int owner_tid() const noexcept { return owner_tid_.load(std::memory_order_relaxed); }
   // The open step's sequence number (1-based; 0: no step open) and the
   // phases open, outermost first, inside the step and around it (into
   // `phases`, cleared). Recording thread only.
@@ -140,6 +142,26 @@ class Recorder {
   }
   bool markers_on() const { return events_on_.load(std::memory_order_relaxed); }
 
+  // The scopes open on the recording thread as it last published them: a
+  // seqlock it writes as scopes begin (five stores) and end (one), read by
+  // the stall watch (session/pump.cc). Times in the session's units (TSC
+  // ticks when tsc() is set). Any thread.
+  struct OpenFrame {
+    int64_t begin = 0;
+    uint32_t marker = kNoEvent;  // its begin marker (kNoEvent: none)
+    uint16_t name_id = 0;        // a phase's id
+    bool is_step = false;
+  };
+  struct OpenScopes {
+    int depth = 0;
+    uint64_t step_seq = 0;        // the last step begun (the open one, where a frame is_step)
+    int64_t last_step_begin = 0;  // ... and when it began
+    std::array<OpenFrame, kMaxOpenScopes> frames{};
+  };
+  // False when every try found the recording thread writing (it was
+  // beginning scopes as fast as it could).
+  bool ReadOpenScopes(OpenScopes* out) const noexcept;
+
   // After the session closed (scopes can no longer run): `release` gets the
   // begin marker of every scope left open.
   template <typename Release>
@@ -179,6 +201,24 @@ class Recorder {
     if (tsc_ != nullptr) return ReadTsc();  // then clock_ is null
     return clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
   }
+  // The frame at `index` was pushed: published (ReadOpenScopes()).
+  void PublishPush(int index, const Frame& f) noexcept {
+    const uint32_t seq = pub_seq_.load(std::memory_order_relaxed);
+    pub_seq_.store(seq + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    const auto i = static_cast<size_t>(index);
+    pub_begin_[i].store(f.begin_ns, std::memory_order_relaxed);
+    pub_word_[i].store(uint64_t{f.begin_event} << 32 | uint64_t{f.is_step} << 16 | f.name_id,
+                       std::memory_order_relaxed);
+    if (f.is_step) {
+      pub_step_seq_.store(step_seq_, std::memory_order_relaxed);
+      pub_step_begin_.store(f.begin_ns, std::memory_order_relaxed);
+    }
+    pub_depth_.store(index + 1, std::memory_order_relaxed);
+    pub_seq_.store(seq + 2, std::memory_order_release);
+  }
+  // Frames from `depth` up were popped (their frames stay as they were).
+  void PublishDepth(int depth) noexcept { pub_depth_.store(depth, std::memory_order_release); }
   uint32_t NextSerial() noexcept {
     const uint32_t s = next_serial_++;
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
@@ -229,6 +269,14 @@ class Recorder {
   SpscQueue<uint32_t> orphaned_markers_;  // producer: the recording thread
 
   // ---- Shared, atomic.
+  // The open scopes, published (PublishPush(), ReadOpenScopes()); written by
+  // the recording thread only.
+  std::atomic<uint32_t> pub_seq_{0};  // odd while a push is being written
+  std::atomic<int> pub_depth_{0};
+  std::atomic<uint64_t> pub_step_seq_{0};
+  std::atomic<int64_t> pub_step_begin_{0};
+  std::array<std::atomic<int64_t>, kMaxOpenScopes> pub_begin_{};
+  std::array<std::atomic<uint64_t>, kMaxOpenScopes> pub_word_{};
   std::atomic<DeviceTimer*> hot_timer_{nullptr};
   std::atomic<bool> events_on_{false};
   std::atomic<uint64_t> owner_thread_{0};
@@ -236,6 +284,7 @@ class Recorder {
   SingleWriterCounter out_of_order_end_, stale_end_, nested_step_, too_deep_, invalid_phase_,
       dropped_records_;
   std::atomic<int64_t> wrong_thread_{0};  // written from any thread
+  std::atomic<int> owner_tid_{0};
 };
 
 }  // namespace gpuscope::internal

@@ -348,6 +348,12 @@ void Session::RecordOom(OomEvent oom, std::string_view source) {
   impl_->RecordOom(std::move(oom), source);
 }
 
+std::optional<Stall> Session::CurrentStall() const {
+  return recording() ? impl_->CurrentStall() : std::nullopt;
+}
+
+int Session::RecordingThreadId() const noexcept { return impl_->recorder().owner_tid(); }
+
 int Session::OpenScopes() const noexcept {
   return recording() ? impl_->recorder().open_scopes() : 0;
 }

@@ -79,6 +79,9 @@ class SessionImpl final : public Pumpable {
     if (!InForkedChild() && status_.ok()) pump_.RecordMemory(stats, source);
   }
   void RecordOom(OomEvent oom, std::string_view source);
+  std::optional<Stall> CurrentStall() const {
+    return InForkedChild() || !status_.ok() ? std::nullopt : pump_.CurrentStall();
+  }
   void Close();
   void ReleaseCupti();
 

@@ -54,6 +54,8 @@ class _Session:
         telemetry_interval_ms: int = 100,
         trace_steps: int = 16,
         warmup: int = 0,
+        stall_after: float | None = None,
+        on_stall: typing.Callable[[Stall], typing.Any] | None = None,
         rank_interval: float | None = 30.0,
         rank_timeout_s: float | None = None,
         flops_per_step: float | None = 0.0,
@@ -91,7 +93,7 @@ class _Session:
 
 # The pybind11 types and functions: pybind11-stubgen 2.5.5.
 
-__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuMemory', 'GpuTelemetry', 'GpuscopeError', 'KernelStats', 'ManualClock', 'MemoryStats', 'OomEvent', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
+__all__: list[str] = ['ActivityStats', 'DeviceStats', 'DoctorCheck', 'DoctorReport', 'EfficiencyStats', 'Finding', 'GpuMemory', 'GpuTelemetry', 'GpuscopeError', 'KernelStats', 'ManualClock', 'MemoryStats', 'OomEvent', 'OverheadStats', 'PeriodicSpike', 'PhaseStats', 'Quantiles', 'RANK_RECORD_BYTES', 'RankIdentity', 'RankPhase', 'RankRecord', 'RanksStats', 'SimulatedDevice', 'Stall', 'Straggler', 'Summary', 'TelemetryStats', 'TraceAnalysis', 'WarmupStats', 'diagnose', 'escape_for_terminal', 'format_report', 'prometheus_text', 'run_doctor', 'summarize']
 class ActivityStats:
     """
     Per-step means from activity records (``Summary.activity``, source ``"cupti"``): ``kernels_per_step``, ``kernel_time_p50`` (s), ``h2d_bytes_per_step``, ``d2h_bytes_per_step``, ``copies_per_step``, ``pageable_copies_per_step``, ``syncs_per_step``, ``sync_time_per_step`` (s), ``host_wait_gaps_per_step`` and ``host_wait_time_per_step`` (s: the GPU waited for a launch), ``kernel_time_per_step``, ``gemm_time_per_step``, ``fp32_gemm_time_per_step`` (GEMMs on FP32 CUDA cores) and ``collective_time_per_step`` (NCCL) and ``exposed_collective_time_per_step`` (the part no other work on its GPU overlapped), all in s per GPU, from kernel names; ``pageable_h2d_copies_per_step``; device time by category, each instant of a step on a GPU going to compute kernels > memcpy > memset > communication (NCCL) > idle: ``device_time_kernel``, ``device_time_memcpy``, ``device_time_memset``, ``device_time_comm``, ``device_time_idle`` (s per step and GPU) and ``device_share_kernel``, ``device_share_memcpy``, ``device_share_memset``, ``device_share_comm``, ``device_share_idle`` (fractions of the GPUs' step time, summing to 1; idle is ``gpu_idle_pct / 100``), None in summaries saved before them; ``sync_idle_share`` (the part of that idle after a sync returned, until the host launched again; None before it existed); ``dropped_records``.
@@ -1110,6 +1112,56 @@ class SimulatedDevice:
     @property
     def markers_recorded(self) -> int:
         ...
+class Stall:
+    """
+    A step, or a phase outside steps, that stayed open past its stall limit (``Summary.stalls``, ``Session(stall_after=...)``; docs/definitions.md "Stalls"): ``step`` (0-based; -1: a phase outside steps), ``phase`` and ``phase_path`` (the innermost phase open, and its parents: ``"forward/attention"``), ``began`` (Unix time), ``seconds`` (how long it was open: its duration once it ended), ``phase_seconds`` (how long the innermost phase had been), ``limit`` (seconds), ``ongoing``, ``last_gpu_work_seconds`` (since the last GPU work gpuscope saw finish; None where it cannot tell), ``gpu_utilization_pct`` (NVML's, which counts a kernel waiting in a collective as busy; None unsampled) and ``gpu`` (that state in words).
+    """
+    __hash__: typing.ClassVar[None] = None
+    def __copy__(self: Stall) -> Stall:
+        ...
+    def __deepcopy__(self: Stall, memo: typing.Any) -> Stall:
+        ...
+    def __eq__(self, arg0: typing.Any) -> typing.Any:
+        ...
+    def __getstate__(self: Stall) -> tuple[str]:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self: Stall, arg0: tuple) -> None:
+        ...
+    @property
+    def began(self) -> float:
+        ...
+    @property
+    def gpu(self) -> str:
+        ...
+    @property
+    def gpu_utilization_pct(self) -> float | None:
+        ...
+    @property
+    def last_gpu_work_seconds(self) -> float | None:
+        ...
+    @property
+    def limit(self) -> float:
+        ...
+    @property
+    def ongoing(self) -> bool:
+        ...
+    @property
+    def phase(self) -> str:
+        ...
+    @property
+    def phase_path(self) -> str:
+        ...
+    @property
+    def phase_seconds(self) -> float:
+        ...
+    @property
+    def seconds(self) -> float:
+        ...
+    @property
+    def step(self) -> int | None:
+        ...
 class Straggler:
     """
     A rank slow in one phase: ``rank``, ``host``, ``phase``, ``device`` (scored on device time), ``score`` (the others' median over its time), ``slowdown`` (its time over the others' median), ``excess`` (s per step it adds), ``others_wait_share`` (that over the others' step p50).
@@ -1156,7 +1208,7 @@ class Summary:
     """
     What a session knows at one moment (``Session.summary()``).
     
-    ``steps``: completed steps in the window; ``total_steps``: steps measured since the start or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number (``WarmupStats``); ``step_time``: exact quantiles over the window; ``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; ``memory``: this process's GPU memory from its allocator (``MemoryStats``) or None; ``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; ``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; ``source``: ``"cupti"``, ``"events"`` or ``"host"``; ``simulated``: True when the GPU numbers come from gpuscope's simulated device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job (``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks (``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the most device time (``KernelStats``, CUPTI only, else empty).
+    ``steps``: completed steps in the window; ``total_steps``: steps measured since the start or the last ``reset()``; ``warmup``: the warm-up steps left out of every other number (``WarmupStats``); ``step_time``: exact quantiles over the window; ``phases``: name -> ``PhaseStats`` in breakdown order; ``gpu_idle_pct``: 0..100 or None without a GPU timeline source (a lower bound with ``"events"``), over the ``gpu_steps`` window steps whose GPU data is in (``pending_steps`` still wait for the GPU); ``idle_by_cause``: cause -> percent of step time, summing to ``gpu_idle_pct``; ``devices``: a ``DeviceStats`` per GPU timed (with several, ``gpu_idle_pct`` is their mean); ``activity``: per-step counts from CUPTI (``ActivityStats``) or None; ``telemetry``: sampled GPU and host state (``TelemetryStats``) or None; ``memory``: this process's GPU memory from its allocator (``MemoryStats``) or None; ``device_step_time``: per-step GPU span (or None); ``throughput``: samples/s or None; ``efficiency``: model FLOP/s and MFU (``EfficiencyStats``) or None without FLOPs; ``source``: ``"cupti"``, ``"events"`` or ``"host"``; ``simulated``: True when the GPU numbers come from gpuscope's simulated device (``simulated_device=``, ``GPUSCOPE_SIMULATE=1``), not a GPU; ``rank``: the process's place in a distributed job (``RankIdentity``) or None; ``ranks``: the last exchange with the other ranks (``RanksStats``) or None; ``periodic_spikes``: work every N steps that makes those steps far slower (``PeriodicSpike``, largest share first); ``top_kernels``: the kernels with the most device time (``KernelStats``, CUPTI only, else empty); ``stalls``: steps (or phases outside steps) that stayed open past their stall limit (``Stall``, oldest first, the one in progress last); ``step_in_progress``: seconds the step open at this summary had been open (0: none).
     
     ``Summary(json_text)`` is ``Summary.from_json(json_text)``.
     """
@@ -1261,6 +1313,12 @@ class Summary:
         ...
     @property
     def source_reason(self) -> str:
+        ...
+    @property
+    def stalls(self) -> list[Stall]:
+        ...
+    @property
+    def step_in_progress(self) -> float:
         ...
     @property
     def step_time(self) -> Quantiles:
@@ -1474,17 +1532,37 @@ def _bootstrap_resamples(xs: collections.abc.Sequence[float], block: int, words:
     """
     The statistic (the mean for q < 0, else the q-quantile) of each circular block resample of xs, block starts from words (little-endian 32-bit).
     """
+def _current_stall(session: _Session) -> Stall | None:
+    """
+    The stall in progress (Session::CurrentStall()), or None.
+    """
 def _decode_rank_record(data: bytes) -> RankRecord:
     """
     The RankRecord `data` holds; ValueError when it holds none.
+    """
+def _describe_stall(stall: Stall) -> str:
+    """
+    A stall in one line, as the log and the report say it.
+    """
+def _format_duration(seconds: float) -> str:
+    """
+    "4.2 s", "3 min 05 s", "2 h 07 min": a stall's durations.
     """
 def _log_once(key: str, message: str) -> None:
     """
     Says `message` through gpuscope's log (stderr, or the sink set), the first time `key` is seen in this process.
     """
+def _log_warning(message: str) -> None:
+    """
+    Says `message` through gpuscope's log (stderr, or the sink set).
+    """
 def _rank_record(summary: Summary) -> bytes:
     """
     This rank's record of `summary` (its window), as the bytes exchanged.
+    """
+def _recording_thread(session: _Session) -> int:
+    """
+    The kernel thread id (threading's native_id) of the thread that records, 0 before the first scope.
     """
 def _run_file_json(head: str, summary: Summary, findings: collections.abc.Sequence[Finding]) -> str:
     """
@@ -1531,5 +1609,5 @@ def summarize(session: _Session) -> Summary:
     A Session's summary now (Session.summary()).
     """
 RANK_RECORD_BYTES: int = 2048
-_SESSION_OPTIONS: tuple  # value = ({'name': 'window', 'type': 'int', 'default': 512, 'range': (1, 65536), 'values': None, 'doc': 'completed steps kept for exact quantiles and the phase breakdown (the last ``window`` steps), 1 to 65536. About 128 bytes a step plus 5 a step per phase name.', 'flag': None, 'flag_help': None, 'unit': 'steps', 'options_default': 512}, {'name': 'enabled', 'type': 'bool', 'default': True, 'range': None, 'values': None, 'doc': 'False makes every scope a no-op and starts no thread.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': True}, {'name': 'max_phases', 'type': 'int', 'default': 128, 'range': (10, 4096), 'values': None, 'doc': 'distinct phase names the session can hold, the nine built-in ones included, 10 to 4096.', 'flag': None, 'flag_help': None, 'unit': 'phase names', 'options_default': 128}, {'name': 'queue_capacity', 'type': 'int', 'default': 131072, 'range': (64, 4194304), 'values': None, 'doc': 'records (one per ended scope) that may wait for the background worker, 64 to 4194304 (rounded up to a power of two); when it is full records are dropped and counted, never waited for.', 'flag': None, 'flag_help': None, 'unit': 'records', 'options_default': 131072}, {'name': 'flush_interval_ms', 'type': 'int', 'default': 10, 'range': (1, 10000), 'values': None, 'doc': 'how often the background worker drains the queue, 1 to 10000 ms (``summary()`` drains too, so it is never stale).', 'flag': None, 'flag_help': None, 'unit': 'milliseconds', 'options_default': 10}, {'name': 'clock', 'type': 'Optional[ManualClock]', 'default': None, 'range': None, 'values': None, 'doc': 'a ``testing.ManualClock`` for tests; None: the host clock.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'stream', 'type': 'Any', 'default': None, 'range': None, 'values': None, 'doc': "the CUDA stream scope boundaries are marked on with a GPU source: None follows torch's current stream (read once per step, once torch has initialized CUDA); an int or a ``torch.cuda.Stream`` fixes it (``set_stream()`` changes it).", 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'simulated_device', 'type': 'Union[SimulatedDevice, bool, None]', 'default': None, 'range': None, 'values': None, 'doc': 'True (or a ``testing.SimulatedDevice``) times a simulated GPU instead, for tests and demos, labelled SIMULATED GPU wherever its numbers appear; ``GPUSCOPE_SIMULATE=1`` does the same for every session.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'cupti', 'type': 'Optional[bool]', 'default': None, 'range': None, 'values': None, 'doc': 'None uses CUPTI (exact GPU idle, launch gaps, copies, syncs) when it can be shared (CUPTI 13+: ``cuptiSubscribe_v2``), no profiler injected itself and CUDA is already initialized (create the session after the model is on the GPU); True also takes an older CUPTI, which then keeps torch.profiler from recording GPU events until ``release_cupti()`` or ``close()``; False never uses it. Without CUPTI, CUDA events give a lower bound. ``s.source`` says which is in use.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'telemetry_interval_ms', 'type': 'int', 'default': 100, 'range': (0, 60000), 'values': None, 'doc': 'how often the background worker samples NVML and ``/proc`` (``summary().telemetry``), 0 (never) to 60000 ms.', 'flag': None, 'flag_help': None, 'unit': 'milliseconds', 'options_default': 100}, {'name': 'trace_steps', 'type': 'int', 'default': 16, 'range': (0, 4096), 'values': None, 'doc': 'steps whose timelines ``save_trace()`` writes (the last ones), 0 to 4096.', 'flag': None, 'flag_help': None, 'unit': 'steps', 'options_default': 16}, {'name': 'warmup', 'type': 'int', 'default': 0, 'range': (0, 1048576), 'values': None, 'doc': 'completed steps at the start (and after each ``reset()``) left out of the window, the run\'s numbers and every total, and reported apart (``summary().warmup``; the report says "N warm-up steps excluded"), 0 to 1048576. Default 0: every step counts. Step 0 holds one-time costs (DataLoader workers starting, cuDNN autotuning, torch.compile): ``warmup=1`` or more keeps them out of short runs and baselines.', 'flag': 'STEPS', 'flag_help': "leave the first STEPS optimizer steps (workers starting, compilation, autotuning) out of the window and the run's numbers, reported apart, as Session(warmup=N) does", 'unit': 'steps', 'options_default': 0}, {'name': 'rank_interval', 'type': 'Optional[float]', 'default': 30.0, 'range': (0.1, inf), 'values': None, 'doc': 'in a distributed job, seconds between exchanges of rank records (default 30, at least 0.1; None: only in ``sync_ranks()``).', 'flag': None, 'flag_help': None, 'unit': 'seconds', 'options_default': 30.0}, {'name': 'rank_timeout_s', 'type': 'Optional[float]', 'default': None, 'range': (0.0, inf), 'values': None, 'doc': 'how long each exchange waits for the other ranks, above 0 s (default None: a third of ``rank_interval``, at most 10 s).', 'flag': None, 'flag_help': None, 'unit': 'seconds', 'options_default': None}, {'name': 'flops_per_step', 'type': 'Optional[float]', 'default': 0.0, 'range': (0.0, inf), 'values': None, 'doc': 'the model FLOPs THIS process (this rank) executes, forward and backward, per optimizer step (every gradient accumulation micro-batch of it); 0 (default): not given. ``summary().efficiency`` then has the achieved FLOP/s and the MFU (docs/mfu.md).', 'flag': 'FLOPS', 'flag_help': "this rank's model FLOPs per optimizer step: model FLOP/s and MFU in the status line, the report and the metrics", 'unit': 'FLOPs', 'options_default': 0.0}, {'name': 'flops_per_sample', 'type': 'Optional[float]', 'default': 0.0, 'range': (0.0, inf), 'values': None, 'doc': "the same per sample, times each step's ``samples=`` (the samples this rank processed in the optimizer step); at most one of the two. ``count_flops()`` counts them once with torch.", 'flag': None, 'flag_help': None, 'unit': 'FLOPs', 'options_default': 0.0}, {'name': 'peak_flops', 'type': 'Optional[float]', 'default': 0.0, 'range': (0.0, inf), 'values': None, 'doc': "one GPU's peak FLOP/s for MFU; 0 (default): the dense peak of the GPU in ``peak_precision`` from the table in docs/mfu.md.", 'flag': 'FLOPS', 'flag_help': "one GPU's peak FLOP/s (default: the GPU's dense peak from gpuscope's table)", 'unit': 'FLOPs', 'options_default': 0.0}, {'name': 'peak_precision', 'type': 'str', 'default': 'bf16', 'range': None, 'values': ('bf16', 'fp16', 'tf32', 'fp32', 'fp8'), 'doc': 'the precision the matmuls run in, for that table: ``"bf16"`` (default), ``"fp16"``, ``"tf32"``, ``"fp32"`` or ``"fp8"``.', 'flag': 'P', 'flag_help': 'the precision for the peak table', 'unit': None, 'options_default': 'bf16'}, {'name': 'device_name', 'type': 'Optional[str]', 'default': None, 'range': None, 'values': None, 'doc': "the GPU's model name for that table; None: with FLOPs given, ``torch.cuda.get_device_name()`` of the current device when torch is imported and sees a GPU (else MFU is None and ``efficiency.reason`` says why).", 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None})
+_SESSION_OPTIONS: tuple  # value = ({'name': 'window', 'type': 'int', 'default': 512, 'range': (1, 65536), 'values': None, 'doc': 'completed steps kept for exact quantiles and the phase breakdown (the last ``window`` steps), 1 to 65536. About 128 bytes a step plus 5 a step per phase name.', 'flag': None, 'flag_help': None, 'unit': 'steps', 'options_default': 512}, {'name': 'enabled', 'type': 'bool', 'default': True, 'range': None, 'values': None, 'doc': 'False makes every scope a no-op and starts no thread.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': True}, {'name': 'max_phases', 'type': 'int', 'default': 128, 'range': (10, 4096), 'values': None, 'doc': 'distinct phase names the session can hold, the nine built-in ones included, 10 to 4096.', 'flag': None, 'flag_help': None, 'unit': 'phase names', 'options_default': 128}, {'name': 'queue_capacity', 'type': 'int', 'default': 131072, 'range': (64, 4194304), 'values': None, 'doc': 'records (one per ended scope) that may wait for the background worker, 64 to 4194304 (rounded up to a power of two); when it is full records are dropped and counted, never waited for.', 'flag': None, 'flag_help': None, 'unit': 'records', 'options_default': 131072}, {'name': 'flush_interval_ms', 'type': 'int', 'default': 10, 'range': (1, 10000), 'values': None, 'doc': 'how often the background worker drains the queue, 1 to 10000 ms (``summary()`` drains too, so it is never stale).', 'flag': None, 'flag_help': None, 'unit': 'milliseconds', 'options_default': 10}, {'name': 'clock', 'type': 'Optional[ManualClock]', 'default': None, 'range': None, 'values': None, 'doc': 'a ``testing.ManualClock`` for tests; None: the host clock.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'stream', 'type': 'Any', 'default': None, 'range': None, 'values': None, 'doc': "the CUDA stream scope boundaries are marked on with a GPU source: None follows torch's current stream (read once per step, once torch has initialized CUDA); an int or a ``torch.cuda.Stream`` fixes it (``set_stream()`` changes it).", 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'simulated_device', 'type': 'Union[SimulatedDevice, bool, None]', 'default': None, 'range': None, 'values': None, 'doc': 'True (or a ``testing.SimulatedDevice``) times a simulated GPU instead, for tests and demos, labelled SIMULATED GPU wherever its numbers appear; ``GPUSCOPE_SIMULATE=1`` does the same for every session.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'cupti', 'type': 'Optional[bool]', 'default': None, 'range': None, 'values': None, 'doc': 'None uses CUPTI (exact GPU idle, launch gaps, copies, syncs) when it can be shared (CUPTI 13+: ``cuptiSubscribe_v2``), no profiler injected itself and CUDA is already initialized (create the session after the model is on the GPU); True also takes an older CUPTI, which then keeps torch.profiler from recording GPU events until ``release_cupti()`` or ``close()``; False never uses it. Without CUPTI, CUDA events give a lower bound. ``s.source`` says which is in use.', 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'telemetry_interval_ms', 'type': 'int', 'default': 100, 'range': (0, 60000), 'values': None, 'doc': 'how often the background worker samples NVML and ``/proc`` (``summary().telemetry``), 0 (never) to 60000 ms.', 'flag': None, 'flag_help': None, 'unit': 'milliseconds', 'options_default': 100}, {'name': 'trace_steps', 'type': 'int', 'default': 16, 'range': (0, 4096), 'values': None, 'doc': 'steps whose timelines ``save_trace()`` writes (the last ones), 0 to 4096.', 'flag': None, 'flag_help': None, 'unit': 'steps', 'options_default': 16}, {'name': 'warmup', 'type': 'int', 'default': 0, 'range': (0, 1048576), 'values': None, 'doc': 'completed steps at the start (and after each ``reset()``) left out of the window, the run\'s numbers and every total, and reported apart (``summary().warmup``; the report says "N warm-up steps excluded"), 0 to 1048576. Default 0: every step counts. Step 0 holds one-time costs (DataLoader workers starting, cuDNN autotuning, torch.compile): ``warmup=1`` or more keeps them out of short runs and baselines.', 'flag': 'STEPS', 'flag_help': "leave the first STEPS optimizer steps (workers starting, compilation, autotuning) out of the window and the run's numbers, reported apart, as Session(warmup=N) does", 'unit': 'steps', 'options_default': 0}, {'name': 'stall_after', 'type': 'Optional[float]', 'default': None, 'range': (0.0, inf), 'values': None, 'doc': 'seconds a step may stay open before it is a stall: said once, at the warning level, while it lasts (the step, the open phase, the GPU\'s state and the training thread\'s Python stack; in a distributed job, the rank that is somewhere else), then kept in ``summary().stalls`` (finding ``"stall"``). None (default): 10 x the window\'s p99 step time or twice its longest step, at least 30 s; ``float(\'inf\')``: never. The first 10 steps and warm-up wait at least 300 s, phases outside steps 10 x this or 3 x their longest earlier run (docs/definitions.md "Stalls").', 'flag': 'SECONDS', 'flag_help': "seconds a step may stay open before gpuscope says where it hangs (default: from the job's own step times, at least 30 s)", 'unit': 'seconds', 'options_default': None}, {'name': 'on_stall', 'type': 'Optional[Callable[[Stall], Any]]', 'default': None, 'range': None, 'values': None, 'doc': "called once per stall with the ``Stall`` as it is found (the step still open), on gpuscope's watch thread: dump the job's own state, take ``torch.cuda``'s memory snapshot or the flight recorder's, or end the job. Exceptions are logged and ignored.", 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None}, {'name': 'rank_interval', 'type': 'Optional[float]', 'default': 30.0, 'range': (0.1, inf), 'values': None, 'doc': 'in a distributed job, seconds between exchanges of rank records (default 30, at least 0.1; None: only in ``sync_ranks()``).', 'flag': None, 'flag_help': None, 'unit': 'seconds', 'options_default': 30.0}, {'name': 'rank_timeout_s', 'type': 'Optional[float]', 'default': None, 'range': (0.0, inf), 'values': None, 'doc': 'how long each exchange waits for the other ranks, above 0 s (default None: a third of ``rank_interval``, at most 10 s).', 'flag': None, 'flag_help': None, 'unit': 'seconds', 'options_default': None}, {'name': 'flops_per_step', 'type': 'Optional[float]', 'default': 0.0, 'range': (0.0, inf), 'values': None, 'doc': 'the model FLOPs THIS process (this rank) executes, forward and backward, per optimizer step (every gradient accumulation micro-batch of it); 0 (default): not given. ``summary().efficiency`` then has the achieved FLOP/s and the MFU (docs/mfu.md).', 'flag': 'FLOPS', 'flag_help': "this rank's model FLOPs per optimizer step: model FLOP/s and MFU in the status line, the report and the metrics", 'unit': 'FLOPs', 'options_default': 0.0}, {'name': 'flops_per_sample', 'type': 'Optional[float]', 'default': 0.0, 'range': (0.0, inf), 'values': None, 'doc': "the same per sample, times each step's ``samples=`` (the samples this rank processed in the optimizer step); at most one of the two. ``count_flops()`` counts them once with torch.", 'flag': None, 'flag_help': None, 'unit': 'FLOPs', 'options_default': 0.0}, {'name': 'peak_flops', 'type': 'Optional[float]', 'default': 0.0, 'range': (0.0, inf), 'values': None, 'doc': "one GPU's peak FLOP/s for MFU; 0 (default): the dense peak of the GPU in ``peak_precision`` from the table in docs/mfu.md.", 'flag': 'FLOPS', 'flag_help': "one GPU's peak FLOP/s (default: the GPU's dense peak from gpuscope's table)", 'unit': 'FLOPs', 'options_default': 0.0}, {'name': 'peak_precision', 'type': 'str', 'default': 'bf16', 'range': None, 'values': ('bf16', 'fp16', 'tf32', 'fp32', 'fp8'), 'doc': 'the precision the matmuls run in, for that table: ``"bf16"`` (default), ``"fp16"``, ``"tf32"``, ``"fp32"`` or ``"fp8"``.', 'flag': 'P', 'flag_help': 'the precision for the peak table', 'unit': None, 'options_default': 'bf16'}, {'name': 'device_name', 'type': 'Optional[str]', 'default': None, 'range': None, 'values': None, 'doc': "the GPU's model name for that table; None: with FLOPs given, ``torch.cuda.get_device_name()`` of the current device when torch is imported and sees a GPU (else MFU is None and ``efficiency.reason`` says why).", 'flag': None, 'flag_help': None, 'unit': None, 'options_default': None})
 __version__: str

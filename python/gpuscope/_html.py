@@ -18,6 +18,7 @@ import io
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _gpuscope
 from ._summary import Finding, Summary, diagnose_summary
 
 # Colours: matplotlib's tab10, in the order phases are usually listed.
@@ -319,6 +320,27 @@ def _memory_html(summary: Summary) -> str:
 <table><tr><th class="name">GPU</th><th>peak allocated</th><th>peak reserved</th><th>total</th>
 <th>peak phase</th><th>alloc retries</th><th>OOMs</th></tr>{rows}</table>
 {oom}"""
+
+
+def _stalls_html(summary: Summary) -> str:
+    """The "Stalls" table (docs/definitions.md "Stalls"), or "" without one."""
+    if not summary.stalls:
+        return ""
+    rows = "".join(
+        f'<tr><td class="name">{"step " + str(x.step) if x.step >= 0 else "outside steps"}</td>'
+        f"<td>{html.escape(x.phase_path or '-')}</td><td>{_duration(x.seconds)}"
+        f"{' (ongoing)' if x.ongoing else ''}</td><td>{_duration(x.limit)}</td>"
+        f'<td class="name">{html.escape(x.gpu)}</td></tr>'
+        for x in summary.stalls)
+    return f"""<h2>Stalls</h2>
+<p class="small">Steps (or phases outside steps) open past their stall limit: where the job hung.</p>
+<table><tr><th class="name">what</th><th>phase</th><th>open</th><th>limit</th>
+<th class="name">GPU when found</th></tr>{rows}</table>
+"""
+
+
+def _duration(seconds: float) -> str:
+    return _gpuscope._format_duration(seconds)
 
 
 # The per-rank plot: each rank's largest phases stacked, up to this many by
@@ -674,7 +696,7 @@ def render_html(summary: Summary, series: Series, title: str = "gpuscope report"
 <tr><td class="name">window</td><td>{_ms(st.p50)}</td><td>{_ms(st.p90)}</td><td>{_ms(st.p95)}</td>
 <td>{_ms(st.p99)}</td><td>{_ms(st.mean)}</td><td>{_ms(st.max)}</td></tr></table>
 <p>GPU idle: <b>{idle}</b> of step time. {html.escape(throughput)}</p>
-{_spikes_html(summary)}
+{_spikes_html(summary)}{_stalls_html(summary)}
 <h2>Findings, ranked by the step time they explain</h2>
 {_findings_html(findings)}
 

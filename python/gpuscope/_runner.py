@@ -190,8 +190,13 @@ def _flag_value(option: Dict[str, Any], value: str) -> Tuple[Any, Optional[str]]
         number = float(value)
     except ValueError:
         number = float("nan")
-    if not (lo <= number <= hi and number < float("inf")):
-        return None, f"{flag} takes a number of {option['unit']} ({lo:g} or more, e.g. 3.2e15), not {value!r}"
+    # None by default and a range from 0: a number above 0 (stall_after);
+    # else from lo, as the FLOPs take it.
+    above = option["default"] is None and lo == 0
+    if not ((number > lo if above else number >= lo) and number <= hi and number < float("inf")):
+        example = "" if above else ", e.g. 3.2e15"
+        return None, (f"{flag} takes a number of {option['unit']} "
+                      f"({'above' if above else 'from'} {lo:g}{example}), not {value!r}")
     return number, None
 
 

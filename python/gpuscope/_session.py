@@ -164,6 +164,13 @@ class Session(_gpuscope._Session):
                 _memory.watch(self)
             except Exception:  # noqa: BLE001 - no thread (a pid limit): no memory, never no session
                 pass
+            try:
+                from . import _stalls
+
+                _stalls.watch(self)
+            except Exception:  # noqa: BLE001 - no thread: stalls found, not said; never no session
+                _gpuscope._log_once("stalls:thread", "the stall watch could not start a thread: "
+                                    "stalls are kept in summary().stalls but not said as they happen")
 
 
     def _join_job(self) -> bool:

@@ -31,6 +31,7 @@ RankIdentity = _gpuscope.RankIdentity
 RankPhase = _gpuscope.RankPhase
 RankRecord = _gpuscope.RankRecord
 RanksStats = _gpuscope.RanksStats
+Stall = _gpuscope.Stall
 Straggler = _gpuscope.Straggler
 Summary = _gpuscope.Summary
 TelemetryStats = _gpuscope.TelemetryStats

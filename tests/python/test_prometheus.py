@@ -652,7 +652,9 @@ try:
     opened = "ok"
 except OSError as e:
     opened = type(e).__name__ + ":" + str(e.errno)
-print(f"{spent:.3f} {threading.active_count()} {opened}", flush=True)
+# The server's threads: every thread but the stall watch's, which the session has anyway.
+threads = sum(1 for t in threading.enumerate() if t.name != "gpuscope-stalls")
+print(f"{spent:.3f} {threads} {opened}", flush=True)
 sys.stdin.readline()  # scraped
 server.close()
 print("closed", flush=True)

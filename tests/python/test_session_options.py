@@ -136,7 +136,7 @@ def test_run_flags_come_from_the_table(capsys):
     from gpuscope import _cli
 
     flagged = [o["name"] for o in TABLE if o["flag"]]
-    assert flagged == ["warmup", "flops_per_step", "peak_flops", "peak_precision"]
+    assert flagged == ["warmup", "stall_after", "flops_per_step", "peak_flops", "peak_precision"]
     assert [o["name"] for o in _runner.SESSION_FLAGS] == flagged
     assert _cli.main(["run", "--help"]) == 0
     out, _ = capsys.readouterr()
@@ -148,3 +148,8 @@ def test_run_flags_come_from_the_table(capsys):
     assert error is None and o.session_options == {"warmup": 3, "peak_precision": "fp16"}
     o, error = _runner._options(_cli.build_parser().parse_args(["run", "--warmup", "2000000", "x.py"]))
     assert o is None and error.startswith("--warmup takes a whole number of steps (0 to 1048576)")
+    o, error = _runner._options(_cli.build_parser().parse_args(["run", "--stall-after", "90", "x.py"]))
+    assert error is None and o.session_options == {"stall_after": 90.0}
+    for bad in ("0", "-1", "inf", "soon"):
+        o, error = _runner._options(_cli.build_parser().parse_args(["run", "--stall-after", bad, "x.py"]))
+        assert o is None and error.startswith("--stall-after takes a number of seconds (above 0)"), bad

@@ -19,6 +19,14 @@ inline int64_t ReadMonotonicNs() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// The wall clock, seconds since the Unix epoch (stamps a person reads, never
+// durations).
+inline double ReadUnixSeconds() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 }  // namespace gpuscope::internal
 
 #endif  // GPUSCOPE_LIB_BACKENDS_HOST_CLOCK_H_
