@@ -248,6 +248,30 @@ def test_stall_after_is_checked_and_read_back():
         s.close()
 
 
+def test_the_ranks_picture_names_who_is_elsewhere_and_who_did_not_answer_with_its_host():
+    from gpuscope._stalls import ranks_picture
+
+    def entry(rank, path, seconds=240.0):
+        return {"rank": rank, "host": f"node{rank // 4}", "step": 41, "phase_path": path,
+                "seconds": seconds}
+
+    # Rank 5 is in data; rank 7 never answered (its host, from the last exchange).
+    entries = {r: entry(r, "comm") for r in (0, 1, 2, 3, 4, 6)}
+    entries[5] = entry(5, "data/decode", 245)
+    lines = ranks_picture(entries, 8, me=0, hosts={7: "node1"})
+    assert lines == [
+        "rank 5 on node1 has been in `data/decode` for 4 min 05 s (step 41)",
+        "ranks 0-4, 6 wait in `comm` for it",
+        "rank 7 on node1 reported no stall: unreachable (dead, or its host is), or still running",
+    ]
+    # Everyone in comm: the rank that did not answer is the one they wait for.
+    entries = {r: entry(r, "comm") for r in (0, 1, 3)}
+    lines = ranks_picture(entries, 4, me=1, hosts={})
+    assert lines == ["ranks 0, 1, 3 are stalled in `comm`",
+                     "rank 2 on an unknown host reported no stall: unreachable (dead, or its host "
+                     "is), or still running: the one the others wait for"]
+
+
 def _free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
