@@ -303,18 +303,19 @@ bool Recorder::ReadOpenScopes(OpenScopes* out) const noexcept {
     if ((before & 1) != 0) continue;
     const int depth = std::clamp(pub_depth_.load(std::memory_order_acquire), 0, kMaxOpenScopes);
     out->depth = depth;
-    out->step_seq = pub_step_seq_.load(std::memory_order_relaxed);
-    out->last_step_begin = pub_step_begin_.load(std::memory_order_relaxed);
+    out->step_seq = pub_step_seq_.load(std::memory_order_acquire);
+    out->last_step_begin = pub_step_begin_.load(std::memory_order_acquire);
     for (int i = 0; i < depth; ++i) {
       const auto j = static_cast<size_t>(i);
-      const uint64_t word = pub_word_[j].load(std::memory_order_relaxed);
+      const uint64_t word = pub_word_[j].load(std::memory_order_acquire);
       OpenFrame& f = out->frames[j];
-      f.begin = pub_begin_[j].load(std::memory_order_relaxed);
+      f.begin = pub_begin_[j].load(std::memory_order_acquire);
       f.marker = static_cast<uint32_t>(word >> 32);
       f.is_step = ((word >> 16) & 1) != 0;
       f.name_id = static_cast<uint16_t>(word & 0xFFFF);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // Acquire loads above, no fence: a store of a push they saw puts its
+    // odd sequence before this load.
     if (pub_seq_.load(std::memory_order_relaxed) == before) return true;
   }
   return false;
