@@ -121,15 +121,19 @@ ScopeToken Recorder::BeginStep(const StepOptions& step) noexcept {
     too_deep_.Increment();
     return {0, 0, ScopeStatus::kTooDeep};
   }
-  ++step_seq_;
+  Put(step_seq_, step_seq_ + 1);
   step_samples_ = step.samples;
   step_tokens_ = step.tokens;
   step_incomplete_ = false;
   step_frame_ = depth_;
-  Frame& f = stack_[static_cast<size_t>(depth_)];
-  f.serial = NextSerial();
-  f.name_id = 0;
-  f.is_step = true;
+  const int d = depth_;
+  Frame& f = stack_[static_cast<size_t>(d)];
+  // Serial 0 first, the serial last, each field between as a release: a
+  // reader that sees any of them new sees the serial changed (ReadOpenScopes()).
+  Put(f.serial, uint32_t{0});
+  const uint32_t serial = NextSerial();
+  PutRelease(f.name_id, uint16_t{0});
+  PutRelease(f.is_step, true);
   if (annotate_) annotator_->PushStep(step_seq_ - 1);
   // The marker first, then the clock: a boundary's host time is never
   // before its marker was enqueued, so an idle GPU completes the marker no
@@ -137,10 +141,13 @@ ScopeToken Recorder::BeginStep(const StepOptions& step) noexcept {
   // in between.
   f.stream = stream_;
   f.named_stream = false;
-  f.begin_event = RecordMarker(f.stream);
-  f.begin_ns = Now();
-  PublishPush(depth_, f);
-  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
+  PutRelease(f.begin_event, RecordMarker(f.stream));
+  const int64_t begin = Now();
+  PutRelease(f.begin_ns, begin);
+  PutRelease(last_step_begin_, begin);
+  PutRelease(f.serial, serial);
+  PutRelease(depth_, d + 1);
+  return {serial, static_cast<uint8_t>(d), ScopeStatus::kOk, session_tag_};
 }
 
 GPUSCOPE_INLINE ScopeToken Recorder::OpenPhase(uint16_t id, uint64_t stream,
@@ -149,22 +156,25 @@ GPUSCOPE_INLINE ScopeToken Recorder::OpenPhase(uint16_t id, uint64_t stream,
     too_deep_.Increment();
     return {0, 0, ScopeStatus::kTooDeep};
   }
-  Frame& f = stack_[static_cast<size_t>(depth_)];
-  f.serial = NextSerial();
-  f.name_id = id;
-  f.is_step = false;
+  const int d = depth_;
+  Frame& f = stack_[static_cast<size_t>(d)];
+  Put(f.serial, uint32_t{0});  // as in BeginStep()
+  const uint32_t serial = NextSerial();
+  PutRelease(f.name_id, id);
+  PutRelease(f.is_step, false);
   if (annotate_) annotator_->PushPhase(id);
   // Phases outside steps, or in a step without markers, are timed on the
   // host only: no marker.
   f.stream = stream;
   f.named_stream = named_stream;
-  f.begin_event =
-      step_frame_ >= 0 && stack_[static_cast<size_t>(step_frame_)].begin_event != kNoEvent
-          ? RecordMarker(stream)
-          : kNoEvent;
-  f.begin_ns = Now();
-  PublishPush(depth_, f);
-  return {f.serial, static_cast<uint8_t>(depth_++), ScopeStatus::kOk, session_tag_};
+  PutRelease(f.begin_event,
+             step_frame_ >= 0 && stack_[static_cast<size_t>(step_frame_)].begin_event != kNoEvent
+                 ? RecordMarker(stream)
+                 : kNoEvent);
+  PutRelease(f.begin_ns, Now());
+  PutRelease(f.serial, serial);
+  PutRelease(depth_, d + 1);
+  return {serial, static_cast<uint8_t>(d), ScopeStatus::kOk, session_tag_};
 }
 
 // An int, not an optional<uint16_t>: GCC returns the latter through memory,
@@ -239,8 +249,7 @@ ScopeStatus Recorder::End(ScopeToken token) noexcept {
   const uint32_t end_marker = f.begin_event != kNoEvent ? RecordMarker(f.stream) : kNoEvent;
   const int64_t now = Now();
   last_end_ = now;
-  depth_ = d;
-  PublishDepth(d);
+  PutRelease(depth_, d);
   if (annotate_) annotator_->Pop();
   Emit(f, d, now, 0, end_marker);
   return ScopeStatus::kOk;
@@ -283,40 +292,44 @@ ScopeStatus Recorder::CloseChecked(ScopeToken token, bool record, bool at_last_a
   } else {
     last_end_ = now;
   }
-  PublishDepth(d);
-  while (depth_ > d) {
-    --depth_;
-    const Frame& f = stack_[static_cast<size_t>(depth_)];
-    uint16_t flags = depth_ == d ? 0 : kRecordAutoClosed;
+  const int open = depth_;
+  PutRelease(depth_, d);
+  for (int i = open - 1; i >= d; --i) {
+    const Frame& f = stack_[static_cast<size_t>(i)];
+    uint16_t flags = i == d ? 0 : kRecordAutoClosed;
     // A cancelled scope still sends its record, flagged: the aggregator then
     // drops it (and a step's phases) and returns its markers to the pool.
     if (!record) flags = static_cast<uint16_t>(flags | kRecordCancelled);
     if (annotate_) annotator_->Pop();
-    Emit(f, depth_, now, flags, end_markers[depth_]);
+    Emit(f, i, now, flags, end_markers[i]);
   }
   return out_of_order ? ScopeStatus::kEndedOutOfOrder : ScopeStatus::kOk;
 }
 
 bool Recorder::ReadOpenScopes(OpenScopes* out) const noexcept {
+  // Acquire loads throughout: a field's load is never moved before the
+  // serial's first load, nor the serial's second load before the field's.
+  constexpr std::memory_order kAcq = std::memory_order_acquire;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    const uint32_t before = pub_seq_.load(std::memory_order_acquire);
-    if ((before & 1) != 0) continue;
-    const int depth = std::clamp(pub_depth_.load(std::memory_order_acquire), 0, kMaxOpenScopes);
+    const uint64_t step_seq = Get(step_seq_, kAcq);
+    const int depth = std::clamp(Get(depth_, kAcq), 0, kMaxOpenScopes);
     out->depth = depth;
-    out->step_seq = pub_step_seq_.load(std::memory_order_acquire);
-    out->last_step_begin = pub_step_begin_.load(std::memory_order_acquire);
-    for (int i = 0; i < depth; ++i) {
-      const auto j = static_cast<size_t>(i);
-      const uint64_t word = pub_word_[j].load(std::memory_order_acquire);
-      OpenFrame& f = out->frames[j];
-      f.begin = pub_begin_[j].load(std::memory_order_acquire);
-      f.marker = static_cast<uint32_t>(word >> 32);
-      f.is_step = ((word >> 16) & 1) != 0;
-      f.name_id = static_cast<uint16_t>(word & 0xFFFF);
+    out->step_seq = step_seq;
+    out->last_step_begin = Get(last_step_begin_, kAcq);
+    bool torn = false;
+    for (int i = 0; i < depth && !torn; ++i) {
+      const Frame& s = stack_[static_cast<size_t>(i)];
+      OpenFrame& f = out->frames[static_cast<size_t>(i)];
+      const uint32_t serial = Get(s.serial, kAcq);
+      f.name_id = Get(s.name_id, kAcq);
+      f.is_step = Get(s.is_step, kAcq);
+      f.marker = Get(s.begin_event, kAcq);
+      f.begin = Get(s.begin_ns, kAcq);
+      torn = serial == 0 || Get(s.serial, kAcq) != serial;
     }
-    // Acquire loads above, no fence: a store of a push they saw puts its
-    // odd sequence before this load.
-    if (pub_seq_.load(std::memory_order_relaxed) == before) return true;
+    // A step began while this read (its frame, step_seq and last_step_begin
+    // belong together).
+    if (!torn && Get(step_seq_, kAcq) == step_seq) return true;
   }
   return false;
 }

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "backends/annotator.h"
@@ -93,7 +94,7 @@ class Recorder {
   }
   void SetStepCounts(int64_t samples, int64_t tokens) noexcept;
   void SetStream(uint64_t stream) noexcept;
-  int open_scopes() const noexcept { return depth_; }
+  int open_scopes() const noexcept { return Get(depth_, std::memory_order_relaxed); }
   // The recording thread's kernel id (0 before the first scope). Any thread.
   int owner_tid() const noexcept { return owner_tid_.load(std::memory_order_relaxed); }
   // The open step's sequence number (1-based; 0: no step open) and the
@@ -142,10 +143,13 @@ class Recorder {
   }
   bool markers_on() const { return events_on_.load(std::memory_order_relaxed); }
 
-  // The scopes open on the recording thread as it last published them: a
-  // seqlock it writes as scopes begin (five stores) and end (one), read by
-  // the stall watch (session/pump.cc). Times in the session's units (TSC
-  // ticks when tsc() is set). Any thread.
+  // The scopes open on the recording thread, read from any thread (the
+  // stall watch, session/pump.cc) straight from its own stack: no lock and
+  // no copy. The recording thread's only added work is one store a scope
+  // begins (its serial zeroed before the frame is written, set after) and
+  // one a step begins (last_step_begin_); a frame read while it was being
+  // rewritten is told by its serial, and read again. Times in the session's
+  // units (TSC ticks when tsc() is set).
   struct OpenFrame {
     int64_t begin = 0;
     uint32_t marker = kNoEvent;  // its begin marker (kNoEvent: none)
@@ -158,8 +162,8 @@ class Recorder {
     int64_t last_step_begin = 0;  // ... and when it began
     std::array<OpenFrame, kMaxOpenScopes> frames{};
   };
-  // False when every try found the recording thread writing (it was
-  // beginning scopes as fast as it could).
+  // False when every try found a frame being written (the recording thread
+  // was beginning scopes as fast as it could).
   bool ReadOpenScopes(OpenScopes* out) const noexcept;
 
   // After the session closed (scopes can no longer run): `release` gets the
@@ -173,6 +177,8 @@ class Recorder {
   }
 
  private:
+  // Written with Put() where ReadOpenScopes() reads it: begin_ns,
+  // begin_event, name_id, is_step, and serial, 0 while the frame is written.
   struct Frame {
     int64_t begin_ns;
     uint64_t stream;  // where its markers go
@@ -201,26 +207,21 @@ class Recorder {
     if (tsc_ != nullptr) return ReadTsc();  // then clock_ is null
     return clock_ != nullptr ? clock_->NowNs() : ReadMonotonicNs();
   }
-  // The frame at `index` was pushed: published (ReadOpenScopes()).
-  void PublishPush(int index, const Frame& f) noexcept {
-    const uint32_t seq = pub_seq_.load(std::memory_order_relaxed);
-    pub_seq_.store(seq + 1, std::memory_order_relaxed);
-    // Release stores, no fence (ThreadSanitizer has none): a reader whose
-    // acquire load sees one of them sees the odd sequence too. Plain stores
-    // on x86-64.
-    const auto i = static_cast<size_t>(index);
-    pub_begin_[i].store(f.begin_ns, std::memory_order_release);
-    pub_word_[i].store(uint64_t{f.begin_event} << 32 | uint64_t{f.is_step} << 16 | f.name_id,
-                       std::memory_order_release);
-    if (f.is_step) {
-      pub_step_seq_.store(step_seq_, std::memory_order_release);
-      pub_step_begin_.store(f.begin_ns, std::memory_order_release);
-    }
-    pub_depth_.store(index + 1, std::memory_order_release);
-    pub_seq_.store(seq + 2, std::memory_order_release);
+  // The fields another thread reads (ReadOpenScopes()) are written as
+  // atomics: a relaxed or release store is the plain store it replaces on
+  // x86-64, and keeps ThreadSanitizer's account exact.
+  template <typename T>
+  static void Put(T& field, std::type_identity_t<T> value) noexcept {
+    std::atomic_ref<T>(field).store(value, std::memory_order_relaxed);
   }
-  // Frames from `depth` up were popped (their frames stay as they were).
-  void PublishDepth(int depth) noexcept { pub_depth_.store(depth, std::memory_order_release); }
+  template <typename T>
+  static void PutRelease(T& field, std::type_identity_t<T> value) noexcept {
+    std::atomic_ref<T>(field).store(value, std::memory_order_release);
+  }
+  template <typename T>
+  static T Get(const T& field, std::memory_order order) noexcept {
+    return std::atomic_ref<T>(const_cast<T&>(field)).load(order);
+  }
   uint32_t NextSerial() noexcept {
     const uint32_t s = next_serial_++;
     return s != 0 ? s : next_serial_++;  // 0 marks "no scope"
@@ -266,19 +267,12 @@ class Recorder {
   bool step_incomplete_ = false;
   uint32_t next_serial_ = 1;
   uint64_t stream_ = 0;
-  int64_t last_end_ = 0;  // when a scope last ended (session units; EndAtLastActivity())
+  int64_t last_end_ = 0;         // when a scope last ended (session units; EndAtLastActivity())
+  int64_t last_step_begin_ = 0;  // when the last step began (session units)
   SpscQueue<Record> queue_;
   SpscQueue<uint32_t> orphaned_markers_;  // producer: the recording thread
 
   // ---- Shared, atomic.
-  // The open scopes, published (PublishPush(), ReadOpenScopes()); written by
-  // the recording thread only.
-  std::atomic<uint32_t> pub_seq_{0};  // odd while a push is being written
-  std::atomic<int> pub_depth_{0};
-  std::atomic<uint64_t> pub_step_seq_{0};
-  std::atomic<int64_t> pub_step_begin_{0};
-  std::array<std::atomic<int64_t>, kMaxOpenScopes> pub_begin_{};
-  std::array<std::atomic<uint64_t>, kMaxOpenScopes> pub_word_{};
   std::atomic<DeviceTimer*> hot_timer_{nullptr};
   std::atomic<bool> events_on_{false};
   std::atomic<uint64_t> owner_thread_{0};

@@ -6,9 +6,11 @@
 // seen recur, a checkpoint between steps, a phase around the loop. Driven on
 // a ManualClock with the worker's passes made by hand.
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -341,6 +343,64 @@ TEST(StallConcurrencyTest, TheWatchReadsTheOpenScopesWhileTheLoopRuns) {
     EXPECT_GT(x.seconds, x.limit);
     EXPECT_EQ(x.phase_path, "forward/inner");
   }
+}
+
+// Another thread reads the recording thread's frames while it rewrites them
+// as fast as it can (ThreadSanitizer runs this too): every read it is given
+// is one the recording thread really had. The clock is set before each
+// scope begins so that a frame's begin says what the frame was (a step, or
+// which of two phases that take turns at the same depth): a read mixing
+// two frames' fields would break the rule.
+TEST(StallConcurrencyTest, AReadOfTheOpenScopesNeverMixesTwoFrames) {
+  class TaggedClock : public Clock {
+   public:
+    int64_t NowNs() const noexcept override { return now.load(std::memory_order_relaxed); }
+    std::atomic<int64_t> now{0};
+  };
+  auto clock = std::make_shared<TaggedClock>();
+  std::unique_ptr<Session> s =
+      Session::Create(Options{.clock = clock,
+                              .flush_interval_ms = 5,
+                              .telemetry_interval_ms = 0,
+                              .stall_after_s = std::numeric_limits<double>::infinity()})
+          .value();
+  internal::Recorder& recorder = internal::SessionTestPeer::Impl(*s).recorder();
+  const PhaseId a = s->RegisterPhase("a").value();
+  const PhaseId b = s->RegisterPhase("b").value();
+  constexpr int64_t kStep = 0, kA = 1, kB = 2, kEnd = 3;
+  std::atomic<bool> done{false};
+  int64_t reads = 0, mixed = 0, with_phase = 0;
+  std::thread reader([&] {
+    internal::Recorder::OpenScopes open;
+    while (!done.load(std::memory_order_relaxed)) {
+      if (!recorder.ReadOpenScopes(&open)) continue;
+      ++reads;
+      for (int i = 0; i < open.depth; ++i) {
+        const internal::Recorder::OpenFrame& f = open.frames[static_cast<size_t>(i)];
+        const int64_t tag = f.begin % 4;
+        const bool right = f.is_step ? tag == kStep && i == 0
+                                     : (f.name_id == a.value() && tag == kA) ||
+                                           (f.name_id == b.value() && tag == kB);
+        if (!right) ++mixed;
+        if (!f.is_step) ++with_phase;
+      }
+    }
+  });
+  for (int64_t i = 1; i <= 300'000; ++i) {
+    clock->now.store(16 * i + kStep);
+    StepScope step(*s);
+    for (int64_t k = 0; k < 2; ++k) {
+      const bool first = (i + k) % 2 == 0;
+      clock->now.store(16 * i + 4 * (k + 1) + (first ? kA : kB));
+      PhaseScope phase(*s, first ? a : b);
+      clock->now.store(16 * i + 4 * (k + 1) + kEnd);
+    }
+  }
+  done = true;
+  reader.join();
+  EXPECT_GT(reads, 1000);
+  EXPECT_GT(with_phase, 100);
+  EXPECT_EQ(mixed, 0) << "of " << reads << " reads";
 }
 
 }  // namespace
