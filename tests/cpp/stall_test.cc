@@ -18,11 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/stalls.h"
 #include "gmock/gmock.h"
 #include "gpuscope/diagnose.h"
 #include "gpuscope/gpuscope.h"
 #include "gpuscope/report.h"
+#include "gpuscope/testing.h"
 #include "gtest/gtest.h"
 #include "session/session_impl.h"
 
@@ -45,7 +47,8 @@ const Finding* Find(const std::vector<Finding>& fs, const std::string& id) {
 
 // A session on a manual clock whose worker never passes by itself.
 struct Loop {
-  explicit Loop(double stall_after_s = 0, int warmup = 0) {
+  explicit Loop(double stall_after_s = 0, int warmup = 0,
+                std::shared_ptr<SimulatedDevice> gpu = nullptr) {
     SetLogSink([this](LogLevel level, std::string_view m) {
       if (level == LogLevel::kWarning && m.find("stall") != std::string_view::npos) {
         warnings.emplace_back(m);
@@ -53,7 +56,9 @@ struct Loop {
     });
     Options o{.clock = clock,
               .flush_interval_ms = 10000,
+              .stream = gpu != nullptr ? uint64_t{0} : kNoStream,
               .telemetry_interval_ms = 0,
+              .simulated_device = gpu,
               .warmup_steps = warmup,
               .stall_after_s = stall_after_s};
     o.on_stall = [this](const Stall& s) { called.push_back(s); };
@@ -174,6 +179,56 @@ TEST(StallTest, AStepOpenPastItsLimitIsFoundWhileOpenSaidOnceAndKeptWithItsDurat
   absl::StatusOr<Summary> back = SummaryFromJson(ToJson(after));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->stalls, after.stalls);
+}
+
+// The stall says what the GPU is doing, as far as the session's source can
+// tell (simulated device): with events, whether the GPU has reached the
+// innermost open scope's begin marker, and since when; with CUPTI, when the
+// last activity it reported ended (a kernel still running is not reported).
+TEST(StallTest, TheGpuStateComesFromTheEventsOrCupti) {
+  for (const bool cupti : {false, true}) {
+    for (const bool kernel_runs_on : {false, true}) {
+      SCOPED_TRACE(
+          absl::StrCat(cupti ? "cupti" : "events", kernel_runs_on ? ", a kernel runs on" : ""));
+      SimulatedDevice::Config config;
+      config.activity = cupti;
+      auto device = std::make_shared<SimulatedDevice>(config);
+      SimulatedDevice& gpu = *device;
+      Loop loop(/*stall_after_s=*/2, /*warmup=*/0, device);
+      for (int i = 0; i < 12; ++i) {
+        StepScope step(*loop.session);
+        PhaseScope forward(*loop.session, Phase::kForward);
+        gpu.Launch(5 * kMs);
+        loop.clock->Advance(10 * kMs);
+      }
+      loop.Pass();
+      StepScope step(*loop.session);
+      {
+        PhaseScope data(*loop.session, Phase::kData);
+        if (kernel_runs_on) gpu.Launch(3600 * kS);  // a collective that waits, or a hung kernel
+      }
+      PhaseScope forward(*loop.session, Phase::kForward);
+      loop.Wait(3 * kS, kS / 2);
+      const std::optional<Stall> now = loop.session->CurrentStall();
+      ASSERT_TRUE(now.has_value());
+      EXPECT_EQ(loop.session->Summarize().source, cupti ? Source::kCupti : Source::kEvents);
+      if (cupti) {
+        // The 12th step's kernel ended 5 ms into it, 2.5 s before the look.
+        EXPECT_NEAR(now->last_gpu_work_seconds, 2.5 + 0.005, 1e-6);
+        EXPECT_THAT(now->gpu, HasSubstr("the last GPU activity CUPTI reported ended 2.5 s ago"));
+      } else if (kernel_runs_on) {
+        EXPECT_TRUE(std::isnan(now->last_gpu_work_seconds));
+        EXPECT_EQ(now->gpu,
+                  "the GPU is still running work queued before `forward` began (busy, or hung "
+                  "in a kernel)");
+      } else {
+        EXPECT_NEAR(now->last_gpu_work_seconds, 2.5, 1e-6);
+        EXPECT_THAT(now->gpu, HasSubstr("the GPU finished the work queued before `forward` "
+                                        "began 2.5 s ago"));
+      }
+      EXPECT_THAT(loop.warnings.at(0), HasSubstr(now->gpu));
+    }
+  }
 }
 
 TEST(StallTest, AStallEndedBetweenTwoLooksStillGetsItsExactDuration) {
