@@ -20,7 +20,10 @@ lock, no GIL held by the session). For a new stall it
    the session's ``on_stall`` with the ``gpuscope.Stall``.
 
 When the stall ends, its key is deleted, so that the keys present are the
-ranks stalled now. The thread never keeps the process from exiting: it is a
+ranks stalled now. Once per process, as soon as its job is up, the same
+thread also leaves its host under ``<prefix>host/<rank>``: a rank that stops
+answering (its process stopped, its host gone) is then still named with its
+host, even in a job that hangs before the ranks first exchanged records. The thread never keeps the process from exiting: it is a
 daemon, stopped at interpreter exit, and waits on an event.
 """
 
@@ -174,12 +177,30 @@ class _Watched:
         self.published: Optional[Tuple[Any, str]] = None  # (store, key) of this rank's entry
 
 
+def _host_key(job: Any, rank: int) -> str:
+    return f"{job.prefix}host/{rank}"
+
+
+def _stored_hosts(job: Any, ranks: List[int]) -> Dict[int, str]:
+    """The hosts ``ranks`` left in the store (``check`` before ``get``: a
+    ``get`` of a missing key would block)."""
+    hosts: Dict[int, str] = {}
+    for r in ranks:
+        try:
+            if job.store.check([_host_key(job, r)]):
+                hosts[r] = bytes(job.store.get(_host_key(job, r))).decode(errors="replace")
+        except Exception:  # noqa: BLE001 - a store gone: the host stays unknown
+            pass
+    return hosts
+
+
 class _Watch:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sessions: Dict[int, _Watched] = {}
         self.thread: Optional[threading.Thread] = None
         self.stop = threading.Event()
+        self.host_job: Any = None  # the job (store) this process left its host in
 
     def add(self, session: Any, on_stall: Optional[Callable[[Any], Any]]) -> None:
         with self.lock:
@@ -189,8 +210,26 @@ class _Watch:
                 t.start()
                 self.thread = t
 
+    def _publish_host(self) -> None:
+        """Leaves this rank's host in its job's store, once per job (an
+        elastic restart is a new one)."""
+        from . import _ranks
+
+        job = _ranks._job()
+        if job is None or job.world_size < 2:
+            return
+        if self.host_job is not None and self.host_job.prefix == job.prefix:
+            return
+        try:
+            job.store.set(_host_key(job, job.rank), job.host)
+            self.host_job = job
+        except Exception:  # noqa: BLE001 - tried again next poll
+            pass
+
     def _run(self) -> None:
         while not self.stop.wait(_POLL):
+            if "torch.distributed" in sys.modules:
+                self._publish_host()
             with self.lock:
                 watched = list(self.sessions.items())
             for key, w in watched:
@@ -270,7 +309,12 @@ class _Watch:
                 break
             time.sleep(min(delay, left))
             delay = min(2 * delay, 1.0)
-        return ranks_picture(entries, job.world_size, job.rank, _hosts(session))
+        hosts = _hosts(session)
+        # The last exchange names only the ranks it heard: the others'
+        # hosts from the store (at most the ones the message names).
+        unknown = [r for r in range(job.world_size) if r not in entries and r not in hosts]
+        hosts.update(_stored_hosts(job, unknown[:_MAX_NAMED]))
+        return ranks_picture(entries, job.world_size, job.rank, hosts)
 
 
 _WATCH = _Watch()

@@ -2,14 +2,17 @@
 
 Every rank trains STEPS normal steps (data, forward, comm: an all-reduce,
 optimizer) under ``gs.Session(stall_after=STALL_AFTER)``; then, in the next
-step, HUNG_RANK sleeps in ``forward`` until it is killed, and the others block
-in the all-reduce in ``comm`` waiting for it. Rank 0 serves its Prometheus
+step, HUNG_RANK sleeps in ``forward`` until it is killed (or, with
+HUNG_HOW=stop, stops its whole process with SIGSTOP, as a host that stopped
+answering would: its gpuscope threads stop too), and the others block in the
+all-reduce in ``comm`` waiting for it. Rank 0 serves its Prometheus
 metrics and writes the port to OUT/port; HUNG_RANK writes the time it hung
 to OUT/hung (Unix seconds). gpuscope's stall messages go to stderr.
 """
 
 import os
 import pathlib
+import signal
 import time
 
 import torch
@@ -34,6 +37,8 @@ def main() -> None:
         (out / "port.tmp").write_text(str(server.port))
         (out / "port.tmp").rename(out / "port")
     for i in range(steps + 1):
+        if i == steps and os.environ.get("HUNG_HOW") == "stop":
+            time.sleep(1.5)  # a job that ran a few polls of gpuscope's watch
         with s.step():
             with s.phase("data"):
                 x = torch.randn(8, 16)
@@ -41,6 +46,8 @@ def main() -> None:
                 loss = model(x).square().mean()
                 if i == steps and rank == hung_rank:
                     (out / "hung").write_text(repr(time.time()))
+                    if os.environ.get("HUNG_HOW") == "stop":
+                        os.kill(os.getpid(), signal.SIGSTOP)
                     while True:
                         time.sleep(1)
             with s.phase("backward"):

@@ -313,3 +313,26 @@ def test_a_rank_hung_in_forward_is_named_by_every_rank_while_the_others_wait_in_
         gauge = re.search(r'^gpuscope_step_in_progress_seconds\{rank="0"\} (\S+)$', metrics, re.M)
         assert gauge and float(gauge.group(1)) > 2
         _sigterm_ends(p, within=20)
+
+
+def test_a_rank_whose_process_stopped_is_named_unreachable_with_its_host_by_the_others(tmp_path):
+    # Rank 2's whole process stops (SIGSTOP) in forward: its stall watch
+    # stops with it, so it never says where it is. The ranks waiting for it
+    # in comm name it from what is missing: unreachable, on its host.
+    pytest.importorskip("torch.distributed")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(_env(), OUT=str(out), STALL_AFTER="2", HUNG_RANK="2", HUNG_HOW="stop", STEPS="15")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=4",
+           "--master_addr=127.0.0.1", f"--master_port={_free_port()}",
+           str(HERE / "_stall_worker.py")]
+    with _job(cmd, env) as (p, lines):
+        lines.wait_for(r"stall on rank \d of 4", timeout=90, count=3)
+        time.sleep(1)  # a fourth message would come now
+        text = lines.text()
+        assert sorted(map(int, re.findall(r"stall on rank (\d) of 4", text))) == [0, 1, 3], text[-6000:]
+        host = socket.gethostname()
+        said = re.findall(r"rank 2 on (\S+) reported no stall: unreachable \(dead, or its host is\), "
+                          r"or still running: the one the others wait for", text)
+        assert said == [host] * 3, text[-6000:]
+        assert text.count("rank 2 on ") == 3, text[-6000:]  # nowhere said to be in a phase
