@@ -66,14 +66,15 @@ test-python: python deps-test
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \
-	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF -DGPUSCOPE_WERROR=ON $(CMAKE_FLAGS)
+	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF -DGPUSCOPE_WERROR=ON \
+	  -DGPUSCOPE_UNITY_BUILD=ON $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	bash scripts/ctest-asan.sh build-asan -j $(JOBS) --timeout 600
 
 test-tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSCOPE_SANITIZE=thread \
 	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_BUILD_EXAMPLES=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF \
-	  -DGPUSCOPE_WERROR=ON $(CMAKE_FLAGS)
+	  -DGPUSCOPE_WERROR=ON -DGPUSCOPE_UNITY_BUILD=ON $(CMAKE_FLAGS)
 	cmake --build build-tsan -j $(JOBS) --target concurrency_tests
 	$(CTEST) --test-dir build-tsan -L concurrency
 

@@ -19,6 +19,9 @@ option(GPUSCOPE_BUILD_PYTHON "Build the Python extension gpuscope._gpuscope (pip
 option(GPUSCOPE_ENABLE_INSTALL "Generate install rules and the gpuscope CMake package" ON)
 option(GPUSCOPE_WITH_NVTX "Emit NVTX ranges for steps and phases (OFF compiles NVTX out)" ON)
 option(GPUSCOPE_WERROR "Treat compiler warnings as errors" OFF)
+option(GPUSCOPE_UNITY_BUILD
+       "Compile the library's files in batches of eight: about half the CPU time of a build from scratch"
+       OFF)
 set(GPUSCOPE_SANITIZE "" CACHE STRING
     "Sanitizer build: empty, 'address' (ASan + UBSan) or 'thread' (TSan)")
 set_property(CACHE GPUSCOPE_SANITIZE PROPERTY STRINGS "" address thread)
@@ -48,7 +51,7 @@ endif()
 function(gpuscope_print_configuration)
   message(STATUS "gpuscope ${PROJECT_VERSION} configuration:")
   foreach(_opt GPUSCOPE_BUILD_TESTS GPUSCOPE_BUILD_BENCHMARKS GPUSCOPE_BUILD_EXAMPLES GPUSCOPE_BUILD_PYTHON
-               GPUSCOPE_ENABLE_INSTALL GPUSCOPE_WITH_NVTX GPUSCOPE_WERROR GPUSCOPE_SANITIZE
+               GPUSCOPE_ENABLE_INSTALL GPUSCOPE_WITH_NVTX GPUSCOPE_WERROR GPUSCOPE_UNITY_BUILD GPUSCOPE_SANITIZE
                GPUSCOPE_NVTX_INCLUDE_DIR GPUSCOPE_ABSEIL_SOURCE_DIR GPUSCOPE_SELF_CONTAINED)
     message(STATUS "  ${_opt} = ${${_opt}}")
   endforeach()

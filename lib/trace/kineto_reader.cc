@@ -512,14 +512,14 @@ std::optional<int64_t> MicrosToNs(std::string_view text) {
   size_t i = 0;
   const bool negative = !text.empty() && text[0] == '-';
   if (negative) ++i;
-  __extension__ typedef __int128 Int128;
-  Int128 whole = 0;
+  __extension__ typedef __int128 Wide;  // past 2^80 before the range check below
+  Wide whole = 0;
   size_t digits = 0;
   for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits) {
     whole = whole * 10 + (text[i] - '0');
-    if (whole > (Int128{1} << 80)) return std::nullopt;
+    if (whole > (Wide{1} << 80)) return std::nullopt;
   }
-  Int128 ns = whole * 1000;
+  Wide ns = whole * 1000;
   int frac_digits = 0;
   int round_digit = -1;
   if (i < text.size() && text[i] == '.') {
