@@ -20,7 +20,7 @@ option(GPUSCOPE_ENABLE_INSTALL "Generate install rules and the gpuscope CMake pa
 option(GPUSCOPE_WITH_NVTX "Emit NVTX ranges for steps and phases (OFF compiles NVTX out)" ON)
 option(GPUSCOPE_WERROR "Treat compiler warnings as errors" OFF)
 option(GPUSCOPE_UNITY_BUILD
-       "Compile the library's files in batches of eight: about half the CPU time of a build from scratch"
+       "Compile the library's files in batches of eight (faster from scratch)"
        OFF)
 set(GPUSCOPE_SANITIZE "" CACHE STRING
     "Sanitizer build: empty, 'address' (ASan + UBSan) or 'thread' (TSan)")
