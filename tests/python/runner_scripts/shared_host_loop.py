@@ -73,13 +73,16 @@ def main() -> None:
             work(a.forward)
         if i + 1 >= a.steps:
             break
-    t = s.summary().telemetry
+    # One summary for the numbers and the findings: the sampler runs on
+    # (every 50 ms), so two summaries taken apart differ.
+    summary = s.summary()
+    t = summary.telemetry
     fields = ("host_cpu_pct", "process_cores", "worker_cores", "child_cores", "cpus_available",
               "cpu_wait_share", "worker_cpu_wait_cores", "cpu_pressure_pct", "steal_pct",
               "cpu_throttled_pct")
     out = {k: getattr(t, k) for k in fields}
     out["findings"] = [{"id": f.id, "title": f.title, "share": f.share,
-                        "recommendation": f.recommendation} for f in s.diagnose()]
+                        "recommendation": f.recommendation} for f in gs.diagnose(summary)]
     out["report"] = s.report()
     out["prometheus"] = s.prometheus()
     for b in burners:
