@@ -19,6 +19,7 @@
 #include "gpuscope/clock.h"
 #include "gpuscope/options.h"
 #include "gpuscope/phase.h"
+#include "gpuscope/report.h"
 #include "gpuscope/testing.h"
 
 namespace gpuscope::python::hot {
@@ -144,7 +145,9 @@ PyObject* GetPrecision(const Options& options) {
   return PyUnicode_FromString(PrecisionName(options.peak_precision));
 }
 
-bool SetDeviceName(PyObject* value, const Row& row, Options* options, HeldOptions*) {
+// A str, or None (Options' empty string).
+template <std::string Options::* Field>
+bool SetOptionalStr(PyObject* value, const Row& row, Options* options, HeldOptions*) {
   if (value == Py_None) return true;
   if (!PyUnicode_Check(value)) {
     PyErr_Format(PyExc_TypeError, "Session() argument '%s' must be str or None, not %.100s",
@@ -158,14 +161,27 @@ bool SetDeviceName(PyObject* value, const Row& row, Options* options, HeldOption
     PyErr_SetString(PyExc_ValueError, "embedded null character");
     return false;
   }
-  options->device_name.assign(text, static_cast<size_t>(size));
+  (options->*Field).assign(text, static_cast<size_t>(size));
   return true;
 }
 
-PyObject* GetDeviceName(const Options& options) {
-  if (options.device_name.empty()) Py_RETURN_NONE;
-  return PyUnicode_DecodeUTF8(options.device_name.data(),
-                              static_cast<Py_ssize_t>(options.device_name.size()), "replace");
+template <std::string Options::* Field>
+PyObject* GetOptionalStr(const Options& options) {
+  const std::string& text = options.*Field;
+  if (text.empty()) Py_RETURN_NONE;
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+}
+
+// The run id: as SetOptionalStr, at most kMaxPrometheusLabelBytes bytes (it
+// is a label value).
+bool SetRunId(PyObject* value, const Row& row, Options* options, HeldOptions* held) {
+  if (!SetOptionalStr<&Options::run_id>(value, row, options, held)) return false;
+  if (options->run_id.size() > kMaxPrometheusLabelBytes) {
+    PyErr_Format(PyExc_ValueError, "Session() argument '%s' must be at most %d bytes in UTF-8",
+                 row.name, static_cast<int>(kMaxPrometheusLabelBytes));
+    return false;
+  }
+  return true;
 }
 
 // Seconds, or None (Options' 0). A value of the wrong type is a ValueError, as
@@ -445,7 +461,14 @@ const Row kRows[] = {
      "the GPU's model name for that table; None: with FLOPs given, "
      "``torch.cuda.get_device_name()`` of the current device when torch is imported and sees a "
      "GPU (else MFU is None and ``efficiency.reason`` says why).",
-     SetDeviceName, GetDeviceName},
+     SetOptionalStr<&Options::device_name>, GetOptionalStr<&Options::device_name>},
+    {"run_id", "Optional[str]", NoneDefault(), false, 0, 0, nullptr, nullptr, "ID",
+     "the job's id in its Prometheus series' run_id label (default: the launcher's)",
+     "the job's id: the ``run_id`` label of its Prometheus series "
+     "(docs/prometheus.md#labels-and-cardinality), at most 256 bytes; None (default): the "
+     "launcher's (``GPUSCOPE_RUN_ID``, torchrun's run id, ``SLURM_JOB_ID``, the Kubernetes "
+     "pod), else one made up for this process.",
+     SetRunId, GetOptionalStr<&Options::run_id>},
 };
 
 PyObject* DefaultToPython(const Default& d) {

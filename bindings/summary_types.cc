@@ -598,8 +598,22 @@ void AddSummaryTypes(py::module_& m) {
       py::arg("summary"), py::arg("color") = false,
       "The human report for a summary (ANSI colours with color=True).");
   m.def(
-      "prometheus_text", [](const Summary& s) { return ToPrometheus(s); }, py::arg("summary"),
-      "The Prometheus text exposition for a summary.");
+      "prometheus_text",
+      [](const Summary& s, const py::iterable& labels, int max_phases) {
+        PrometheusOptions options{.max_phases = max_phases};
+        for (const py::handle pair : labels) {
+          const auto t = py::reinterpret_borrow<py::tuple>(pair);
+          if (t.size() != 2) throw py::value_error("labels are (name, value) pairs");
+          options.labels.emplace_back(t[0].cast<std::string>(), t[1].cast<std::string>());
+        }
+        absl::StatusOr<std::string> text = ToPrometheus(s, options);
+        if (!text.ok()) throw py::value_error(std::string(text.status().message()));
+        return *std::move(text);
+      },
+      py::arg("summary"), py::arg("labels") = py::tuple(), py::arg("max_phases") = 32,
+      "The Prometheus text exposition for a summary: `labels` ((name, value) pairs) on every "
+      "sample, at most `max_phases` phases named (the rest as \"_rest\"); ValueError for a label "
+      "Prometheus refuses.");
 }
 
 }  // namespace gpuscope::python

@@ -234,6 +234,12 @@ struct Options {
   // CUDA (the Python package passes torch's name of the current device).
   std::string device_name = {};
 
+  // The job's id, the `run_id` label of its Prometheus series; empty: the
+  // launcher's. The Python package reads it (gpuscope/_fleet.py) and passes
+  // it to ToPrometheus() in PrometheusOptions::labels; the C++ library keeps
+  // it for it.
+  std::string run_id = {};
+
   // ---- Distributed jobs (docs/distributed.md). The Python package's rank
   // exchange reads these; the C++ library keeps them for it.
   //

@@ -19,8 +19,10 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpuscope/analyze.h"
 #include "gpuscope/diagnose.h"
@@ -116,13 +118,42 @@ std::string ToChromeTrace(const Session& session);
 // when none were kept).
 std::string ToChromeTrace(const TraceAnalysis& run);
 
+// PrometheusOptions
+//
+// What ToPrometheus() adds for a fleet, and how many phases it names
+// (docs/prometheus.md#labels-and-cardinality).
+struct PrometheusOptions {
+  // Labels every sample carries, after a distributed job's `rank`: the job's
+  // identity (the Python package sets run_id, host and gpu). Names as
+  // Prometheus spells them, [a-zA-Z_][a-zA-Z0-9_]*, not "__"-prefixed, none
+  // repeated and none "rank"; values valid UTF-8 of at most
+  // kMaxPrometheusLabelBytes. Where a family's sample has a label of the same
+  // name (the memory gauges' `gpu`), the sample's own value wins.
+  std::vector<std::pair<std::string, std::string>> labels = {};
+
+  // Phases with series of their own (share, time, idle cause): the ones with
+  // the most time in the window, "other" always among them; the rest's share
+  // and idle are summed under phase (cause) "_rest". 1 to kMaxPrometheusPhases.
+  // With the session's max_phases, this bounds the series a phase name a user
+  // varies can make.
+  int max_phases = 32;
+
+  // OK, or InvalidArgumentError naming the label or number at fault.
+  absl::Status Validate() const;
+};
+inline constexpr size_t kMaxPrometheusLabelBytes = 256;
+inline constexpr int kMaxPrometheusPhases = 1024;
+
 // ToPrometheus()
 //
 // The summary in the Prometheus text exposition format (version 0.0.4):
 // gauges named gpuscope_* (docs/prometheus.md), for a node exporter's
-// textfile collector or a scrape endpoint. Window quantiles are gauges with a
-// `quantile` label; counters end in _total.
+// textfile collector, a scrape endpoint or a Pushgateway. Window quantiles
+// are gauges with a `quantile` label; counters end in _total. The second form
+// adds `options`' labels and phase bound (the first: PrometheusOptions{}), or
+// returns their Validate() error.
 std::string ToPrometheus(const Summary& summary);
+absl::StatusOr<std::string> ToPrometheus(const Summary& summary, const PrometheusOptions& options);
 
 }  // namespace gpuscope
 

@@ -1,6 +1,7 @@
 // ToPrometheus(): a summary in the Prometheus text exposition format
 // (docs/prometheus.md).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -45,12 +46,22 @@ class Exposition {
                     "\n");
     name_ = std::string(name);
   }
-  // Labels every sample carries (the rank, in a distributed job).
+  // Labels every sample carries (the rank in a distributed job, the job's).
   void AlwaysLabel(std::string name, std::string value) {
     always_.emplace_back(std::move(name), std::move(value));
   }
   void Sample(double value, std::vector<std::pair<std::string, std::string>> labels = {}) {
-    labels.insert(labels.begin(), always_.begin(), always_.end());
+    // The job's labels first; a sample's own label of the same name wins.
+    std::vector<std::pair<std::string, std::string>> all;
+    all.reserve(always_.size() + labels.size());
+    for (const auto& label : always_) {
+      const bool own = std::any_of(labels.begin(), labels.end(),
+                                   [&](const auto& l) { return l.first == label.first; });
+      if (!own) all.push_back(label);
+    }
+    all.insert(all.end(), std::make_move_iterator(labels.begin()),
+               std::make_move_iterator(labels.end()));
+    labels = std::move(all);
     absl::StrAppend(&out_, "gpuscope_", name_);
     if (!labels.empty()) {
       out_ += "{";
@@ -97,8 +108,44 @@ void Info(Exposition& e, const Summary& s) {
   e.Sample(1, std::move(info));
 }
 
+// The name a phase (or idle cause) has in the exposition: its own when it is
+// one of the kept ones, else kRestName.
+constexpr std::string_view kRestName = "_rest";
+
+class PhaseNames {
+ public:
+  // The `max_phases` phases with the most time in the window ("other" first).
+  PhaseNames(const Summary& s, int max_phases) {
+    std::vector<const PhaseStats*> by_time;
+    for (const PhaseStats& p : s.phases) by_time.push_back(&p);
+    std::stable_sort(by_time.begin(), by_time.end(), [](const PhaseStats* a, const PhaseStats* b) {
+      const bool a_other = a->name == kOtherPhaseName, b_other = b->name == kOtherPhaseName;
+      if (a_other != b_other) return a_other;
+      return a->total > b->total;
+    });
+    for (size_t i = 0; i < by_time.size() && i < static_cast<size_t>(max_phases); ++i) {
+      kept_.push_back(by_time[i]->name);
+    }
+    for (size_t i = static_cast<size_t>(max_phases); i < by_time.size(); ++i) {
+      rest_share_ += by_time[i]->share;
+    }
+    folded_ = by_time.size() > static_cast<size_t>(max_phases);
+  }
+  bool Kept(std::string_view name) const {
+    return std::find(kept_.begin(), kept_.end(), name) != kept_.end();
+  }
+  // Whether some phases were summed under kRestName, and their share.
+  bool folded() const { return folded_; }
+  double rest_share() const { return rest_share_; }
+
+ private:
+  std::vector<std::string> kept_;
+  double rest_share_ = 0;
+  bool folded_ = false;
+};
+
 // Step counts, step-time quantiles and the phases' shares and times.
-void Steps(Exposition& e, const Summary& s) {
+void Steps(Exposition& e, const Summary& s, const PhaseNames& names) {
   e.Family("steps_total", "counter",
            "Steps measured since the session started or was last reset (warm-up steps "
            "excluded).");
@@ -116,11 +163,14 @@ void Steps(Exposition& e, const Summary& s) {
     e.Family(
         "phase_share_ratio", "gauge",
         "Share of window step time in each top-level phase (\"other\": outside them); sums to 1.");
-    for (const PhaseStats& p : s.phases) e.Sample(p.share, {{"phase", p.name}});
+    for (const PhaseStats& p : s.phases) {
+      if (names.Kept(p.name)) e.Sample(p.share, {{"phase", p.name}});
+    }
+    if (names.folded()) e.Sample(names.rest_share(), {{"phase", std::string(kRestName)}});
     e.Family("phase_time_seconds", "gauge",
              "Per-step time in each phase (any depth), by quantile.");
     for (const PhaseStats& p : s.phases) {
-      if (p.time.count == 0) continue;
+      if (p.time.count == 0 || !names.Kept(p.name)) continue;
       e.Sample(p.time.p50, {{"phase", p.name}, {"quantile", "0.5"}});
       e.Sample(p.time.p95, {{"phase", p.name}, {"quantile", "0.95"}});
     }
@@ -166,14 +216,24 @@ void Self(Exposition& e, const Summary& s) {
 }
 
 // GPU idle, by cause and (cupti) device time by category.
-void GpuIdle(Exposition& e, const Summary& s) {
+void GpuIdle(Exposition& e, const Summary& s, const PhaseNames& names) {
   if (s.gpu_idle_pct.has_value()) {
     e.Gauge("gpu_idle_ratio", "Share of step time the GPU was idle (source events: a lower bound).",
             *s.gpu_idle_pct / 100);
     e.Family("gpu_idle_by_cause_ratio", "gauge",
              "Share of step time the GPU was idle, by the host phase open (or launch gaps); sums "
              "to gpu_idle_ratio.");
-    for (const auto& [cause, pct] : s.idle_by_cause) e.Sample(pct / 100, {{"cause", cause}});
+    double rest = 0;
+    bool folded = false;
+    for (const auto& [cause, pct] : s.idle_by_cause) {
+      if (cause == kLaunchCauseName || names.Kept(cause)) {
+        e.Sample(pct / 100, {{"cause", cause}});
+      } else {
+        rest += pct / 100;
+        folded = true;
+      }
+    }
+    if (folded) e.Sample(rest, {{"cause", std::string(kRestName)}});
   }
   if (s.activity.has_value() && s.activity->device_share_idle.has_value()) {
     const ActivityStats& a = *s.activity;
@@ -306,6 +366,8 @@ void Ranks(Exposition& e, const Summary& s) {
 
 // Periodic spikes, by phase.
 void PeriodicSpikes(Exposition& e, const Summary& s) {
+  // A spike's phase is one whose time grew every N steps: a handful, and
+  // named by the window's largest phases in practice; kept as they are.
   if (!s.periodic_spikes.empty()) {
     e.Family("periodic_spike_share_ratio", "gauge",
              "Work every N steps inside the step (evaluation, checkpoints), by the phase that "
@@ -342,17 +404,78 @@ void Diagnosis(Exposition& e, const Summary& s) {
   }
 }
 
+// Whether `name` is a label name as Prometheus allows it.
+bool IsLabelName(std::string_view name) {
+  if (name.empty() || name.starts_with("__")) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!letter && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+bool IsUtf8(std::string_view text) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t n = internal::Utf8SequenceLength(text, pos);
+    if (n == 0) return false;
+    pos += n;
+  }
+  return true;
+}
+
 }  // namespace
 
-std::string ToPrometheus(const Summary& s) {
+absl::Status PrometheusOptions::Validate() const {
+  if (max_phases < 1 || max_phases > kMaxPrometheusPhases) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_phases must be 1 to ", kMaxPrometheusPhases, ", not ", max_phases));
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const auto& [name, value] = labels[i];
+    if (!IsLabelName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label name \"", internal::TerminalSafe(name),
+          "\" is not one Prometheus allows: letters, digits and _, not starting with a digit or "
+          "__"));
+    }
+    if (name == "rank") {
+      return absl::InvalidArgumentError(
+          "label \"rank\" is the summary's own (a distributed job's rank); give another name");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (labels[j].first == name) {
+        return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is given twice"));
+      }
+    }
+    if (value.size() > kMaxPrometheusLabelBytes || !IsUtf8(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("label \"", name,
+                                                     "\"'s value must be valid UTF-8 of at most ",
+                                                     kMaxPrometheusLabelBytes, " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ToPrometheus(const Summary& s, const PrometheusOptions& options) {
+  if (absl::Status valid = options.Validate(); !valid.ok()) return valid;
   Exposition e;
   if (s.rank.has_value()) e.AlwaysLabel("rank", absl::StrCat(s.rank->rank));
+  for (const auto& [name, value] : options.labels) e.AlwaysLabel(name, value);
+  const PhaseNames names(s, options.max_phases);
+  Info(e, s);
+  Steps(e, s, names);
+  Stalls(e, s);
+  Throughput(e, s);
+  Self(e, s);
+  GpuIdle(e, s, names);
   for (void (*family)(Exposition&, const Summary&) :
-       {Info, Steps, Stalls, Throughput, Self, GpuIdle, TopKernels, Telemetry, Memory, Ranks,
-        PeriodicSpikes, Diagnosis}) {
+       {TopKernels, Telemetry, Memory, Ranks, PeriodicSpikes, Diagnosis}) {
     family(e, s);
   }
   return e.Take();
 }
+
+std::string ToPrometheus(const Summary& s) { return *ToPrometheus(s, PrometheusOptions{}); }
 
 }  // namespace gpuscope

@@ -136,7 +136,7 @@ def test_run_flags_come_from_the_table(capsys):
     from gpuscope import _cli
 
     flagged = [o["name"] for o in TABLE if o["flag"]]
-    assert flagged == ["warmup", "stall_after", "flops_per_step", "peak_flops", "peak_precision"]
+    assert flagged == ["warmup", "stall_after", "flops_per_step", "peak_flops", "peak_precision", "run_id"]
     assert [o["name"] for o in _runner.SESSION_FLAGS] == flagged
     assert _cli.main(["run", "--help"]) == 0
     out, _ = capsys.readouterr()
