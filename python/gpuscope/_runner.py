@@ -27,7 +27,9 @@ docs/mfu.md), GPU idle and its largest cause, the top finding. ``--warmup N``
 leaves the first N steps (DataLoader workers starting, compilation, cuDNN
 autotuning) out of the window and the run's numbers, reported apart, as
 ``Session(warmup=N)`` does. ``--prometheus PORT`` serves
-the metrics (under a job on PORT + local rank). At exit (normal, an
+the metrics (under a job on PORT + local rank); ``--push-prometheus URL``
+pushes them to a Pushgateway every 15 s and at exit (docs/fleet.md);
+``--run-id ID`` names the job in their ``run_id`` label. At exit (normal, an
 exception, ``sys.exit()`` or Ctrl-C), under a job the ranks exchange their
 records (at most 5 s), the report goes to stderr, ``--out DIR`` (default ``gpuscope-<date>-<time>``, or under
 torchrun ``gpuscope-<run id>``) gets ``run.json``, ``report.html`` (with
@@ -99,6 +101,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="a status line on stderr every SECONDS (default 10; 0: none); under a job, rank 0 only")
     ap.add_argument("--prometheus", metavar="PORT",
                     help="serve the metrics at http://127.0.0.1:PORT/metrics (under a job, PORT + local rank)")
+    ap.add_argument("--push-prometheus", metavar="URL",
+                    help="push the metrics to the Pushgateway at URL every 15 s and at exit")
     for option in SESSION_FLAGS:
         values, help_text = option["values"], option["flag_help"]
         if values:
@@ -122,6 +126,7 @@ class _Options:
         self.html: bool = args.html
         self.status = 10.0  # seconds between status lines; 0: none
         self.prometheus: Optional[int] = None
+        self.push: Optional[str] = args.push_prometheus
         self.baseline: Optional[str] = args.baseline
         self.max_regression: float = args.max_regression
         self.statistic: str = args.statistic
@@ -157,6 +162,12 @@ def _options(args: argparse.Namespace) -> Tuple[Optional[_Options], Optional[str
             o.status = float(number)
         else:
             o.prometheus = int(number)
+    if o.push is not None:
+        from ._fleet import check_gateway
+
+        error = check_gateway(o.push)
+        if error:
+            return None, f"--push-prometheus: {error}"
     error = compare_options_error(args)
     if error:
         return None, error
@@ -180,6 +191,10 @@ def _flag_value(option: Dict[str, Any], value: str) -> Tuple[Any, Optional[str]]
     if option["values"]:
         if value not in option["values"]:
             return None, f"{flag} takes one of {', '.join(option['values'])}, not {value!r}"
+        return value, None
+    if option["range"] is None:  # a str (run_id): Session() checks it
+        if len(value.encode("utf-8", "surrogateescape")) > 256 or not value:
+            return None, f"{flag} takes a non-empty id of at most 256 bytes, not {value!r}"
         return value, None
     lo, hi = option["range"]
     if isinstance(option["default"], int):
@@ -365,6 +380,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"gpuscope run: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
         except OSError as e:
             print(f"gpuscope run: no metrics server on port {port} ({e})", file=sys.stderr)
+    if o.push is not None:
+        session.push_prometheus(o.push)  # pushed at exit by its own atexit hook, after the script's
+        print(f"gpuscope run: pushing metrics to {o.push} every 15 s", file=sys.stderr)
     extras = (status, server, unguard)
     if o.module is not None:
         sys.argv = [o.module, *o.args]

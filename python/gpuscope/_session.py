@@ -299,8 +299,42 @@ class Session(_gpuscope._Session):
 
     def prometheus(self) -> str:
         """The summary in the Prometheus text exposition format (gauges named
-        ``gpuscope_*``; docs/prometheus.md)."""
-        return _gpuscope.prometheus_text(self.summary())
+        ``gpuscope_*``; docs/prometheus.md), every sample labelled with the
+        job's ``run_id``, ``host`` and ``gpu`` (and ``rank`` in a
+        distributed job)."""
+        from ._fleet import exposition
+
+        return exposition(self)
+
+    def push_prometheus(self, gateway: Optional[str] = None, *,
+                        textfile: "Optional[os.PathLike[str] | str]" = None, job: str = "gpuscope",
+                        every: float = 15.0, delete_at_exit: bool = False,
+                        timeout_s: float = 5.0) -> Any:
+        """Pushes ``prometheus()`` every ``every`` seconds from a daemon thread,
+        and once more at exit, for a batch job that nothing scrapes: to a
+        Pushgateway (``gateway="http://host:9091"``; grouping key ``job``,
+        ``run_id``, ``host`` and ``rank``), and/or atomically to a
+        node_exporter textfile (``textfile=".../gpuscope.prom"``, one per
+        rank). The final numbers stay unless ``delete_at_exit``. Each request
+        is given ``timeout_s``; a failure is said once and tried again, never
+        raised. Returns the pusher (``.push()`` now, ``.close()``)."""
+        from ._fleet import PrometheusPusher
+
+        return PrometheusPusher(self, gateway, textfile=textfile, job=job, every=every,
+                                delete_at_exit=delete_at_exit, timeout_s=timeout_s)
+
+    def export_otlp(self, endpoint: str = "http://localhost:4318/v1/metrics", *, every: float = 15.0,
+                    headers: Optional[Dict[str, str]] = None, timeout_s: float = 5.0) -> Any:
+        """Sends the same metrics and labels as ``prometheus()`` to an
+        OTLP/HTTP receiver (an OpenTelemetry Collector) every ``every``
+        seconds from a daemon thread, and once more at exit, through the
+        OpenTelemetry SDK (``pip install opentelemetry-sdk
+        opentelemetry-exporter-otlp-proto-http``). A failed export is said
+        once and tried again, never raised. Returns the exporter
+        (``.export()`` now, ``.close()``)."""
+        from ._otlp import OtlpExporter
+
+        return OtlpExporter(self, endpoint, every=every, headers=headers, timeout_s=timeout_s)
 
     def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
         """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's

@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -346,8 +347,9 @@ def test_memory_reaches_json_html_prometheus_and_the_series(tmp_path):
     html = pathlib.Path(s.save_html(tmp_path / "r.html")).read_text()
     assert '<h2>GPU memory</h2>' in html and 'id="plot-memory"><svg' in html
     text = s.prometheus()
-    assert f'gpuscope_memory_peak_allocated_bytes{{gpu="0"}} {6.5 * GIB:.17g}' in text
-    assert 'gpuscope_memory_alloc_retries{gpu="0"} 0' in text
+    assert re.search(rf'^gpuscope_memory_peak_allocated_bytes{{run_id="[^"]+",host="[^"]+",gpu="0"}} {6.5 * GIB:.17g}$',
+                     text, re.M), text
+    assert re.search(r'^gpuscope_memory_alloc_retries\{run_id="[^"]+",host="[^"]+",gpu="0"\} 0$', text, re.M)
     assert "peak by phase: backward 6.5 GiB, forward 6.0 GiB" in s.report()
 
 

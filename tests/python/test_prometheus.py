@@ -33,7 +33,10 @@ _LABEL_NAME = re.compile(r"(?!__)[a-zA-Z_][a-zA-Z0-9_]*")  # names beginning "__
 ODD_PHASE = 'forward "main" C:\\new'
 
 
-def parse_exposition(text):
+JOB_LABELS = ("run_id", "host", "gpu")
+
+
+def parse_exposition(text, job_labels=False, require_job=True):
     """Parses the text format 0.0.4 with prometheus_client's parser, which
     rejects malformed lines, metric and label names, label escaping and
     values, then checks what that lax parser lets through: the format's rules
@@ -42,8 +45,11 @@ def parse_exposition(text):
     twice; names in the 0.0.4 charset; a final newline) and the docs' (a
     HELP line for every family; counters named *_total; finite values, since
     unknown ones are left out rather than NaN; no timestamps, the values are
-    now's). Returns {(name, ((label, value), ...)): value}, label values
-    unescaped, labels in the order written."""
+    now's). Every sample carries the job's labels (``run_id``, ``host``;
+    ``gpu`` once CUDA is in use), all with one value; they are checked and
+    left out of the keys (``job_labels`` keeps them in). Returns {(name,
+    ((label, value), ...)): value}, label values unescaped, labels in the
+    order written."""
     from prometheus_client.parser import text_string_to_metric_families  # a test dependency
 
     assert text.endswith("\n"), "no final newline"
@@ -54,7 +60,7 @@ def parse_exposition(text):
     for name in set(helped) | set(types):
         assert helped.count(name) == 1, f"{name}: {helped.count(name)} HELP lines"
         assert [n for n, _ in typed].count(name) == 1, f"{name}: not one TYPE line"
-    samples, families = {}, set()
+    samples, families, jobs = {}, set(), set()
     for family in text_string_to_metric_families(text):
         assert family.type in ("counter", "gauge"), f"{family.name}: {family.type} (a sample before its TYPE?)"
         assert family.name not in families, f"{family.name}: its lines are not together"
@@ -70,9 +76,17 @@ def parse_exposition(text):
                 assert _LABEL_NAME.fullmatch(label), f"{sample.name}: label name {label!r}"
             assert sample.timestamp is None, sample
             assert isinstance(sample.value, (int, float)) and math.isfinite(sample.value), sample
-            key = (sample.name, tuple(sample.labels.items()))
+            job = {k: v for k, v in sample.labels.items() if k in JOB_LABELS}
+            if require_job and sample.name.startswith("gpuscope_"):
+                assert "run_id" in job and "host" in job, f"{sample.name}: no job labels"
+                if not sample.name.startswith("gpuscope_memory_"):  # their gpu is the sample's
+                    jobs.add(tuple(sorted(job.items())))
+            labels = sample.labels if job_labels else \
+                {k: v for k, v in sample.labels.items() if k not in JOB_LABELS}
+            key = (sample.name, tuple(labels.items()))
             assert key not in samples, f"duplicate series {key}"
             samples[key] = sample.value
+    assert len(jobs) <= 1, f"samples of one session with different job labels: {jobs}"
     return samples
 
 
@@ -134,9 +148,12 @@ _BAD = {
 def test_the_check_rejects_a_bad_exposition(bad):
     """parse_exposition() itself: what it must refuse, so that the tests
     above would fail on such output."""
-    parse_exposition("# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x 1\n")  # a good one passes
+    good = "# HELP gpuscope_x x.\n# TYPE gpuscope_x gauge\ngpuscope_x 1\n"
+    parse_exposition(good, require_job=False)  # a good one passes
     with pytest.raises((AssertionError, ValueError)):
-        parse_exposition(bad)
+        parse_exposition(bad, require_job=False)
+    with pytest.raises(AssertionError, match="no job labels"):  # a session's carry them
+        parse_exposition(good)
 
 
 # -- the families docs/prometheus.md lists --------------------------------------
@@ -195,7 +212,9 @@ def check_documented(text, job=False):
         assert name in documented, f"{name} is not in {DOCS.name}"
         kind, label_names, _ = documented[name]
         assert types[name] == kind, f"{name}: {types[name]}, documented {kind}"
-        assert {label for label, _ in labels} == label_names, f"{name}{labels}: documented labels {label_names}"
+        # The job's labels (host among them) are parse_exposition()'s to check.
+        assert {label for label, _ in labels} == label_names - set(JOB_LABELS), \
+            f"{name}{labels}: documented labels {label_names}"
         if "quantile" in label_names:
             rest = tuple(label for label in labels if label[0] != "quantile")
             quantiles.setdefault((name, rest), set()).add(dict(labels)["quantile"])
@@ -318,7 +337,7 @@ def test_the_endpoint_serves_the_exposition_byte_for_byte_without_prometheus_cli
         status, text = scrape(server.url)
     assert status == 200
     assert text == starved.prometheus()
-    assert "gpuscope_steps_total 20\n" in text
+    assert re.search(r'^gpuscope_steps_total\{run_id="[^"]+",host="[^"]+"\} 20$', text, re.M), text
 
 
 def test_host_only_session_exposes_no_gpu_numbers(session, clock):
@@ -704,7 +723,7 @@ def test_at_the_descriptor_limit_the_accept_loop_backs_off_instead_of_spinning()
     assert spent < 0.25  # of 1 s with accept() failing with EMFILE all along
     assert n == 40  # queued in the backlog meanwhile
     assert opened == "ok" and threads <= 2
-    assert status == 200 and "gpuscope_steps_total 3" in text  # served again once descriptors are free
+    assert status == 200 and re.search(r"^gpuscope_steps_total\{.*\} 3$", text, re.M)  # served again once descriptors are free
     assert err == b""
 
 
@@ -715,7 +734,7 @@ def test_idle_connections_never_take_the_jobs_descriptors():
     assert threads <= 2
     assert n >= 200
     assert spent < 0.25  # connections held at the limit: no spinning
-    assert status == 200 and "gpuscope_steps_total 3" in text
+    assert status == 200 and re.search(r"^gpuscope_steps_total\{.*\} 3$", text, re.M)
     assert err == b""
 
 

@@ -101,7 +101,9 @@ def test_session_functions_take_the_session_and_summary_objects(cupti):
     sm = _gpuscope.summarize(cupti)
     assert sm == cupti.summary()
     assert _gpuscope.format_report(sm) == cupti.report()
-    assert _gpuscope.prometheus_text(sm) == cupti.prometheus()
+    from gpuscope._fleet import job_labels
+
+    assert _gpuscope.prometheus_text(sm, job_labels(cupti, sm)) == cupti.prometheus()
     assert _gpuscope.diagnose(sm) == cupti.diagnose()
     with pytest.raises(TypeError):
         _gpuscope.format_report(sm.to_json())  # JSON text is no longer accepted

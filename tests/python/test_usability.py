@@ -114,7 +114,7 @@ def test_help_on_session_documents_every_argument():
     expected = ["window", "enabled", "max_phases", "queue_capacity", "flush_interval_ms", "clock",
                 "stream", "simulated_device", "cupti", "telemetry_interval_ms", "trace_steps",
                 "warmup", "stall_after", "on_stall", "rank_interval", "rank_timeout_s", "flops_per_step", "flops_per_sample",
-                "peak_flops", "peak_precision", "device_name"]
+                "peak_flops", "peak_precision", "device_name", "run_id"]
     assert list(params) == expected
     text = pydoc.render_doc(gs.Session, renderer=pydoc.plaintext)
     for name in expected:
