@@ -62,7 +62,7 @@ test-wheel: wheel
 	bash tests/wheel/run.sh
 
 test-python: python deps-test
-	cd tests/python && GPUSCOPE_REQUIRE_CHROMIUM=1 $(PYTHON) -m pytest -q -p no:cacheprovider .
+	cd tests/python && GPUSCOPE_REQUIRE_CHROMIUM=1 GPUSCOPE_REQUIRE_FLEET=1 $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \

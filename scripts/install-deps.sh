@@ -23,8 +23,11 @@
 #                    generator) and torch==2.13.0 (CPU build) for
 #                    the demo and the DataLoader tests, when missing
 #   --test adds:     chromium (Debian; the HTML report test opens the report in
-#                    it), Pillow (to read its screenshot), prometheus-client
-#                    (the collector is registered in a real registry), and
+#                    it), prometheus, prometheus-pushgateway and
+#                    prometheus-node-exporter (Debian; the fleet tests run
+#                    them on localhost), Pillow (to read its screenshot), prometheus-client
+#                    (the collector is registered in a real registry),
+#                    opentelemetry-sdk and its OTLP/HTTP exporter, and
 #                    lightning, transformers and accelerate (the framework
 #                    callbacks' tests)
 set -euo pipefail
@@ -34,7 +37,11 @@ debs=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev 
       dpkg-dev debootstrap debian-archive-keyring)
 for_tests=0
 [ "${1:-}" = "--test" ] && for_tests=1
-if [ "$for_tests" = 1 ]; then debs=(chromium); fi
+# The fleet tests start real servers on localhost: Prometheus (and promtool,
+# which tests the shipped rules), the Pushgateway and node_exporter.
+if [ "$for_tests" = 1 ]; then
+  debs=(chromium prometheus prometheus-pushgateway prometheus-node-exporter)
+fi
 
 missing=()
 for p in "${debs[@]}"; do
@@ -57,6 +64,10 @@ if [ "$for_tests" = 1 ]; then
   test_missing=()
   py_has "import PIL" || test_missing+=("pillow")
   py_has "import prometheus_client" || test_missing+=("prometheus-client==0.26.0")
+  # The OTLP exporter's test: the SDK and its OTLP/HTTP exporter (which
+  # brings the protocol's protobuf types the test's receiver decodes with).
+  py_has "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http" \
+    || test_missing+=("opentelemetry-sdk==1.45.2" "opentelemetry-exporter-otlp-proto-http==1.45.2")
   # The framework callbacks' tests (tiny models built from configs, no
   # download). torch is pinned in the same command so that no framework's
   # requirement pulls a newer one (gigabytes of CUDA packages).

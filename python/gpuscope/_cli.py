@@ -5,6 +5,7 @@ gpuscope COMMAND ...``.
     gpuscope compare [options] BASE NEW
     gpuscope run [options] (script.py | -m module) [args...]
     gpuscope analyze [options] TRACE
+    gpuscope prometheus {rules ... | dashboard ...}
 
 One argparse parser with a subcommand each; ``gpuscope COMMAND --help``
 gives the options, what the command does and its exit status. Each
@@ -21,9 +22,10 @@ import sys
 from typing import Optional, Sequence
 
 from . import _analyze, _commands, _runner
+from .prometheus import _cli as _prometheus_cli
 from ._text import printable
 
-COMMANDS = ("doctor", "compare", "run", "analyze")  # in the usage's order
+COMMANDS = ("doctor", "compare", "run", "analyze", "prometheus")  # in the usage's order
 
 DESCRIPTION = "gpuscope: where a training loop's step time goes and why the GPU is idle."
 EPILOG = "gpuscope COMMAND --help gives a command's options and exit status."
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                     _commands.add_compare_arguments, _commands.compare),
         "run": (_runner.HELP, _runner.EPILOG, _runner.USAGE, _runner.add_arguments, _runner.run),
         "analyze": (_analyze.HELP, _analyze.EPILOG, _analyze.USAGE, _analyze.add_arguments, _analyze.run),
+        "prometheus": (_prometheus_cli.HELP, _prometheus_cli.EPILOG, _prometheus_cli.USAGE,
+                       _prometheus_cli.add_arguments, _prometheus_cli.run),
     }
     usages = []
     for name in COMMANDS:
