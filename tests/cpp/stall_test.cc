@@ -31,6 +31,7 @@
 namespace gpuscope {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -393,11 +394,18 @@ TEST(StallConcurrencyTest, TheWatchReadsTheOpenScopesWhileTheLoopRuns) {
   SetLogSink(nullptr);
   ASSERT_GT(i, 1000);
   ASSERT_FALSE(sum.stalls.empty());
+  // The planted stalls are in forward/inner. On a busy machine the loop can
+  // also be descheduled past the 2 ms limit between two of its scopes: a
+  // stall the loop really made, in a scope it had open then (a step's
+  // "other", or forward before inner began). Never a scope it had not.
+  int planted = 0;
   for (const Stall& x : sum.stalls) {
     EXPECT_FALSE(x.ongoing);
     EXPECT_GT(x.seconds, x.limit);
-    EXPECT_EQ(x.phase_path, "forward/inner");
+    EXPECT_THAT(x.phase_path, AnyOf("", "forward", "forward/inner"));
+    planted += x.phase_path == "forward/inner";
   }
+  EXPECT_GT(planted, 0);
 }
 
 // Another thread reads the recording thread's frames while it rewrites them
