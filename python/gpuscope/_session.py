@@ -336,6 +336,24 @@ class Session(_gpuscope._Session):
 
         return OtlpExporter(self, endpoint, every=every, headers=headers, timeout_s=timeout_s)
 
+    def log_to(self, tracker: Any, *, every: int = 100, alerts: bool = False, artifacts: bool = True,
+               timeout_s: float = 10.0) -> Any:
+        """Logs the session's numbers to an experiment tracker from a daemon
+        thread (gpuscope.trackers; docs/integrations.md): a
+        ``SummaryWriter`` or ``"tensorboard:DIR"``, a wandb run or
+        ``"wandb"``, an MLflow run or ``"mlflow"``, a Lightning logger, or a
+        list of these. Every ``every`` steps (0: only on the returned log's
+        ``.log(step)``) the scalars at the step, the findings when they
+        change; at the end the report and trace as artifacts, and with
+        ``alerts`` a W&B alert per new high finding. A tracker that raises
+        or takes longer than ``timeout_s`` is said once and switched off,
+        never raised. Returns the ``TrackerLog`` (``.log()``,
+        ``.close()``)."""
+        from .trackers import TrackerLog, sink_for
+
+        return TrackerLog(self, sink_for(tracker), every=every, alerts=alerts, artifacts=artifacts,
+                          timeout_s=timeout_s)
+
     def save_prometheus(self, path: "os.PathLike[str] | str") -> str:
         """Writes ``prometheus()`` to ``path`` atomically (for node_exporter's
         textfile collector: name it ``*.prom``); returns the path. Like every
