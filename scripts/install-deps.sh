@@ -27,9 +27,10 @@
 #                    prometheus-node-exporter (Debian; the fleet tests run
 #                    them on localhost), Pillow (to read its screenshot), prometheus-client
 #                    (the collector is registered in a real registry),
-#                    opentelemetry-sdk and its OTLP/HTTP exporter, and
+#                    opentelemetry-sdk and its OTLP/HTTP exporter,
 #                    lightning, transformers and accelerate (the framework
-#                    callbacks' tests)
+#                    callbacks' tests), and tensorboard, wandb and
+#                    mlflow-skinny (the trackers' tests, all offline)
 set -euo pipefail
 
 PYTHON="${PYTHON:-python3}"
@@ -74,6 +75,11 @@ if [ "$for_tests" = 1 ]; then
   py_has "import lightning" || test_missing+=("lightning==2.5.1")
   py_has "import transformers" || test_missing+=("transformers==5.24.0")
   py_has "import accelerate" || test_missing+=("accelerate==1.15.0")
+  # The experiment trackers, real and offline: TensorBoard's event files,
+  # W&B offline runs, an MLflow file store.
+  py_has "import tensorboard" || test_missing+=("tensorboard==2.21.0")
+  py_has "import wandb" || test_missing+=("wandb==0.31.0")
+  py_has "import mlflow" || test_missing+=("mlflow-skinny==3.18.0")
   if ((${#test_missing[@]})); then
     echo "deps: installing from PyPI: ${test_missing[*]}"
     "$PYTHON" -m pip install -q "${test_missing[@]}" "torch==2.13.0"

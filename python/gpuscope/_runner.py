@@ -29,7 +29,10 @@ autotuning) out of the window and the run's numbers, reported apart, as
 ``Session(warmup=N)`` does. ``--prometheus PORT`` serves
 the metrics (under a job on PORT + local rank); ``--push-prometheus URL``
 pushes them to a Pushgateway every 15 s and at exit (docs/fleet.md);
-``--run-id ID`` names the job in their ``run_id`` label. At exit (normal, an
+``--run-id ID`` names the job in their ``run_id`` label; ``--log-to
+TRACKER`` (``tensorboard:DIR``, ``wandb``, ``mlflow``) logs the numbers and
+findings to an experiment tracker every ``--log-every`` steps and at exit
+(docs/integrations.md). At exit (normal, an
 exception, ``sys.exit()`` or Ctrl-C), under a job the ranks exchange their
 records (at most 5 s), the report goes to stderr, ``--out DIR`` (default ``gpuscope-<date>-<time>``, or under
 torchrun ``gpuscope-<run id>``) gets ``run.json``, ``report.html`` (with
@@ -103,6 +106,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="serve the metrics at http://127.0.0.1:PORT/metrics (under a job, PORT + local rank)")
     ap.add_argument("--push-prometheus", metavar="URL",
                     help="push the metrics to the Pushgateway at URL every 15 s and at exit")
+    ap.add_argument("--log-to", metavar="TRACKER", action="append", default=[],
+                    help="log the numbers and findings to tensorboard:DIR, wandb (the run the script starts) "
+                         "or mlflow (the script's run); repeatable; under a job, rank 0 only")
+    ap.add_argument("--log-every", metavar="STEPS", default="100",
+                    help="log to the trackers every STEPS steps (default 100) and at exit")
     for option in SESSION_FLAGS:
         values, help_text = option["values"], option["flag_help"]
         if values:
@@ -127,6 +135,8 @@ class _Options:
         self.status = 10.0  # seconds between status lines; 0: none
         self.prometheus: Optional[int] = None
         self.push: Optional[str] = args.push_prometheus
+        self.log_to: List[str] = list(args.log_to)
+        self.log_every = 100
         self.baseline: Optional[str] = args.baseline
         self.max_regression: float = args.max_regression
         self.statistic: str = args.statistic
@@ -162,6 +172,9 @@ def _options(args: argparse.Namespace) -> Tuple[Optional[_Options], Optional[str
             o.status = float(number)
         else:
             o.prometheus = int(number)
+    error = _check_trackers(o, args.log_every)
+    if error:
+        return None, error
     if o.push is not None:
         from ._fleet import check_gateway
 
@@ -383,7 +396,15 @@ def run(args: argparse.Namespace) -> int:
     if o.push is not None:
         session.push_prometheus(o.push)  # pushed at exit by its own atexit hook, after the script's
         print(f"gpuscope run: pushing metrics to {o.push} every 15 s", file=sys.stderr)
-    extras = (status, server, unguard)
+    trackers = None
+    if o.log_to and (ident is None or ident.rank == 0):
+        try:
+            trackers = session.log_to(o.log_to, every=o.log_every)
+            print(f"gpuscope run: logging to {', '.join(o.log_to)} every {o.log_every} steps", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - the script runs without it
+            print(f"gpuscope run: not logging to {', '.join(o.log_to)} ({type(e).__name__}: {e})",
+                  file=sys.stderr)
+    extras = (status, server, unguard, trackers)
     if o.module is not None:
         sys.argv = [o.module, *o.args]
         sys.path.insert(0, os.getcwd())
@@ -423,11 +444,31 @@ def run(args: argparse.Namespace) -> int:
     return code if code != 0 else regression
 
 
-def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, object, object]) -> int:
+def _check_trackers(o: _Options, every: str) -> Optional[str]:
+    """--log-to and --log-every, checked before the script starts: the
+    spelling, and that the tracker's package is installed."""
+    import importlib.util
+
+    from .trackers._sinks import SPECS
+
+    if not every.isdigit() or not 0 < int(every) <= 10**9:
+        return f"--log-every {every} is not a number of steps >= 1"
+    o.log_every = int(every)
+    needs = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+    for spec in o.log_to:
+        kind, _, arg = spec.partition(":")
+        if kind not in needs or (kind == "tensorboard") != bool(arg):
+            return f"--log-to {spec}: not a tracker (one of {SPECS})"
+        if importlib.util.find_spec(needs[kind]) is None:
+            return f"--log-to {spec}: {needs[kind]} is not installed (pip install {needs[kind]})"
+    return None
+
+
+def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, object, object, object]) -> int:
     """Ends the instrumentation, syncs the ranks of a job (at most 5 s),
     writes the outputs, and compares with the baseline. Returns the
     comparison's exit status (0 without a baseline)."""
-    status, server, unguard = extras
+    status, server, unguard, trackers = extras
     if status is not None:
         status.stop()  # type: ignore[attr-defined]
     if unguard is not None:
@@ -435,6 +476,8 @@ def _finish(auto: object, session: object, o: _Options, extras: Tuple[object, ob
     if auto is not None:
         auto.finish()  # type: ignore[attr-defined]
         auto.uninstall()  # type: ignore[attr-defined]
+    if trackers is not None:  # before the trackers' own exit hooks end their runs
+        trackers.close()  # type: ignore[attr-defined]
     sys.stdout.flush()
     try:
         session.sync_ranks(timeout_s=5.0)  # type: ignore[attr-defined]  # None outside a job

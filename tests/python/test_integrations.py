@@ -2,8 +2,9 @@
 Hugging Face ``Trainer.train`` (models built from configs, no download),
 each with gpuscope's callback. What a user relies on: steps equal the
 framework's global steps (gradient accumulation included), the phases are
-there, the headline numbers reach the framework's logs, the files are
-written, and importing gpuscope imports no framework."""
+there, the numbers reach the Trainer's log history, the files are written,
+and importing gpuscope imports no framework. The trackers the callbacks log
+to: tests/python/test_trackers.py."""
 
 import json
 import subprocess
@@ -13,14 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-
-class Squares(torch.utils.data.Dataset):
-    def __len__(self):
-        return 64
-
-    def __getitem__(self, i):
-        x = torch.randn(8)
-        return x, (x * x).sum(0, keepdim=True)
+from _frameworks import huggingface_train, lightning_fit  # noqa: E402
 
 
 def test_importing_gpuscope_imports_no_framework():
@@ -33,30 +27,11 @@ def test_importing_gpuscope_imports_no_framework():
 
 
 def test_lightning_fit_records_its_global_steps(tmp_path):
-    L = pytest.importorskip("lightning")
+    pytest.importorskip("lightning")
     from gpuscope.integrations.lightning import GpuscopeCallback
 
-    class Model(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(),
-                                           torch.nn.Linear(32, 1))
-
-        def forward(self, x):
-            return self.net(x)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    cb = GpuscopeCallback(log_every_n_steps=2, report=False)
-    trainer = L.Trainer(max_steps=6, accumulate_grad_batches=2, accelerator="cpu", devices=1,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=str(tmp_path), callbacks=[cb])
-    trainer.fit(Model(), torch.utils.data.DataLoader(Squares(), batch_size=4))
+    cb = GpuscopeCallback(report=False)
+    trainer = lightning_fit(tmp_path, cb)
     assert trainer.global_step == 6
     s = cb.session.summary()
     assert s.total_steps == 6  # optimizer steps, 2 micro-batches each
@@ -67,34 +42,17 @@ def test_lightning_fit_records_its_global_steps(tmp_path):
     # Forward and backward run inside Lightning's closure, inside step():
     # still phases of their own, not inside "optimizer".
     assert phases["forward"].top_level and phases["backward"].top_level
-    assert "gpuscope/step_p95_ms" in trainer.callback_metrics
     run = json.loads((tmp_path / "gpuscope" / "run.json").read_text())
     assert run["summary"]["total_steps"] == 6
 
 
 def test_huggingface_train_records_its_global_steps(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     from gpuscope.integrations.huggingface import GpuscopeCallback
 
-    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=16)
-    model = transformers.GPT2LMHeadModel(config)
-
-    class Tokens(torch.utils.data.Dataset):
-        def __len__(self):
-            return 48
-
-        def __getitem__(self, i):
-            ids = torch.randint(0, 64, (8,))
-            return {"input_ids": ids, "labels": ids}
-
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=5, per_device_train_batch_size=4,
-        gradient_accumulation_steps=3, logging_steps=1, report_to=[], save_strategy="no",
-        use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
     cb = GpuscopeCallback(report=False)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[cb])
-    trainer.train()
+    trainer = huggingface_train(tmp_path, cb)
     assert trainer.state.global_step == 5
     s = cb.session.summary()
     assert s.total_steps == 5  # optimizer steps, 3 micro-batches each
@@ -102,7 +60,7 @@ def test_huggingface_train_records_its_global_steps(tmp_path):
     assert phases["optimizer"].count == 5
     assert phases["forward"].count == 15 and phases["backward"].count == 15
     assert "data" in phases
-    logged = [h for h in trainer.state.log_history if "gpuscope/step_p95_ms" in h]
+    logged = [h for h in trainer.state.log_history if "gpuscope/step_time_seconds/p95" in h]
     assert logged, trainer.state.log_history
     run = json.loads((tmp_path / "gpuscope" / "run.json").read_text())
     assert run["summary"]["total_steps"] == 5

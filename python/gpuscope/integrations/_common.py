@@ -1,11 +1,12 @@
 """What the framework callbacks share: a session recorded through the
-zero-code runner's hooks, the headline numbers, and the files at the end."""
+zero-code runner's hooks, its numbers logged to the trackers the framework
+was configured with (gpuscope.trackers), and the files at the end."""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 
 class Recorder:
@@ -13,10 +14,13 @@ class Recorder:
     ``start()`` to ``end()``."""
 
     def __init__(self, session: Any = None, out_dir: Optional[str] = None,
-                 report: bool = True) -> None:
+                 report: bool = True, alerts: bool = False, artifacts: bool = True) -> None:
         self.session = session
         self.out_dir = out_dir
         self.report = report
+        self.alerts = alerts
+        self.artifacts = artifacts
+        self.trackers: Any = None  # the TrackerLog, once there are sinks
         self._auto: Any = None
 
     def start(self) -> None:
@@ -29,32 +33,41 @@ class Recorder:
             self._auto = AutoInstrument(self.session)
             self._auto.install()
 
-    def metrics(self) -> Dict[str, float]:
-        """The headline numbers, named ``gpuscope/...``: step time p50 and
-        p95 (ms), the largest phases' shares (%), GPU idle (%) when measured;
-        empty before the first step."""
-        sm = self.session.summary()
-        if sm.steps == 0:
-            return {}
-        out = {"gpuscope/step_p50_ms": sm.step_time.p50 * 1e3,
-               "gpuscope/step_p95_ms": sm.step_time.p95 * 1e3}
-        for name in ("data", "forward", "backward", "optimizer"):
-            p = sm.phases.get(name)
-            if p is not None:
-                out[f"gpuscope/{name}_pct"] = 100 * p.share
-        if sm.gpu_idle_pct is not None:
-            out["gpuscope/gpu_idle_pct"] = sm.gpu_idle_pct
-        return out
+    def log_to(self, sinks: List[Any]) -> None:
+        """Logs to ``sinks`` at the steps ``log_step()`` is given (never on a
+        poll of its own: the framework's logging step is the step)."""
+        if sinks and self.trackers is None:
+            from gpuscope.trackers import TrackerLog
 
-    def end(self, default_dir: str, main_process: bool = True) -> None:
-        """Stops the hooks, then writes run.json, trace.json and (with
-        matplotlib) report.html under ``out_dir`` (default ``default_dir``),
-        one set per rank, and the report to stderr on the main process.
-        Never raises: the end of training must not fail for it."""
+            self.trackers = TrackerLog(self.session, sinks, every=0, alerts=self.alerts,
+                                       artifacts=self.artifacts)
+
+    def log_step(self, step: int) -> None:
+        """Queues a log at ``step``; returns at once."""
+        if self.trackers is not None:
+            self.trackers.log(step)
+
+    def metrics(self) -> Dict[str, float]:
+        """The trackers' scalars now (``gpuscope.trackers.scalars``); empty
+        before the first step."""
+        from gpuscope.trackers import scalars
+
+        return scalars(self.session.summary())
+
+    def end(self, default_dir: str, main_process: bool = True, step: Optional[int] = None) -> None:
+        """Stops the hooks; sends the trackers the final numbers at ``step``
+        and the artifacts (waiting at most their timeout); then writes
+        run.json, trace.json and (with matplotlib) report.html under
+        ``out_dir`` (default ``default_dir``), one set per rank, and the
+        report to stderr on the main process. Never raises: the end of
+        training must not fail for it."""
         if self._auto is not None:
             self._auto.finish()
             self._auto.uninstall()
             self._auto = None
+        if self.trackers is not None:
+            self.trackers.close(step)
+            self.trackers = None
         if self.session is None:
             return
         try:
