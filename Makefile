@@ -23,7 +23,7 @@ BENCH_FLAGS ?= --benchmark_repetitions=9 --benchmark_enable_random_interleaving=
   --benchmark_report_aggregates_only=true
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout 600
 
-.PHONY: all deps deps-test build wheel python test test-wheel check check-layers check-format format lint test-plain test-python test-asan test-tsan demo demo-cpp bench clean
+.PHONY: all deps deps-test build wheel python test _pytest _build-lane test-wheel check check-layers check-format format lint test-plain test-python test-asan test-tsan demo demo-cpp bench clean
 
 all: build
 
@@ -59,24 +59,36 @@ python: wheel
 # `pip install .` (build isolation on) into a fresh venv, with the CUDA
 # toolkit's and the system's nlohmann-json headers hidden (tests/wheel/).
 test-wheel: wheel
-	bash tests/wheel/run.sh
+	$(TEST_WHEEL)
 
 test-python: python deps-test
-	cd tests/python && GPUSCOPE_REQUIRE_CHROMIUM=1 GPUSCOPE_REQUIRE_FLEET=1 $(PYTHON) -m pytest -q -p no:cacheprovider .
+	$(PYTEST)
 
 test-asan: deps
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \
-	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF -DGPUSCOPE_WERROR=ON \
-	  -DGPUSCOPE_UNITY_BUILD=ON $(CMAKE_FLAGS)
-	cmake --build build-asan -j $(JOBS)
-	bash scripts/ctest-asan.sh build-asan -j $(JOBS) --timeout 600
+	$(BUILD_ASAN)
+	$(RUN_ASAN)
 
 test-tsan: deps
-	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSCOPE_SANITIZE=thread \
-	  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_BUILD_EXAMPLES=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF \
-	  -DGPUSCOPE_WERROR=ON -DGPUSCOPE_UNITY_BUILD=ON $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS) --target concurrency_tests
-	$(CTEST) --test-dir build-tsan -L concurrency
+	$(BUILD_TSAN)
+	$(RUN_TSAN)
+
+TEST_WHEEL = bash tests/wheel/run.sh
+PYTEST = cd tests/python && GPUSCOPE_REQUIRE_CHROMIUM=1 GPUSCOPE_REQUIRE_FLEET=1 GPUSCOPE_REQUIRE_TRACKERS=1 \
+	$(PYTHON) -m pytest -q -p no:cacheprovider .
+define BUILD_ASAN
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUSCOPE_SANITIZE=address \
+  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF -DGPUSCOPE_WERROR=ON \
+  -DGPUSCOPE_UNITY_BUILD=ON $(CMAKE_FLAGS)
+cmake --build build-asan -j $(JOBS)
+endef
+RUN_ASAN = bash scripts/ctest-asan.sh build-asan -j $(JOBS) --timeout 600
+define BUILD_TSAN
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSCOPE_SANITIZE=thread \
+  -DGPUSCOPE_BUILD_BENCHMARKS=OFF -DGPUSCOPE_BUILD_EXAMPLES=OFF -DGPUSCOPE_ENABLE_INSTALL=OFF \
+  -DGPUSCOPE_WERROR=ON -DGPUSCOPE_UNITY_BUILD=ON $(CMAKE_FLAGS)
+cmake --build build-tsan -j $(JOBS) --target concurrency_tests
+endef
+RUN_TSAN = $(CTEST) --test-dir build-tsan -L concurrency
 
 # Every C++ file git tracks or would track (new files not yet added count:
 # a check that skipped them passed here and failed on a fresh clone);
@@ -107,8 +119,24 @@ lint: build python
 	$(TIDY) -p build $(filter lib/%.cc,$(CXX_SOURCES))
 	$(TIDY) -p build-python $(filter bindings/%.cc,$(CXX_SOURCES))
 
-test: check test-plain test-python test-wheel test-asan test-tsan
+# pytest keeps about one core busy (its tests wait on servers, sleeps and
+# subprocesses), so the builds that nothing times (the wheel's clean-root
+# and isolated-build checks, the ASan and TSan builds) run beside it; the
+# sanitizers' tests, which time their threads, run after it, alone. Each
+# lane's output is printed when the lane ends.
+test: check test-plain python deps-test
+	$(MAKE) --no-print-directory -j2 --output-sync=target _pytest _build-lane
+	$(RUN_ASAN)
+	$(RUN_TSAN)
 	@echo "make test: all suites passed"
+
+_pytest:
+	$(PYTEST)
+
+_build-lane:
+	$(TEST_WHEEL)
+	$(BUILD_ASAN)
+	$(BUILD_TSAN)
 
 demo: python
 	$(PYTHON) examples/torch_training_loop.py
