@@ -48,9 +48,14 @@ def mlflow_store(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for it
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     mlflow.set_tracking_uri(uri)
+    import mlflow.tracking.fluent as fluent
+
+    start_run = fluent.start_run  # log_to("mlflow") without a run follows it
     yield uri
     while mlflow.active_run() is not None:
         mlflow.end_run()
+    fluent.start_run = mlflow.start_run = start_run
+    mlflow.set_experiment(experiment_id="0")  # the next store's default, not this test's
 
 
 def input_bound_loop(s, gpu, steps, log=None, at=(), step_s=0.004):
@@ -89,6 +94,20 @@ def test_the_scalars_are_the_summarys_numbers_under_the_prometheus_names(gpu):
     assert scalars(sim_session(gpu).summary()) == {}  # nothing before the first step
 
 
+def test_the_names_are_ones_every_tracker_takes_whatever_the_phase_is_called(gpu):
+    import re
+
+    s = sim_session(gpu)
+    for _ in range(3):
+        with s.step():
+            with s.phase("fwd (amp)/<1>: ..."):
+                time.sleep(0.001)
+    values = scalars(s.summary())
+    assert "gpuscope/phase_share_ratio/fwd _amp___1__ ..." in values, sorted(values)
+    mlflow_name = re.compile(r"^[/\w.\- :]*$")  # MLflow's check (TensorBoard's is looser)
+    assert all(mlflow_name.match(k) and "//" not in k and "/../" not in k for k in values), sorted(values)
+
+
 # Session.log_to(), a plain loop.
 
 def test_tensorboard_gets_the_scalars_at_the_steps_logged_and_the_final_ones(gpu, tmp_path):
@@ -109,14 +128,31 @@ def test_tensorboard_gets_the_scalars_at_the_steps_logged_and_the_final_ones(gpu
 
 def test_every_n_steps_logs_as_the_loop_passes_each_multiple(gpu, tmp_path):
     need("tensorboard")
+    from gpuscope.trackers import TrackerLog, sink_for
+
     s = sim_session(gpu)
-    log = s.log_to(f"tensorboard:{tmp_path / 'tb'}", every=25)
-    input_bound_loop(s, gpu, 100, step_s=0.02)  # 2 s: four polls of 0.5 s per 25 steps
+    log = TrackerLog(s, sink_for(f"tensorboard:{tmp_path / 'tb'}"), every=25, poll_s=0.05)
+    input_bound_loop(s, gpu, 100, step_s=0.02)  # 25 steps: 0.5 s, ten polls
     log.close()
     steps = [st for st, _ in read.tensorboard_scalars(str(tmp_path / "tb"))["gpuscope/step_time_seconds/p95"]]
     assert steps[-1] == 100 and steps == sorted(set(steps))
     firsts = [min(st for st in steps if st >= m) for m in (25, 50, 75)]
     assert all(m <= st < m + 25 for m, st in zip((25, 50, 75), firsts)), steps
+
+
+def test_log_without_a_step_logs_at_the_loops_count_warmup_included(gpu, tmp_path):
+    need("tensorboard")
+    s = gs.Session(simulated_device=gpu, stream=0, window=64, warmup=3)
+    log = s.log_to(f"tensorboard:{tmp_path / 'tb'}", every=0)
+    input_bound_loop(s, gpu, 12)
+    log.log()
+    log.log(step="not a step")  # left out, never raised
+    time.sleep(0.5)
+    input_bound_loop(s, gpu, 3)
+    log.close()
+    got = read.tensorboard_scalars(str(tmp_path / "tb"))["gpuscope/steps_total"]
+    assert [st for st, _ in got] == [12, 15]  # the loop's count; steps_total leaves warm-up out
+    assert [v for _, v in got] == [9, 12]
 
 
 def test_a_wandb_run_gets_its_values_a_findings_table_an_alert_and_the_files(gpu, tmp_path, wandb_offline):
@@ -128,6 +164,7 @@ def test_a_wandb_run_gets_its_values_a_findings_table_an_alert_and_the_files(gpu
         run.log({"loss": 1.0 / i}, step=i)
         if i in (10, 20):
             log.log(i)
+            time.sleep(0.5)  # in the run's row before its next commit (two in one row: the last wins)
     log.close()
     run.finish()
     assert log.errors == {}
@@ -163,17 +200,20 @@ def test_an_mlflow_run_gets_metrics_at_the_steps_findings_and_the_files(gpu, mlf
         read.mlflow_artifacts(mlflow_store, run.info.run_id, "gpuscope"))
 
 
-def test_mlflow_without_an_active_run_makes_one_the_script_then_resumes(gpu, mlflow_store):
+def test_mlflow_without_an_active_run_follows_the_run_the_script_starts(gpu, mlflow_store):
     mlflow = need("mlflow")
     s = sim_session(gpu)
     log = s.log_to("mlflow", every=0)  # as `gpuscope run --log-to mlflow` does, before the script
-    run_id = os.environ["MLFLOW_RUN_ID"]
-    with mlflow.start_run() as run:  # the script's own
-        assert run.info.run_id == run_id
-        input_bound_loop(s, gpu, 12, log, at=(10,))
-        mlflow.log_metric("loss", 0.5, step=12)
-    log.close()
-    assert [st for st, _ in read.mlflow_history(mlflow_store, run_id, "gpuscope/steps_total")] == [10, 12]
+    input_bound_loop(s, gpu, 5)
+    log.log(5)  # no run yet: nothing to log to
+    mlflow.set_experiment("the-scripts-own")  # the script's own choices stand
+    with mlflow.start_run() as run:
+        input_bound_loop(s, gpu, 7)
+        log.log(12)
+        log.close()
+    assert log.errors == {}
+    assert read.mlflow_history(mlflow_store, run.info.run_id, "gpuscope/steps_total") == [(12, 12.0)]
+    assert mlflow.get_experiment(run.info.experiment_id).name == "the-scripts-own"
 
 
 # A tracker that fails never reaches the loop.
@@ -216,23 +256,28 @@ def test_a_tracker_that_raises_is_said_once_switched_off_and_the_loop_goes_on(gp
     assert [st for st, _ in read.tensorboard_scalars(str(tmp_path / "tb"))["gpuscope/steps_total"]] == [10, 20, 30]
 
 
-def test_a_tracker_that_hangs_never_holds_the_loop_or_its_exit(gpu, capfd):
+def test_a_tracker_that_hangs_never_holds_the_loop_its_exit_or_the_others(gpu, tmp_path, capfd):
+    need("tensorboard")
     s = sim_session(gpu)
     hang = Hanging()
-    log = s.log_to(hang, every=0, timeout_s=0.5)
+    log = s.log_to([hang, f"tensorboard:{tmp_path / 'tb'}"], every=0, timeout_s=0.5)
     input_bound_loop(s, gpu, 5, log, at=(5,))
     assert hang.entered.wait(10)
     t0 = time.monotonic()
-    input_bound_loop(s, gpu, 20, log, at=tuple(range(1, 21)))  # logs queued behind the hung call
+    input_bound_loop(s, gpu, 100, log, at=tuple(range(1, 101)))  # more than the queue holds
     loop_s = time.monotonic() - t0
+    time.sleep(0.3)
     t0 = time.monotonic()
     log.close()
     close_s = time.monotonic() - t0
     hang.release.set()
-    assert loop_s < 20 * 0.004 + 1.0, loop_s  # the steps' own time, plus margin: nothing waited on it
-    assert close_s < 0.5 + 0.5, close_s
+    assert loop_s < 100 * 0.004 + 1.0, loop_s  # the steps' own time, plus margin: nothing waited on it
+    assert close_s < 0.5 + 0.3, close_s  # one timeout for the whole exit
     assert "has not returned" in log.errors["hanging"]
     assert capfd.readouterr().err.count("logging to hanging failed") == 1
+    # The other tracker went on, to the final log.
+    steps = [st for st, _ in read.tensorboard_scalars(str(tmp_path / "tb"))["gpuscope/steps_total"]]
+    assert steps[0] == 5 and steps[-1] == 105 and len(steps) >= 3, steps
 
 
 def test_log_to_refuses_what_it_cannot_log_to(gpu):

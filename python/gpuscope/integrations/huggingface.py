@@ -103,11 +103,12 @@ def _tracker_sinks(args: Any, callbacks: List[Any]) -> List[Any]:
     for cb in callbacks:
         kind = type(cb).__name__
         try:
-            if kind == "TensorBoardCallback" and getattr(cb, "logging_dir", None):
+            log_dir = getattr(getattr(cb, "tb_writer", None), "log_dir", None) or getattr(cb, "logging_dir", None)
+            if kind == "TensorBoardCallback" and log_dir:
                 # Its own writer in the integration's log directory: the
                 # integration closes its writer at on_train_end, before
                 # gpuscope's final log.
-                sinks.append(TensorBoardSink(cb.logging_dir))
+                sinks.append(TensorBoardSink(log_dir))
                 known.add("tensorboard")
             elif kind == "WandbCallback" and getattr(cb, "_wandb", None) is not None \
                     and cb._wandb.run is not None:

@@ -14,14 +14,15 @@ optimizer phase begins after Lightning's closure has run forward and
 backward).
 
 gpuscope's scalars (``gpuscope.trackers.scalars``:
-``gpuscope/step_time_seconds/p95``, ...) go to every logger in
-``trainer.loggers`` (CSV, TensorBoard, W&B, MLflow: whatever the user
-configured) through the logger's own ``log_metrics()``, at the steps and the
-step numbers Lightning logs the module's own ``self.log()`` values
-(``log_every_n_steps``, the trainer's unless given), from gpuscope's logging
-thread; the findings when they change and the report and trace at the end
-through the logger's ``experiment`` where it keeps such things. Only global
-rank zero logs. At the end of fitting the files go to ``out_dir`` (default
+``gpuscope/step_time_seconds/p95``, ...) go to the LightningModule's
+``log_dict`` on the iterations Lightning logs (``log_every_n_steps``, the
+trainer's unless given), so that every logger in ``trainer.loggers`` (CSV,
+TensorBoard, W&B, MLflow: whatever the user configured) writes them with
+the module's own ``self.log()`` values, at the same step, and they are in
+``trainer.callback_metrics``. The findings when they change and the report
+and trace at the end go, from gpuscope's logging thread, through each
+logger's ``experiment`` where it keeps such things. Only global rank zero
+sends those. At the end of fitting the files go to ``out_dir`` (default
 ``<default_root_dir>/gpuscope``), one set per rank, and the report to
 stderr on rank 0.
 """
@@ -64,7 +65,7 @@ class GpuscopeCallback(Callback):  # type: ignore[misc]
         if trainer.is_global_zero:
             from gpuscope.trackers import LightningLoggerSink
 
-            self._recorder.log_to([LightningLoggerSink(lg) for lg in trainer.loggers])
+            self._recorder.log_to([LightningLoggerSink(lg, scalars=False) for lg in trainer.loggers])
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -74,9 +75,12 @@ class GpuscopeCallback(Callback):  # type: ignore[misc]
         n = trainer.log_every_n_steps if self.log_every_n_steps is None else self.log_every_n_steps
         loop = trainer.fit_loop
         step = getattr(loop.epoch_loop, "_batches_that_stepped", trainer.global_step - 1)
-        accumulating = getattr(loop, "_should_accumulate", lambda: False)()
+        accumulating = getattr(loop, "_should_accumulate", lambda: False)() and pl_module.automatic_optimization
         if n and not accumulating and (step + 1) % n == 0 and step != self._logged_at:
             self._logged_at = step
+            metrics = self._recorder.metrics()
+            if metrics:
+                pl_module.log_dict(metrics, on_step=True, on_epoch=False)
             self._recorder.log_step(step)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

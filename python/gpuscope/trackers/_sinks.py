@@ -152,54 +152,91 @@ class WandbSink(Sink):
 
 class MlflowSink(Sink):
     """An MLflow run: an ``mlflow.ActiveRun`` or ``Run``, or a run id, with
-    an ``MlflowClient`` (default: one for the current tracking URI). Scalars
-    through ``log_batch`` at the step; the findings as a Markdown file per
-    change under ``gpuscope/findings/``; the files under ``gpuscope/``. An
-    MLflow run keeps no alerts."""
+    an ``MlflowClient`` (default: one for the current tracking URI, made at
+    the first log). Scalars through ``log_batch`` at the step; the findings
+    as a Markdown file per change under ``gpuscope/findings/``; the files
+    under ``gpuscope/``. An MLflow run keeps no alerts.
+
+    ``run=None``: the next run ``mlflow.start_run()`` starts, on any thread
+    (``gpuscope run --log-to mlflow``: the script's); nothing is logged
+    before it starts."""
 
     name = "mlflow"
 
-    def __init__(self, run: Any, client: Any = None, own: bool = False) -> None:
-        self._own = own  # made by gpuscope: ended at close unless the script ended it
+    def __init__(self, run: Any, client: Any = None) -> None:
         info = getattr(run, "info", None)
-        self.run_id: str = info.run_id if info is not None else str(run)
-        if client is None:
+        self.run_id: Optional[str] = info.run_id if info is not None else (None if run is None else str(run))
+        self.client = client
+        if run is None:
+            _follow_start_run(self)
+
+    def _client(self) -> Any:
+        if self.client is None:
             from mlflow.tracking import MlflowClient
 
-            client = MlflowClient()
-        self.client = client
+            self.client = MlflowClient()
+        return self.client
 
     def scalars(self, step: int, values: Dict[str, float]) -> None:
+        if self.run_id is None:
+            return
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         metrics = [Metric(key, float(value), now, step) for key, value in values.items()]
         for i in range(0, len(metrics), 1000):  # log_batch's limit
-            self.client.log_batch(self.run_id, metrics=metrics[i:i + 1000])
+            self._client().log_batch(self.run_id, metrics=metrics[i:i + 1000])
 
     def findings(self, step: int, rows: Sequence[Any]) -> None:
-        self.client.log_text(self.run_id, findings_markdown(step, rows),
-                             f"gpuscope/findings/step-{step:09d}.md")
+        if self.run_id is not None:
+            self._client().log_text(self.run_id, findings_markdown(step, rows),
+                                    f"gpuscope/findings/step-{step:09d}.md")
 
     def artifacts(self, files: Dict[str, str]) -> None:
+        if self.run_id is None:
+            raise RuntimeError("no MLflow run was started (mlflow.start_run()), so none has gpuscope's numbers")
         for path in files.values():
-            self.client.log_artifact(self.run_id, path, artifact_path="gpuscope")
+            self._client().log_artifact(self.run_id, path, artifact_path="gpuscope")
 
-    def close(self) -> None:
-        if self._own and self.client.get_run(self.run_id).info.status == "RUNNING":
-            self.client.set_terminated(self.run_id)
+
+def _follow_start_run(sink: MlflowSink) -> None:
+    """Makes ``mlflow.start_run`` tell ``sink`` the id of the first run it
+    starts. MLflow keeps the active run per thread, so gpuscope's thread
+    cannot look it up; the script's call is where it is known."""
+    import mlflow
+    import mlflow.tracking.fluent as fluent
+
+    original = fluent.start_run
+
+    def start_run(*args: Any, **kwargs: Any) -> Any:
+        run = original(*args, **kwargs)
+        if sink.run_id is None:
+            sink.run_id = run.info.run_id
+        return run
+
+    start_run.__wrapped__ = original  # type: ignore[attr-defined]
+    start_run.__doc__ = original.__doc__
+    fluent.start_run = start_run
+    mlflow.start_run = start_run
 
 
 class LightningLoggerSink(Sink):
-    """A Lightning logger (``trainer.loggers``): the scalars through its own
-    ``log_metrics()``, so that they land where the user's own ``self.log()``
-    values do (a CSV file, TensorBoard, W&B, MLflow); the findings and the
-    files through the logger's ``experiment`` where it is a tracker gpuscope
-    knows (a SummaryWriter, a wandb run, an MlflowClient)."""
+    """A Lightning logger (``trainer.loggers``). The scalars go through the
+    logger's ``experiment`` where it is a tracker gpuscope knows (a
+    SummaryWriter, a wandb run charted against ``trainer/global_step``, an
+    MlflowClient), which take calls from any thread; else (a CSVLogger, a
+    logger of another kind) through its own ``log_metrics()``. The findings
+    and the files go through the ``experiment`` only.
 
-    def __init__(self, logger: Any) -> None:
+    ``scalars=False``: the scalars are not this sink's (the Lightning
+    callback logs them on the training thread with ``log_dict``, at
+    Lightning's own logging step, since a CSVLogger's file is written there
+    and must not be appended to from another thread)."""
+
+    def __init__(self, logger: Any, scalars: bool = True) -> None:
         self.logger = logger
         self.name = f"lightning {type(logger).__name__}"
+        self._with_scalars = scalars
         self._inner: Optional[Sink] = None
         self._looked = False
 
@@ -207,19 +244,22 @@ class LightningLoggerSink(Sink):
         if not self._looked:
             self._looked = True
             kind = type(self.logger).__name__
-            try:
-                if kind == "TensorBoardLogger":
-                    self._inner = TensorBoardSink(self.logger.experiment)
-                elif kind == "WandbLogger":
-                    self._inner = WandbSink(self.logger.experiment, step_metric="trainer/global_step")
-                elif kind == "MLFlowLogger":
-                    self._inner = MlflowSink(self.logger.run_id, self.logger.experiment)
-            except Exception:  # noqa: BLE001 - findings are an extra; scalars still go
-                self._inner = None
+            if kind == "TensorBoardLogger":
+                self._inner = TensorBoardSink(self.logger.experiment)
+            elif kind == "WandbLogger":
+                self._inner = WandbSink(self.logger.experiment, step_metric="trainer/global_step")
+            elif kind == "MLFlowLogger":
+                self._inner = MlflowSink(self.logger.run_id, self.logger.experiment)
         return self._inner
 
     def scalars(self, step: int, values: Dict[str, float]) -> None:
-        self.logger.log_metrics(values, step=step)
+        if not self._with_scalars:
+            return
+        inner = self._experiment()
+        if inner is not None:
+            inner.scalars(step, values)
+        else:
+            self.logger.log_metrics(values, step=step)
 
     def findings(self, step: int, rows: Sequence[Any]) -> None:
         inner = self._experiment()
@@ -237,7 +277,9 @@ class LightningLoggerSink(Sink):
             inner.alert(title, text)
 
     def close(self) -> None:
-        self.logger.save()
+        inner = self._experiment()
+        if inner is not None:
+            inner.close()
 
 
 def sink_for(tracker: Any) -> List[Sink]:
@@ -282,26 +324,14 @@ def _from_spec(spec: str) -> Sink:
 
 
 def _mlflow_run() -> "MlflowSink":
-    """``mlflow``: the script's active run (MLflow keeps it per thread, so it
-    is looked up here, on the caller's), else the run ``MLFLOW_RUN_ID``
-    names, else a new run in the current experiment
-    (``MLFLOW_EXPERIMENT_ID`` / ``_NAME``, else the default one) whose id is
-    put in ``MLFLOW_RUN_ID``, so that the script's own ``mlflow.start_run()``
-    resumes it instead of starting another."""
+    """``mlflow``: the caller's active run (MLflow keeps it per thread, so
+    it is looked up here), else the run ``MLFLOW_RUN_ID`` names, else the
+    next run the script starts."""
     import mlflow
-    from mlflow.tracking import MlflowClient
 
     active = mlflow.active_run()
     if active is not None:
         return MlflowSink(active)
     if os.environ.get("MLFLOW_RUN_ID"):
         return MlflowSink(os.environ["MLFLOW_RUN_ID"])
-    client = MlflowClient()
-    experiment = os.environ.get("MLFLOW_EXPERIMENT_ID")
-    name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
-    if experiment is None and name:
-        found = client.get_experiment_by_name(name)
-        experiment = found.experiment_id if found is not None else client.create_experiment(name)
-    run = client.create_run(experiment or "0")
-    os.environ["MLFLOW_RUN_ID"] = run.info.run_id
-    return MlflowSink(run, client, own=True)
+    return MlflowSink(None)
